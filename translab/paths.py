@@ -1,0 +1,26 @@
+"""Where things live.  ``TRANSLAB_DATA_DIR`` moves the data, ``TRANSLAB_CACHE`` the downloads."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS_DIR = REPO_ROOT / "artifacts"
+GRADER_DIR = REPO_ROOT / "grader"
+RESULTS_DIR = REPO_ROOT / "results"
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("TRANSLAB_DATA_DIR", REPO_ROOT / "data"))
+
+
+def raw_dir() -> Path:
+    return data_dir() / "raw"
+
+
+def processed_dir() -> Path:
+    return data_dir() / "processed"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TRANSLAB_CACHE", data_dir() / "cache"))

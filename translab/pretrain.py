@@ -1,0 +1,130 @@
+"""Pretrain the causal language model that notebooks 03 and 04 load (``make pretrain``).
+
+    python -m translab.pretrain --steps 9000 --threads 1
+
+Writes ``artifacts/pretrained_lm.pt`` (best held-out perplexity so far, rewritten as it
+improves) and ``artifacts/pretrained_lm.json``, the manifest: command, seed, data hashes,
+steps, wall time, held-out perplexity, curve.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from . import data
+from .checkpoint import PRETRAINED_PATH, save_checkpoint
+from .datasets import TokenStream
+from .model import build_language_model
+from .training import evaluate_language_model, set_seed, train_steps
+
+HELDOUT_FRACTION = 0.05
+HELDOUT_SEED = 7
+
+
+def pretraining_documents() -> tuple[list[str], list[str]]:
+    """(training documents, held-out reviews).
+
+    Training: the Pang & Lee reviews and the RT sentences of the train split and pool, never
+    a valid or test sentence.  Held-out: 5 % of the reviews, fixed by a seed.
+    """
+    reviews = data.load_reviews()
+    order = list(range(len(reviews)))
+    random.Random(HELDOUT_SEED).shuffle(order)
+    cut = int(len(reviews) * HELDOUT_FRACTION)
+    heldout = [reviews[i] for i in sorted(order[:cut])]
+    train = [reviews[i] for i in sorted(order[cut:])]
+    train += [text for split in ("train", "pool") for text, _ in data.load_split(split)]
+    return train, heldout
+
+
+def heldout_batches(tokenizer, seq_len: int = 64, batch_size: int = 32, max_batches: int | None = None):
+    _, heldout = pretraining_documents()
+    return TokenStream(tokenizer, heldout).sequential_batches(batch_size, seq_len, max_batches)
+
+
+def warmup_cosine(optimizer, warmup: int, total: int, floor: float = 0.1):
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m translab.pretrain", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=9000)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--warmup", type=int, default=400)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--nhid", type=int, default=200)
+    parser.add_argument("--nlayers", type=int, default=4)
+    parser.add_argument("--nhead", type=int, default=2)
+    parser.add_argument("--eval-every", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = PyTorch's default)")
+    parser.add_argument("--fp32", action="store_true", help="no bf16 autocast")
+    parser.add_argument("--out", type=Path, default=PRETRAINED_PATH)
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    set_seed(args.seed)
+    bf16 = not args.fp32
+
+    tokenizer = data.load_tokenizer()
+    train_docs, _ = pretraining_documents()
+    stream = TokenStream(tokenizer, train_docs)
+    evaluation = heldout_batches(tokenizer, args.seq_len, args.batch_size)
+    config = {"ntoken": tokenizer.get_piece_size(), "nhid": args.nhid, "nlayers": args.nlayers,
+              "nhead": args.nhead, "dropout": args.dropout}
+    model = build_language_model(**config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    scheduler = warmup_cosine(optimizer, args.warmup, args.steps)
+    generator = torch.Generator().manual_seed(args.seed)
+    manifest = {
+        "command": "python -m translab.pretrain " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "seed": args.seed, "config": config, "args": {k: str(v) for k, v in vars(args).items()},
+        "bf16_autocast": bf16, "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "data_sha256": {**{f.name: f.sha256 for s in data.SOURCES for f in s.files},
+                        "tokenizer.model": data.sha256_of(data.tokenizer_path())},
+        "train_tokens": len(stream), "heldout_tokens": sum(int(b.targets.numel()) for b in evaluation),
+        "curve": [],
+    }
+    print(f"train tokens {len(stream):,}; held-out tokens {manifest['heldout_tokens']:,}; "
+          f"{args.steps} steps of {args.batch_size}x{args.seq_len}", flush=True)
+    start, best, done = time.time(), float("inf"), 0
+    while done < args.steps:
+        chunk = min(args.eval_every, args.steps - done)
+        batches = (stream.random_batch(args.batch_size, args.seq_len, generator) for _ in range(chunk))
+        losses = train_steps(model, batches, optimizer, scheduler, clip=1.0, bf16=bf16,
+                             progress=not args.no_progress, total=chunk, description=f"steps {done}+")
+        done += chunk
+        heldout = evaluate_language_model(model, evaluation, bf16=False)
+        elapsed = time.time() - start
+        point = {"step": done, "minutes": round(elapsed / 60, 2), "train_loss": sum(losses) / len(losses),
+                 "heldout_loss": heldout["loss"], "heldout_perplexity": heldout["perplexity"]}
+        manifest["curve"].append(point)
+        print(json.dumps(point), flush=True)
+        if heldout["perplexity"] < best:
+            best = heldout["perplexity"]
+            manifest.update({"steps": done, "wall_time_s": round(elapsed, 1),
+                             "heldout_perplexity": best, "heldout_loss": heldout["loss"]})
+            save_checkpoint(args.out, model, config, manifest={k: v for k, v in manifest.items() if k != "curve"})
+        manifest["total_wall_time_s"] = round(elapsed, 1)
+        args.out.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Training and evaluation loops that return their history as plain data.
+
+The loss is ``CrossEntropyLoss`` on raw logits (it applies log-softmax itself) with padding
+ignored.  Loops stay lean: they must run at the speed of a bare PyTorch loop (``make bench``).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import random
+from contextlib import nullcontext
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .data import PAD_ID
+from .datasets import Batch
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def make_loss() -> nn.CrossEntropyLoss:
+    return nn.CrossEntropyLoss(ignore_index=PAD_ID)
+
+
+def _autocast(enabled: bool):
+    return torch.autocast("cpu", dtype=torch.bfloat16) if enabled else nullcontext()
+
+
+def batch_loss(model: nn.Module, batch: Batch, loss_fn: nn.Module, causal: bool = True) -> torch.Tensor:
+    """Mean loss of one batch; LM logits (B, T, V) are flattened against (B*T,) targets."""
+    padding = batch.padding_mask if bool(batch.padding_mask.any()) else None
+    logits = model(batch.inputs, padding, causal=causal)
+    if logits.dim() == 3:
+        return loss_fn(logits.reshape(-1, logits.size(-1)).float(), batch.targets.reshape(-1))
+    return loss_fn(logits.float(), batch.targets)
+
+
+def train_steps(model: nn.Module, batches: Iterable[Batch], optimizer: torch.optim.Optimizer,
+                scheduler=None, clip: float = 0.5, bf16: bool = False, progress: bool = True,
+                total: int | None = None, description: str = "train") -> list[float]:
+    """One pass over ``batches``; returns each step's loss."""
+    loss_fn = make_loss()
+    model.train()
+    losses = []
+    bar = tqdm(batches, total=total, desc=description, disable=not progress, leave=False)
+    for batch in bar:
+        optimizer.zero_grad(set_to_none=True)
+        with _autocast(bf16):
+            loss = batch_loss(model, batch, loss_fn)
+        loss.backward()
+        if clip:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        losses.append(loss.item())
+        if len(losses) % 10 == 0:
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    return losses
+
+
+@torch.no_grad()
+def evaluate_language_model(model: nn.Module, batches: Iterable[Batch], bf16: bool = False) -> dict:
+    """Token-weighted mean loss and perplexity over the batches (padding excluded)."""
+    loss_fn = nn.CrossEntropyLoss(ignore_index=PAD_ID, reduction="sum")
+    model.eval()
+    total, count = 0.0, 0
+    for batch in batches:
+        with _autocast(bf16):
+            total += batch_loss(model, batch, loss_fn).item()
+        count += int(batch.targets.ne(PAD_ID).sum())
+    if count == 0:
+        raise ValueError("no target tokens to evaluate")
+    loss = total / count
+    return {"loss": loss, "perplexity": math.exp(loss)}
+
+
+@torch.no_grad()
+def predict(model: nn.Module, batches: Iterable[Batch]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(predicted labels, true labels) of a classifier over all batches."""
+    model.eval()
+    predictions, labels = [], []
+    for batch in batches:
+        padding = batch.padding_mask if bool(batch.padding_mask.any()) else None
+        predictions.append(model(batch.inputs, padding).argmax(dim=-1))
+        labels.append(batch.targets)
+    return torch.cat(predictions), torch.cat(labels)
+
+
+def evaluate_accuracy(model: nn.Module, batches: Iterable[Batch]) -> float:
+    predictions, labels = predict(model, batches)
+    return float((predictions == labels).float().mean())
+
+
+def fine_tune(model: nn.Module, train_batches: Callable[[int], list[Batch]], valid_batches: list[Batch],
+              epochs: int, optimizer: torch.optim.Optimizer, scheduler=None,
+              test_batches: list[Batch] | None = None, clip: float = 1.0, patience: int | None = None,
+              progress: bool = True, description: str = "fine-tune") -> dict:
+    """Train a classifier for ``epochs``; keep the weights of the best validation epoch.
+
+    ``train_batches(epoch)`` gives that epoch's batches (reshuffled per epoch).  The test set,
+    if given, is only *reported* per epoch for the learning curve; it never selects anything.
+    Returns ``{"epoch", "train_loss", "valid_accuracy", "test_accuracy", "best_epoch"}``.
+    """
+    history: dict = {"epoch": [], "train_loss": [], "valid_accuracy": [], "test_accuracy": []}
+    best_state, best_valid, since_best = None, -1.0, 0
+    for epoch in tqdm(range(1, epochs + 1), desc=description, disable=not progress, leave=False):
+        losses = train_steps(model, train_batches(epoch), optimizer, scheduler, clip=clip, progress=False)
+        valid = evaluate_accuracy(model, valid_batches)
+        history["epoch"].append(epoch)
+        history["train_loss"].append(float(np.mean(losses)))
+        history["valid_accuracy"].append(valid)
+        if test_batches is not None:
+            history["test_accuracy"].append(evaluate_accuracy(model, test_batches))
+        if valid > best_valid:
+            best_valid, best_state, since_best = valid, copy.deepcopy(model.state_dict()), 0
+            history["best_epoch"] = epoch
+        else:
+            since_best += 1
+            if patience is not None and since_best >= patience:
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return history
