@@ -79,7 +79,7 @@ SPLIT_SEED = 2022
 SPLIT_SIZES = {"train": 1600, "valid": 400, "test": 2000}  # balanced: half of each per class
 SPLITS = ("train", "valid", "test", "pool")
 MIN_ABS_RATING = 0.5
-PREPARE_VERSION = 2  # bump when the preparation changes, so `make data` redoes it
+PREPARE_VERSION = 4  # bump when the preparation changes, so `make data` redoes it
 
 
 def sha256_of(path: Path) -> str:
@@ -242,50 +242,60 @@ def label_sentences(sentences: list[tuple[str, float]]) -> tuple[list[tuple[str,
                      "rt_duplicate_texts_merged": duplicates, "rt_conflicting_labels_dropped": len(conflicting)}
 
 
-def find_verbatim(sentences: list[str], documents: list[str]) -> set[str]:
+def find_verbatim(sentences: list[str], documents: list[str], skip_identical: bool = False) -> set[str]:
     """The sentences that occur as a contiguous run of whole tokens in some document.
 
-    Indexed by each sentence's first two tokens, so checking 10 k sentences against a
-    million-token corpus takes a second or two rather than a quadratic scan.
+    With ``skip_identical`` a document equal to the sentence does not count (to find the
+    sentences contained in *other* sentences of the same set).  Indexed by each sentence's
+    first two tokens: 10 k sentences against a million tokens take a second or two.
     """
     stream: list[str] = []
-    for document in documents:
-        stream += document.split() + ["\n"]  # a separator no sentence contains
+    owner: list[int] = []
+    for number, document in enumerate(documents):
+        tokens = document.split() + ["\n"]  # a separator no sentence contains
+        stream += tokens
+        owner += [number] * len(tokens)
     starts: dict[tuple[str, ...], list[int]] = {}
     for position in range(len(stream) - 1):
         starts.setdefault((stream[position], stream[position + 1]), []).append(position)
-    unigrams = set(stream)
     found = set()
     for sentence in sentences:
         tokens = sentence.split()
-        if len(tokens) == 1:
-            if tokens[0] in unigrams:
-                found.add(sentence)
-            continue
-        for position in starts.get((tokens[0], tokens[1]), ()):
-            if stream[position:position + len(tokens)] == tokens:
-                found.add(sentence)
-                break
+        candidates = (starts.get((tokens[0], tokens[1]), ()) if len(tokens) > 1
+                      else (i for i, token in enumerate(stream) if token == tokens[0]))
+        for position in candidates:
+            if stream[position:position + len(tokens)] != tokens:
+                continue
+            if skip_identical and documents[owner[position]] == sentence:
+                continue
+            found.add(sentence)
+            break
     return found
 
 
 def make_splits(labeled: list[tuple[str, int]], forbidden: set[str], seed: int = SPLIT_SEED
                 ) -> dict[str, list[tuple[str, int]]]:
-    """Balanced train/valid/test; sentences found verbatim in the pretraining text never go to valid/test."""
+    """Balanced train/valid/test; sentences found verbatim in the pretraining text never go to valid/test.
+
+    Each class is shuffled once and dealt in order (test, valid, train, then the pool); a
+    forbidden sentence is dealt to the pool.  The shuffle does not depend on ``forbidden``, so a
+    change in that set moves only the sentences concerned.
+    """
     rng = random.Random(seed)
     splits: dict[str, list[tuple[str, int]]] = {name: [] for name in SPLITS}
     for label in (0, 1):
-        eligible = [pair for pair in labeled if pair[1] == label and pair[0] not in forbidden]
-        leaked = [pair for pair in labeled if pair[1] == label and pair[0] in forbidden]
-        rng.shuffle(eligible)
-        start = 0
-        for name in ("test", "valid", "train"):
-            size = SPLIT_SIZES[name] // 2
-            if start + size > len(eligible):
-                raise DataError(f"not enough sentences of label {label} for the {name} split")
-            splits[name] += eligible[start:start + size]
-            start += size
-        splits["pool"] += eligible[start:] + leaked
+        members = [pair for pair in labeled if pair[1] == label]
+        rng.shuffle(members)
+        quota = {name: SPLIT_SIZES[name] // 2 for name in ("test", "valid", "train")}
+        dealt = {name: 0 for name in quota}
+        for pair in members:
+            target = "pool" if pair[0] in forbidden else next((n for n in quota if dealt[n] < quota[n]), "pool")
+            splits[target].append(pair)
+            if target != "pool":
+                dealt[target] += 1
+        short = [name for name in quota if dealt[name] < quota[name]]
+        if short:
+            raise DataError(f"not enough sentences of label {label} for the {short[0]} split")
     for name in SPLITS:
         rng.shuffle(splits[name])
     return splits
@@ -331,7 +341,12 @@ def prepare(force: bool = False) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     reviews = read_reviews()
     labeled, stats = label_sentences(read_rt_sentences())
-    in_pretraining = find_verbatim([text for text, _ in labeled], [" ".join(review) for review in reviews])
+    texts = [text for text, _ in labeled]
+    # Pretraining reads the reviews and the RT sentences outside valid/test: a valid or test
+    # sentence must occur verbatim in neither.
+    in_reviews = find_verbatim(texts, [" ".join(review) for review in reviews])
+    in_other_sentences = find_verbatim(texts, texts, skip_identical=True)
+    in_pretraining = in_reviews | in_other_sentences
     splits = make_splits(labeled, in_pretraining)
     for name, pairs in splits.items():
         _write_split(out / f"{name}.tsv", pairs)
@@ -344,7 +359,9 @@ def prepare(force: bool = False) -> dict:
         "rt_labeled_unique": len(labeled),
         "rt_positive": sum(label for _, label in labeled),
         "rt_negative": sum(1 - label for _, label in labeled),
-        "rt_found_verbatim_in_reviews": len(in_pretraining),
+        "rt_found_verbatim_in_reviews": len(in_reviews),
+        "rt_found_verbatim_in_other_rt_sentences": len(in_other_sentences),
+        "rt_kept_out_of_valid_and_test": len(in_pretraining),
         "rt_verbatim_examples": sorted(in_pretraining, key=len)[:10],
         "splits": {name: {"size": len(p), "positive": sum(l for _, l in p)} for name, p in splits.items()},
         "stamp": _stamp(),

@@ -13,6 +13,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -27,6 +28,8 @@ def set_seed(seed: int) -> None:
 
 
 def make_loss() -> nn.CrossEntropyLoss:
+    """The language-model loss: padding targets are ignored.  Not for class labels, where
+    label 0 is a real class, not padding (``batch_loss`` picks the right one)."""
     return nn.CrossEntropyLoss(ignore_index=PAD_ID)
 
 
@@ -34,27 +37,31 @@ def _autocast(enabled: bool):
     return torch.autocast("cpu", dtype=torch.bfloat16) if enabled else nullcontext()
 
 
-def batch_loss(model: nn.Module, batch: Batch, loss_fn: nn.Module, causal: bool = True) -> torch.Tensor:
-    """Mean loss of one batch; LM logits (B, T, V) are flattened against (B*T,) targets."""
+def batch_loss(model: nn.Module, batch: Batch, reduction: str = "mean", causal: bool = True) -> torch.Tensor:
+    """Cross-entropy of one batch on raw logits.
+
+    LM logits (B, T, V) are flattened against (B*T,) next tokens, padding ignored; classifier
+    logits (B, C) against (B,) labels, every label counted (label 0 is a class, not padding).
+    """
     padding = batch.padding_mask if bool(batch.padding_mask.any()) else None
-    logits = model(batch.inputs, padding, causal=causal)
+    logits = model(batch.inputs, padding, causal=causal).float()
     if logits.dim() == 3:
-        return loss_fn(logits.reshape(-1, logits.size(-1)).float(), batch.targets.reshape(-1))
-    return loss_fn(logits.float(), batch.targets)
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch.targets.reshape(-1),
+                               ignore_index=PAD_ID, reduction=reduction)
+    return F.cross_entropy(logits, batch.targets, reduction=reduction)
 
 
 def train_steps(model: nn.Module, batches: Iterable[Batch], optimizer: torch.optim.Optimizer,
                 scheduler=None, clip: float = 0.5, bf16: bool = False, progress: bool = True,
                 total: int | None = None, description: str = "train") -> list[float]:
     """One pass over ``batches``; returns each step's loss."""
-    loss_fn = make_loss()
     model.train()
     losses = []
     bar = tqdm(batches, total=total, desc=description, disable=not progress, leave=False)
     for batch in bar:
         optimizer.zero_grad(set_to_none=True)
         with _autocast(bf16):
-            loss = batch_loss(model, batch, loss_fn)
+            loss = batch_loss(model, batch)
         loss.backward()
         if clip:
             nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -70,12 +77,11 @@ def train_steps(model: nn.Module, batches: Iterable[Batch], optimizer: torch.opt
 @torch.no_grad()
 def evaluate_language_model(model: nn.Module, batches: Iterable[Batch], bf16: bool = False) -> dict:
     """Token-weighted mean loss and perplexity over the batches (padding excluded)."""
-    loss_fn = nn.CrossEntropyLoss(ignore_index=PAD_ID, reduction="sum")
     model.eval()
     total, count = 0.0, 0
     for batch in batches:
         with _autocast(bf16):
-            total += batch_loss(model, batch, loss_fn).item()
+            total += batch_loss(model, batch, reduction="sum").item()
         count += int(batch.targets.ne(PAD_ID).sum())
     if count == 0:
         raise ValueError("no target tokens to evaluate")

@@ -1,0 +1,59 @@
+"""The project's own promises: pins agree, make targets are documented, CI runs the README."""
+import re
+import subprocess
+import tomllib
+
+from translab.paths import REPO_ROOT
+
+
+def pyproject_pins():
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    return sorted(project["dependencies"])
+
+
+def test_every_dependency_is_pinned_exactly():
+    for requirement in pyproject_pins():
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", requirement), requirement
+    assert "torch==2.13.0" in pyproject_pins()
+
+
+def test_environment_yml_has_the_same_pins():
+    text = (REPO_ROOT / "environment.yml").read_text()
+    conda = sorted(re.findall(r"^\s+- ([A-Za-z0-9_.-]+==\S+)\s*$", text, flags=re.M))
+    assert conda == pyproject_pins()
+
+
+def test_constraints_agree_with_pyproject():
+    constraints = {}
+    for line in (REPO_ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            constraints[name.lower().replace("_", "-")] = version
+    for requirement in pyproject_pins():
+        name, version = requirement.split("==")
+        assert constraints.get(name.lower().replace("_", "-")) == version, requirement
+
+
+def test_make_help_lists_every_target_with_a_description():
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    phony = set(re.search(r"^\.PHONY:(.*?)(?<!\\)$", makefile, flags=re.M | re.S).group(1).replace("\\", " ").split())
+    out = subprocess.run(["make", "-s", "help"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+    listed = set(re.findall(r"make (\S+)", out))
+    assert phony == listed
+    assert all(len(line.split(None, 2)) == 3 for line in out.strip().splitlines())
+
+
+def test_ci_runs_exactly_the_readme_commands():
+    ci = [line for line in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
+          if line and not line.startswith("#") and not line.startswith("set ")]
+    assert ci == ["make setup", "make test"]
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert readme.index("make setup") < readme.index("make test") < readme.index("## ")
+
+
+def test_no_notebook_in_the_repo_carries_outputs():
+    for path in list(REPO_ROOT.glob("solutions/**/*.ipynb")) + list(REPO_ROOT.glob("notebooks/**/*.ipynb")):
+        import json
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                assert not cell.get("outputs") and not cell.get("execution_count"), path
