@@ -59,7 +59,7 @@ tokenizer: $(VENV)/.installed ## rebuild artifacts/tokenizer.model from the prep
 	$(PY) -m translab.data prepare && cp data/processed/tokenizer.model artifacts/tokenizer.model
 
 pretrain: $(VENV)/.installed ## retrain the shipped checkpoint artifacts/pretrained_lm.pt (about an hour)
-	$(PY) -m translab.pretrain --steps 9000 --threads 1
+	$(PY) -m translab.pretrain --steps 7000 --threads 1
 
 experiment: $(VENV)/.installed ## rerun the transfer experiment into results/transfer.json and its plot
 	$(PY) -m translab.experiment

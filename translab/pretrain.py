@@ -61,7 +61,7 @@ def warmup_cosine(optimizer, warmup: int, total: int, floor: float = 0.1):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m translab.pretrain", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=9000)
+    parser.add_argument("--steps", type=int, default=7000)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest = {
         "command": "python -m translab.pretrain " + " ".join(argv if argv is not None else sys.argv[1:]),
         "seed": args.seed, "config": config, "args": {k: str(v) for k, v in vars(args).items()},
-        "bf16_autocast": bf16, "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "bf16_autocast": bf16, "torch": str(torch.__version__), "threads": torch.get_num_threads(),
         "data_sha256": {**{f.name: f.sha256 for s in data.SOURCES for f in s.files},
                         "tokenizer.model": data.sha256_of(data.tokenizer_path())},
         "train_tokens": len(stream), "heldout_tokens": sum(int(b.targets.numel()) for b in evaluation),

@@ -1,0 +1,150 @@
+"""One temporary copy of the course, graded once per test session.
+
+Students (all in ``submitted/`` of the copy; two of them arrive through an LMS zip and ``collect``):
+
+* ``alice``   the solution notebooks, submitted as they are (must get full marks);
+* ``blank``   the released student notebooks, untouched (must get 0 on every test cell);
+* ``bob``     the solutions with four typical mistakes (must lose exactly those cells);
+* ``mallory`` notebooks 01 and 02 only, answers that call translab or hard-code the visible numbers.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from translab.grading import ASSIGNMENT
+from translab.paths import REPO_ROOT
+
+# The four typical mistakes: notebook -> {answer cell: wrong source}; and the test cells that must fail.
+MISTAKES = {
+    "01_mask_and_positional_encoding": {
+        "mask_answer": "def generate_square_subsequent_mask(sz):\n    return torch.tril(torch.ones(sz, sz))\n",
+    },
+    "02_model_and_parameters": {
+        "heads_answer": (
+            "class LanguageModelHead(nn.Module):\n"
+            "    def __init__(self, nhid, ntoken):\n        super().__init__()\n        self.decoder = nn.Linear(nhid, ntoken)\n"
+            "    def forward(self, hidden, src_key_padding_mask=None):\n        return self.decoder(hidden)\n\n"
+            "class ClassificationHead(nn.Module):\n"
+            "    def __init__(self, nhid, nclasses):\n        super().__init__()\n        self.decoder = nn.Linear(nhid, nclasses)\n"
+            "    def forward(self, hidden, src_key_padding_mask=None):\n        return self.decoder(hidden[:, -1])\n"),
+        "count_answer": (
+            "def count_parameters(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses=None):\n"
+            "    outputs = ntoken if nclasses is None else nclasses\n"
+            "    layer = 4 * nhid * nhid + 2 * nhid * dim_feedforward + 4 * nhid\n"
+            "    return ntoken * nhid + nlayers * layer + nhid * outputs\n"),
+        "numbers_answer": ("n_params_lm = count_parameters(100, 200, 4, 2, 200)\n"
+                           "n_params_classifier = count_parameters(100, 200, 4, 2, 200, nclasses=2)\n"),
+    },
+    "03_pretraining_and_generation": {
+        "loss_answer": ("def lm_loss(logits, targets):\n"
+                        "    probabilities = torch.softmax(logits, dim=-1)\n"
+                        "    return nn.CrossEntropyLoss(ignore_index=PAD_ID)(probabilities.reshape(-1, probabilities.size(-1)), targets.reshape(-1))\n"),
+    },
+}
+MISTAKE_CELLS = {
+    "01_mask_and_positional_encoding": {"mask_visible", "mask_hidden"},
+    "02_model_and_parameters": {"heads_visible", "heads_hidden", "count_visible", "count_hidden", "numbers_visible"},
+    "03_pretraining_and_generation": {"loss_visible", "loss_hidden"},
+}
+# What bob's feedback must say about each mistake.
+MISTAKE_MESSAGES = {
+    "01_mask_and_positional_encoding": ["a mask of 1s"],
+    "02_model_and_parameters": ["which is padding for shorter sentences", "without biases"],
+    "03_pretraining_and_generation": ["softmax was applied before CrossEntropyLoss"],
+}
+
+CHEATS = {
+    "01_mask_and_positional_encoding": {
+        "mask_answer": ("from translab.model import generate_square_subsequent_mask as _reference\n\n"
+                        "def generate_square_subsequent_mask(sz):\n    return _reference(sz)\n"),
+        "pe_answer": "import translab.model\n\nclass PositionalEncoding(translab.model.PositionalEncoding):\n    pass\n",
+    },
+    "02_model_and_parameters": {
+        "count_answer": ("def count_parameters(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses=None):\n"
+                         "    return 1_008_100 if nclasses is None else 988_402\n"),
+    },
+}
+CHEAT_FAILS = {
+    "01_mask_and_positional_encoding": {"mask_visible", "mask_hidden", "pe_visible", "pe_hidden"},
+    "02_model_and_parameters": {"count_hidden"},
+}
+
+
+def _edit(source: Path, dest: Path, replacements: dict) -> None:
+    notebook = nbformat.read(source, as_version=4)
+    seen = set()
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in replacements:
+            cell.source = replacements[grade_id]
+            seen.add(grade_id)
+    assert seen == set(replacements), f"cells {set(replacements) - seen} not found in {source.name}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, dest)
+
+
+def _run(root: Path, *args: str) -> str:
+    process = subprocess.run([sys.executable, "-m", "translab.grading", "--root", str(root), *args],
+                             text=True, capture_output=True)
+    output = process.stdout + process.stderr
+    assert process.returncode == 0, f"translab.grading {' '.join(args)} failed:\n{output[-5000:]}"
+    assert "Exception while loading config" not in output, output[-3000:]
+    return output
+
+
+@pytest.fixture(scope="session")
+def course(tmp_path_factory):
+    """The graded temporary course: (root, timings)."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
+    shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
+    timings = {}
+    start = time.time()
+    _run(root, "release")
+    timings["release"] = time.time() - start
+
+    solutions = root / "solutions" / ASSIGNMENT
+    released = root / "notebooks" / ASSIGNMENT
+    submitted = root / "submitted"
+    shutil.copytree(released, submitted / "blank" / ASSIGNMENT)
+    lms = root / "lms_download"
+    lms.mkdir()
+    for path in sorted(solutions.glob("*.ipynb")):
+        # alice: a flat, Canvas-style file name; bob: a Moodle-style folder per student
+        shutil.copy(path, lms / f"alice_4711_9001_{path.name}")
+        _edit(path, lms / "Bob Smith_12345_assignsubmission_file_" / path.name, MISTAKES.get(path.stem, {}))
+    for stem, replacements in CHEATS.items():
+        _edit(solutions / f"{stem}.ipynb", submitted / "mallory" / ASSIGNMENT / f"{stem}.ipynb", replacements)
+    archive = root / "download.zip"
+    with zipfile.ZipFile(archive, "w") as handle:
+        for path in sorted(lms.rglob("*.ipynb")):
+            handle.write(path, path.relative_to(lms))
+    shutil.rmtree(lms)
+    _run(root, "collect", str(archive))
+
+    start = time.time()
+    _run(root, "autograde")
+    timings["autograde"] = time.time() - start
+    _run(root, "feedback")
+    _run(root, "grades")
+    return root, timings
+
+
+def cell_scores(root: Path, student: str) -> dict:
+    """{(notebook, grade_id): (score, max_score, is_code_test)} from the course's gradebook."""
+    from nbgrader.api import Gradebook
+    scores = {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        submission = gradebook.find_submission(ASSIGNMENT, student)
+        for notebook in submission.notebooks:
+            for grade in notebook.grades:
+                scores[(notebook.name, grade.name)] = (grade.score, grade.max_score, grade.cell_type == "code")
+    return scores

@@ -1,0 +1,181 @@
+"""Grading behaviour, end to end through nbgrader on a temporary copy of the course (see conftest.py)."""
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from translab.grading import ASSIGNMENT
+from translab.paths import REPO_ROOT
+
+from conftest import CHEAT_FAILS, MISTAKE_CELLS, MISTAKE_MESSAGES, cell_scores
+
+pytestmark = pytest.mark.slow
+BOB = "12345"  # bob's Moodle participant number, the id `collect` gives him
+NOTEBOOKS = sorted(p.stem for p in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
+
+
+def _comparable(path: Path) -> dict:
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    return notebook
+
+
+def test_committed_student_notebooks_equal_a_fresh_release(course):
+    root, _ = course
+    fresh = sorted(p.name for p in (root / "notebooks" / ASSIGNMENT).glob("*.ipynb"))
+    committed = sorted(p.name for p in (REPO_ROOT / "notebooks" / ASSIGNMENT).glob("*.ipynb"))
+    assert committed == fresh, "notebooks/ and solutions/ hold different notebooks: run `make release`"
+    stale = [name for name in fresh if _comparable(root / "notebooks" / ASSIGNMENT / name)
+             != _comparable(REPO_ROOT / "notebooks" / ASSIGNMENT / name)]
+    assert not stale, f"student notebooks out of date with solutions/: {stale}; run `make release` and commit"
+
+
+def test_collect_puts_lms_submissions_in_place(course):
+    root, _ = course
+    for student in ("alice", BOB):
+        found = sorted(p.stem for p in (root / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
+        assert found == NOTEBOOKS, f"{student}: collected {found}"
+
+
+def test_solutions_get_full_marks_on_every_autograded_cell(course):
+    root, _ = course
+    scores = cell_scores(root, "alice")
+    code_cells = {key: value for key, value in scores.items() if value[2]}
+    assert len(code_cells) >= 25
+    lost = {key: value for key, value in code_cells.items() if value[0] != value[1]}
+    assert not lost, f"the solutions lose points on {lost}"
+
+
+def _graded_cells(path: Path):
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade"):
+            yield meta["grade_id"], cell
+
+
+def test_no_stderr_and_no_error_in_graded_cells_of_the_solutions(course):
+    root, _ = course
+    problems = []
+    for path in sorted((root / "autograded" / "alice" / ASSIGNMENT).glob("*.ipynb")):
+        for grade_id, cell in _graded_cells(path):
+            for output in cell.outputs:
+                if output.output_type == "error" or (output.output_type == "stream" and output.name == "stderr"):
+                    problems.append((path.stem, grade_id, output.get("text", output.get("evalue", ""))[:200]))
+    assert not problems, problems
+
+
+def test_no_error_anywhere_in_the_solutions(course):
+    """Ungraded cells too: the demos, training runs and plots of the solutions run under nbgrader."""
+    root, _ = course
+    errors = []
+    for path in sorted((root / "autograded" / "alice" / ASSIGNMENT).glob("*.ipynb")):
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            for output in cell.get("outputs", []):
+                if output.output_type == "error":
+                    errors.append((path.stem, index, output.ename, output.evalue[:200]))
+    assert not errors, errors
+
+
+def test_blank_notebooks_get_zero_on_every_test_cell(course):
+    root, _ = course
+    scores = cell_scores(root, "blank")
+    code_cells = {key: value for key, value in scores.items() if value[2]}
+    assert len(code_cells) >= 25
+    scored = {key: value for key, value in code_cells.items() if value[0] != 0}
+    assert not scored, f"blank notebooks score on {scored}"
+
+
+def test_typical_mistakes_lose_exactly_their_cells(course):
+    root, _ = course
+    scores = cell_scores(root, BOB)
+    expected_lost = {(nb, cell) for nb, cells in MISTAKE_CELLS.items() for cell in cells}
+    lost = {key for key, (score, max_score, is_code) in scores.items() if is_code and score != max_score}
+    assert lost == expected_lost, f"lost {sorted(lost)}, expected {sorted(expected_lost)}"
+    assert all(scores[key][0] == 0 for key in expected_lost)
+
+
+def _feedback_text(root: Path, student: str, notebook: str) -> str:
+    return (root / "feedback" / student / ASSIGNMENT / f"{notebook}.html").read_text(encoding="utf-8")
+
+
+def test_feedback_names_each_mistake(course):
+    root, _ = course
+    for notebook, phrases in MISTAKE_MESSAGES.items():
+        text = _feedback_text(root, BOB, notebook)
+        for phrase in phrases:
+            assert phrase in text, f"{notebook}: feedback does not say {phrase!r}"
+
+
+def _hidden_test_lines() -> set[str]:
+    lines = set()
+    for path in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            inside = False
+            for line in cell.source.splitlines():
+                if "BEGIN HIDDEN TESTS" in line:
+                    inside = True
+                elif "END HIDDEN TESTS" in line:
+                    inside = False
+                elif inside and line.strip():
+                    lines.add(line.strip())
+    return lines
+
+
+def test_feedback_contains_no_hidden_test_code(course):
+    root, _ = course
+    hidden = _hidden_test_lines()
+    assert hidden
+    pages = sorted((root / "feedback").glob(f"*/{ASSIGNMENT}/*.html"))
+    assert len(pages) >= 3 * len(NOTEBOOKS)
+    for page in pages:
+        text = re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8"))
+        import html
+        text = html.unescape(text)
+        assert "HIDDEN TESTS" not in text, page
+        for line in hidden:
+            assert line not in text, f"{page.relative_to(root)} shows hidden test code {line!r}"
+
+
+def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
+    root, _ = course
+    scores = cell_scores(root, "mallory")
+    for notebook, cells in CHEAT_FAILS.items():
+        for cell in cells:
+            assert scores[(notebook, cell)][0] == 0, (notebook, cell, scores[(notebook, cell)])
+    # hard-coding the two visible numbers passes the visible check, not the hidden one
+    assert scores[("02_model_and_parameters", "count_visible")][0] == 1
+    text = _feedback_text(root, "mallory", "01_mask_and_positional_encoding")
+    assert "calls translab&#39;s own" in text or "calls translab's own" in text
+
+
+def test_grades_csv_has_one_row_per_student(course):
+    root, _ = course
+    with open(root / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted(row["student_id"] for row in rows) == sorted(["alice", "blank", BOB, "mallory"])
+    by_student = {row["student_id"]: row for row in rows}
+    assert float(by_student["alice"]["auto_score"]) > 0
+    assert float(by_student["blank"]["total"]) == 0
+    assert float(by_student["alice"]["max_score"]) == float(by_student["blank"]["max_score"])
+    assert float(by_student[BOB]["auto_score"]) < float(by_student["alice"]["auto_score"])
+
+
+def test_grading_commands_are_idempotent(course):
+    """A second `grades` run rewrites the same CSV; a second release leaves the notebooks unchanged."""
+    from conftest import _run
+    root, _ = course
+    before = (root / "grades.csv").read_text()
+    _run(root, "grades")
+    assert (root / "grades.csv").read_text() == before
+
+
+def test_autograde_time_is_reported(course, capsys):
+    _, timings = course
+    with capsys.disabled():
+        print(f"\n[grading] release {timings['release']:.0f}s, autograde of all students {timings['autograde']:.0f}s")

@@ -1,0 +1,36 @@
+"""nbgrader configuration of the course translab; the course root is the repository root.
+
+solutions/transfer_learning/  instructor notebooks (nbgrader's source)
+notebooks/transfer_learning/  student notebooks (nbgrader's release, `make release`)
+submitted/ autograded/ feedback/ downloaded/ gradebook.db   working folders, git-ignored
+"""
+import os
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+from translab.grading import HideHiddenTestTracebacks
+
+c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
+
+_here = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else os.getcwd()
+c.CourseDirectory.root = _here
+c.CourseDirectory.course_id = "translab"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+c.CourseDirectory.submitted_directory = "submitted"
+c.CourseDirectory.autograded_directory = "autograded"
+c.CourseDirectory.feedback_directory = "feedback"
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_here, "gradebook.db")
+
+# Under nbgrader (NBGRADER_EXECUTION is set) every notebook uses translab.budget's small budget:
+# the slowest cell takes a few seconds; 120 s leaves room for a slow or busy machine.
+c.Execute.timeout = 120
+c.Execute.kernel_name = "python3"
+
+# Student notebooks: answers replaced by stubs; solution notebooks carry no outputs.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Feedback never shows hidden tests: neither their code nor the tracebacks that quote it.
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -1,0 +1,52 @@
+"""The benchmark compares like with like, and its reduced run writes a sane bench.json.
+
+No speed target is asserted here (machines differ); ``make bench`` records and judges them.
+"""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+
+from translab import bench
+from translab.model import build_language_model
+from translab.training import set_seed, train_steps
+
+
+def test_bare_loop_and_translab_loop_train_identically():
+    batches = bench.make_batches(3, batch_size=4, seq_len=16)
+    set_seed(0)
+    model = build_language_model(4000, nhid=16, nlayers=2, nhead=2, dropout=0.1)
+    twin = copy.deepcopy(model)
+    opt_a = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt_b = torch.optim.AdamW(twin.parameters(), lr=1e-3)
+    torch.manual_seed(1)
+    ours = train_steps(model, batches, opt_a, None, clip=1.0, progress=False)
+    torch.manual_seed(1)
+    bare = bench.bare_loop(twin, batches, opt_b, clip=1.0, bf16=False)
+    assert ours == pytest.approx(bare, rel=1e-5), "the two loops must do the same work"
+    for p, q in zip(model.parameters(), twin.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_autograde_time_is_a_number_or_null_with_reason(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "REPO_ROOT", tmp_path)
+    result = bench.autograde_time()
+    assert result["seconds"] is None and "grading.py" in result["reason"]
+
+
+def test_quick_bench_writes_sane_json(tmp_path):
+    assert bench.main(["--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    result = json.loads((tmp_path / "bench.json").read_text())
+    for precision in ("fp32", "bf16"):
+        for loop in ("translab", "bare"):
+            assert result[precision][loop]["tokens_per_s"] > 0
+            assert len(result[precision][loop]["rounds"]) == result["workload"]["rounds"]
+        ratio = result[precision]["translab"]["tokens_per_s"] / result[precision]["bare"]["tokens_per_s"]
+        assert result[precision]["ratio"] == pytest.approx(ratio)
+        assert 0.2 < ratio < 5, "one loop is wildly off the other: they are not doing the same work"
+    assert result["loop_ratio"] == result["fp32"]["ratio"]
+    assert result["loop_ratio_met"] == (result["loop_ratio"] >= 0.95)
+    assert result["autograde"]["seconds"] is None and result["autograde"]["reason"]

@@ -1,0 +1,179 @@
+"""Speed of the lab (``make bench``): is our training loop as fast as bare PyTorch, and how long
+does grading one submission take?
+
+    python -m translab.bench                        # -> results/bench.json
+    python -m translab.bench --quick --out /tmp/b   # reduced run (what `make test` does)
+
+Throughput is measured on the pretraining workload (the checkpoint's architecture, batches of
+32 x 64 real tokens): ``training.train_steps`` against a minimal loop written inline below, on
+identical copies of the model and optimizer and the same batches, in alternating rounds (the
+median round counts) so that a noisy neighbour hurts both alike.  Then fp32 against bf16
+autocast.  The autograde time is measured with ``translab.grading`` on a temporary copy of the
+course, or recorded as null with the reason when that cannot be done.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from . import data
+from .data import PAD_ID
+from .datasets import Batch, TokenStream
+from .model import build_language_model
+from .paths import REPO_ROOT, RESULTS_DIR
+from .training import set_seed, train_steps
+
+SCHEMA_VERSION = 1
+ARCHITECTURE = {"nhid": 200, "nlayers": 4, "nhead": 2, "dropout": 0.1}  # the shipped checkpoint's
+
+
+def bare_loop(model: nn.Module, batches: list[Batch], optimizer: torch.optim.Optimizer, clip: float,
+              bf16: bool) -> list[float]:
+    """The reference: the fewest lines that train the same model on the same batches."""
+    model.train()
+    losses = []
+    for batch in batches:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext():
+            logits = model(batch.inputs)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)).float(),
+                                           batch.targets.reshape(-1), ignore_index=PAD_ID)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def make_batches(count: int, batch_size: int, seq_len: int, seed: int = 0) -> list[Batch]:
+    tokenizer = data.load_tokenizer()
+    stream = TokenStream(tokenizer, data.load_reviews()[:300])
+    generator = torch.Generator().manual_seed(seed)
+    return [stream.random_batch(batch_size, seq_len, generator) for _ in range(count)]
+
+
+def _timed(loop, model, batches, optimizer, bf16: bool) -> float:
+    """Tokens per second of one pass of ``loop``."""
+    tokens = sum(b.inputs.numel() for b in batches)
+    start = time.perf_counter()
+    loop(model, batches, optimizer, bf16)
+    return tokens / (time.perf_counter() - start)
+
+
+def throughput(steps: int, rounds: int, warmup: int, batch_size: int, seq_len: int, bf16: bool,
+               progress: bool = True) -> dict:
+    """Median tokens/s of the translab loop and the bare loop over alternating rounds."""
+    set_seed(0)
+    ntoken = data.load_tokenizer().get_piece_size()
+    models = {"translab": build_language_model(ntoken, **ARCHITECTURE)}
+    models["bare"] = copy.deepcopy(models["translab"])
+    optimizers = {k: torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.01) for k, m in models.items()}
+    loops = {
+        "translab": lambda m, b, o, bf: train_steps(m, b, o, None, clip=1.0, bf16=bf, progress=False),
+        "bare": lambda m, b, o, bf: bare_loop(m, b, o, clip=1.0, bf16=bf),
+    }
+    batches = make_batches(steps, batch_size, seq_len)
+    for name in loops:  # warm up allocators and kernels, untimed
+        loops[name](models[name], batches[:warmup], optimizers[name], bf16)
+    measured: dict[str, list[float]] = {name: [] for name in loops}
+    label = "bf16" if bf16 else "fp32"
+    for round_ in tqdm(range(rounds), desc=f"throughput {label}", disable=not progress, leave=False):
+        order = list(loops) if round_ % 2 == 0 else list(reversed(loops))
+        for name in order:
+            measured[name].append(_timed(loops[name], models[name], batches, optimizers[name], bf16))
+    result = {name: {"tokens_per_s": statistics.median(v), "rounds": v} for name, v in measured.items()}
+    result["ratio"] = result["translab"]["tokens_per_s"] / result["bare"]["tokens_per_s"]
+    return result
+
+
+def autograde_time(timeout: float = 1800) -> dict:
+    """Wall time of ``python -m translab.grading autograde`` on one submission (the solutions),
+    in a temporary copy of the course; ``seconds`` is null with a reason if it cannot run."""
+    grading = REPO_ROOT / "translab" / "grading.py"
+    if not grading.exists():
+        return {"seconds": None, "reason": "translab/grading.py does not exist yet"}
+    needed = ["nbgrader_config.py", "solutions", "grader"]
+    missing = [name for name in needed if not (REPO_ROOT / name).exists()]
+    if missing:
+        return {"seconds": None, "reason": f"course files missing: {', '.join(missing)}"}
+    with tempfile.TemporaryDirectory(prefix="translab-bench-") as tmp:
+        course = Path(tmp) / "course"
+        ignore = shutil.ignore_patterns(".venv", ".git", "data", "submitted", "autograded", "feedback",
+                                        "gradebook.db", "__pycache__", "*.egg-info", "results")
+        shutil.copytree(REPO_ROOT, course, ignore=ignore, symlinks=True)
+        env = {**os.environ, "TRANSLAB_DATA_DIR": str(Path(os.environ.get("TRANSLAB_DATA_DIR", REPO_ROOT / "data")))}
+        python = sys.executable
+        for name in os.listdir(course / "solutions"):
+            submission = course / "submitted" / "bench_student" / name
+            submission.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(course / "solutions" / name, submission)
+        start = time.perf_counter()
+        done = subprocess.run([python, "-m", "translab.grading", "autograde"], cwd=course, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+        seconds = time.perf_counter() - start
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            return {"seconds": None, "reason": f"autograde exited {done.returncode}: {' | '.join(tail)}"}
+        return {"seconds": round(seconds, 1), "submission": "the solution notebooks, one student",
+                "command": "python -m translab.grading autograde"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m translab.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="few steps, no autograde (for tests)")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="directory for bench.json")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = PyTorch's default)")
+    parser.add_argument("--no-autograde", action="store_true")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    steps, rounds, warmup = (4, 3, 2) if args.quick else (20, 7, 5)
+    batch_size, seq_len = 32, 64
+    started = time.time()
+    result = {
+        "schema_version": SCHEMA_VERSION, "quick": args.quick,
+        "command": "python -m translab.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "torch": str(torch.__version__), "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+        "workload": {"model": {"ntoken": data.load_tokenizer().get_piece_size(), **ARCHITECTURE},
+                     "batch_size": batch_size, "seq_len": seq_len, "steps_per_round": steps,
+                     "rounds": rounds, "optimizer": "AdamW", "clip": 1.0, "progress_bar": False},
+    }
+    fp32 = throughput(steps, rounds, warmup, batch_size, seq_len, bf16=False, progress=not args.no_progress)
+    bf16 = throughput(steps, rounds, warmup, batch_size, seq_len, bf16=True, progress=not args.no_progress)
+    result["fp32"], result["bf16"] = fp32, bf16
+    result["loop_ratio"] = fp32["ratio"]
+    result["loop_ratio_target"] = 0.95
+    result["loop_ratio_met"] = fp32["ratio"] >= 0.95
+    result["bf16_speedup"] = bf16["translab"]["tokens_per_s"] / fp32["translab"]["tokens_per_s"]
+    if args.quick or args.no_autograde:
+        result["autograde"] = {"seconds": None, "reason": "skipped (--quick or --no-autograde)"}
+    else:
+        result["autograde"] = autograde_time()
+    result["wall_time_s"] = round(time.time() - started, 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"translab loop {fp32['translab']['tokens_per_s']:,.0f} tok/s vs bare {fp32['bare']['tokens_per_s']:,.0f}"
+          f" (ratio {fp32['ratio']:.3f}); bf16 {bf16['translab']['tokens_per_s']:,.0f} tok/s "
+          f"(x{result['bf16_speedup']:.2f}, ratio {bf16['ratio']:.3f}); autograde: {result['autograde']}")
+    print(f"wrote {args.out / 'bench.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

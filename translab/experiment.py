@@ -1,0 +1,388 @@
+"""The transfer experiment (``make experiment``): does pretraining pay off, and when?
+
+    python -m translab.experiment                       # full run -> results/transfer.json, .png
+    python -m translab.experiment --quick --out /tmp/x  # reduced run (what `make test` does)
+
+For each number of labeled sentences (``--sizes``, ``all`` = train + pool) and each seed, the same
+balanced subset is used to fine-tune the pretrained base and a randomly initialised one, each with
+its own recipe (``RECIPES``: both tuned on the validation set only).  Each run keeps the weights of
+its best validation epoch; the test set is scored once per run (and, at 1,600 labels, after every
+epoch for the learning curves of notebook 04 -- reported, never used to select).  The same subsets
+feed the bag-of-words baselines.  Runs are independent and seeded, so they go to ``--jobs``
+worker processes of ``--threads`` torch threads each and the results do not depend on the order.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, replace
+from multiprocessing import get_context
+from pathlib import Path
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from . import data
+from .baselines import all_baselines
+from .checkpoint import PRETRAINED_PATH, load_checkpoint
+from .datasets import bucketed_batches, encode_pairs
+from .model import Model, build_classifier
+from .paths import RESULTS_DIR
+from .training import evaluate_accuracy, fine_tune, set_seed
+
+SCHEMA_VERSION = 1
+DEFAULT_SIZES = ("100", "200", "400", "800", "1600", "all")
+CURVE_SIZE = 1600          # per-epoch test accuracy is recorded at this size (notebook 04)
+EVAL_BATCH = 128
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one model is fine-tuned.  ``layer_decay`` < 1 gives lower layers smaller learning rates
+    (ULMFiT's discriminative fine-tuning); ``freeze_epochs`` trains only the head at first."""
+    lr_head: float
+    lr_base: float             # learning rate of the top encoder layer
+    layer_decay: float = 1.0   # multiplier per layer going down, embedding last
+    weight_decay: float = 0.01
+    warmup: float = 0.1        # fraction of the scheduled steps spent warming up linearly
+    dropout: float = 0.1
+    batch_size: int = 32
+    min_steps: int = 300       # small datasets get more epochs, up to max_epochs
+    max_epochs: int = 12
+    min_epochs: int = 3
+    patience: int = 3          # early stopping on validation accuracy
+    freeze_epochs: int = 0
+    clip: float = 1.0
+    pooling: str = "last"      # "last": the lab's ClassificationHead; "mean": average of all tokens
+
+    def epochs(self, n_examples: int) -> int:
+        per_epoch = math.ceil(n_examples / self.batch_size)
+        return max(self.min_epochs, min(self.max_epochs, math.ceil(self.min_steps / per_epoch)))
+
+
+# Chosen on validation accuracy (see results/README_SECTION.md for what was tried).
+RECIPES = {
+    "pretrained": Recipe(lr_head=1e-3, lr_base=3e-4, layer_decay=0.7, dropout=0.1),
+    "scratch": Recipe(lr_head=1e-3, lr_base=1e-3, layer_decay=1.0, dropout=0.1),
+}
+QUICK_RECIPE_CHANGES = {"min_steps": 20, "max_epochs": 2, "min_epochs": 1, "patience": 1}
+
+
+def load_pretrained(path: Path) -> tuple[Model, dict]:
+    """The checkpoint's LM (on CPU); says how to get one if it is missing."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"pretrained checkpoint {path} is missing: restore it with "
+                                "`git checkout artifacts/` or rebuild it with `make pretrain`")
+    return load_checkpoint(path, map_location="cpu")
+
+
+def balanced_subset(pairs: list[tuple[str, int]], size: int, seed: int) -> list[tuple[str, int]]:
+    """``size`` pairs, half of each label, drawn with ``seed`` (same seed -> same subset)."""
+    by_label = {label: [p for p in pairs if p[1] == label] for label in (0, 1)}
+    if size % 2 or size // 2 > min(len(v) for v in by_label.values()):
+        raise ValueError(f"cannot draw a balanced subset of {size} from {len(pairs)} pairs")
+    rng = random.Random(seed)
+    chosen = []
+    for label in (0, 1):
+        chosen += rng.sample(by_label[label], size // 2)
+    rng.shuffle(chosen)
+    return chosen
+
+
+def training_pairs(size: str, seed: int) -> list[tuple[str, int]]:
+    """The labeled sentences of one run: a balanced subset of train, or train + pool for ``all``."""
+    if size == "all":
+        return data.load_split("train") + data.load_split("pool")
+    return balanced_subset(data.load_split("train"), int(size), seed)
+
+
+class MeanPoolHead(nn.Module):
+    """Classifies from the mean of the non-padding states (an alternative to the last token)."""
+
+    def __init__(self, nhid: int, nclasses: int):
+        super().__init__()
+        self.decoder = nn.Linear(nhid, nclasses)
+
+    def forward(self, hidden: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if src_key_padding_mask is None:
+            return self.decoder(hidden.mean(dim=1))
+        keep = (~src_key_padding_mask).unsqueeze(-1).to(hidden.dtype)
+        return self.decoder((hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1))
+
+
+def set_dropout(model: nn.Module, p: float) -> None:
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = p
+        elif isinstance(module, nn.MultiheadAttention):
+            module.dropout = p
+
+
+def param_groups(model: Model, recipe: Recipe) -> list[dict]:
+    """Head at ``lr_head``; encoder layers from the top down at ``lr_base * layer_decay**depth``."""
+    layers = [model.base.encoder, *model.base.transformer_encoder.layers]
+    groups = [{"params": list(model.head.parameters()), "lr": recipe.lr_head}]
+    for depth, layer in enumerate(reversed(layers)):
+        groups.append({"params": list(layer.parameters()), "lr": recipe.lr_base * recipe.layer_decay ** depth})
+    covered = sum(p.numel() for g in groups for p in g["params"])
+    if covered != sum(p.numel() for p in model.parameters()):
+        raise RuntimeError("param_groups missed some parameters of the model")
+    return groups
+
+
+def warmup_linear(optimizer, warmup_steps: int, total_steps: int):
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def run_one(job: dict) -> dict:
+    """Fine-tune one model on one subset; returns its scores and history (plain data)."""
+    torch.set_num_threads(job["threads"])
+    recipe = Recipe(**job["recipe"])
+    tokenizer = data.load_tokenizer()
+    train = encode_pairs(tokenizer, training_pairs(job["size"], job["seed"]))
+    valid = bucketed_batches(encode_pairs(tokenizer, job["valid"]), EVAL_BATCH, shuffle=False)
+    test = bucketed_batches(encode_pairs(tokenizer, job["test"]), EVAL_BATCH, shuffle=False)
+
+    set_seed(job["seed"])
+    lm, checkpoint = load_pretrained(job["checkpoint"])
+    config = checkpoint["config"]
+    base = lm.base if job["init"] == "pretrained" else None
+    model = build_classifier(config["ntoken"], 2, config["nhid"], config["nlayers"], config["nhead"],
+                             recipe.dropout, base=base)
+    if recipe.pooling == "mean":
+        model = Model(model.base, MeanPoolHead(config["nhid"], 2))
+    set_dropout(model, recipe.dropout)
+
+    epochs = recipe.epochs(len(train))
+    per_epoch = math.ceil(len(train) / recipe.batch_size)
+    optimizer = torch.optim.AdamW(param_groups(model, recipe), weight_decay=recipe.weight_decay)
+    scheduler = warmup_linear(optimizer, max(1, int(recipe.warmup * epochs * per_epoch)), epochs * per_epoch)
+
+    def train_batches(epoch: int):
+        frozen = epoch <= recipe.freeze_epochs
+        for parameter in model.base.parameters():
+            parameter.requires_grad_(not frozen)
+        return bucketed_batches(train, recipe.batch_size, shuffle=True, seed=job["seed"] * 1000 + epoch)
+
+    start = time.time()
+    history = fine_tune(model, train_batches, valid, epochs, optimizer, scheduler,
+                        test_batches=test if job["curve"] else None, clip=recipe.clip,
+                        patience=recipe.patience, progress=False)
+    best = history["best_epoch"]
+    test_accuracy = (history["test_accuracy"][best - 1] if job["curve"]
+                     else evaluate_accuracy(model, test))
+    return {"size": job["size"], "seed": job["seed"], "init": job["init"], "n_train": len(train),
+            "test_accuracy": test_accuracy, "valid_accuracy": history["valid_accuracy"][best - 1],
+            "best_epoch": best, "epochs_run": len(history["epoch"]), "max_epochs": epochs,
+            "seconds": round(time.time() - start, 1), "history": history if job["curve"] else None}
+
+
+def summarize(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "per_seed": values}
+
+
+def learning_curve(runs: list[dict], baselines: dict, sizes: list[str], seeds: list[int]) -> list[dict]:
+    """Per size: mean, sd and per-seed accuracies of both models, their paired gap, the baselines."""
+    by_key = {(r["size"], r["seed"], r["init"]): r for r in runs}
+    rows = []
+    for size in sizes:
+        pre = [by_key[size, s, "pretrained"]["test_accuracy"] for s in seeds]
+        scr = [by_key[size, s, "scratch"]["test_accuracy"] for s in seeds]
+        gaps = [p - q for p, q in zip(pre, scr)]
+        row = {"size": size, "n_train": by_key[size, seeds[0], "pretrained"]["n_train"],
+               "pretrained": summarize(pre), "scratch": summarize(scr),
+               "gap": {**summarize(gaps), "min": min(gaps), "all_positive": all(g > 0 for g in gaps)}}
+        for kind in ("naive_bayes", "logistic_regression"):
+            row[kind] = summarize([baselines[size, s][kind]["test_accuracy"] for s in seeds])
+            row[kind + "_default"] = summarize([baselines[size, s][kind]["default_test_accuracy"] for s in seeds])
+        rows.append(row)
+    return rows
+
+
+def check_targets(rows: list[dict]) -> dict:
+    """The issue's targets, evaluated on what was measured (None when a size was not run)."""
+    by_size = {row["size"]: row for row in rows}
+    small = [row for row in rows if row["size"] != "all" and int(row["size"]) <= 400]
+    targets = {
+        "gap_ge_10_points_at_le_400_labels": (all(r["gap"]["mean"] >= 0.10 and r["gap"]["all_positive"]
+                                                  for r in small) if small else None),
+        "gap_ge_3_points_at_1600_labels": (by_size["1600"]["gap"]["mean"] >= 0.03
+                                           and by_size["1600"]["gap"]["all_positive"]
+                                           if "1600" in by_size else None),
+    }
+    if "all" in by_size:
+        row = by_size["all"]
+        targets["pretrained_minus_naive_bayes_at_all_labels"] = row["pretrained"]["mean"] - row["naive_bayes"]["mean"]
+        targets["pretrained_reaches_naive_bayes_at_all_labels"] = row["pretrained"]["mean"] >= row["naive_bayes"]["mean"]
+    return targets
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["learning_curve"]
+    x = [row["n_train"] for row in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    styles = {"pretrained": ("C0", "o", "pretrained Transformer"), "scratch": ("C1", "s", "Transformer from scratch"),
+              "naive_bayes": ("C2", "", "naive Bayes (BoW)"), "logistic_regression": ("C3", "", "logistic regression (BoW)")}
+    for key, (color, marker, label) in styles.items():
+        mean = [row[key]["mean"] * 100 for row in rows]
+        sd = [row[key]["sd"] * 100 for row in rows]
+        line = "-" if marker else "--"
+        left.errorbar(x, mean, yerr=sd, color=color, marker=marker or None, linestyle=line, capsize=3, label=label)
+    left.set_xscale("log")
+    left.set_xticks(x, [str(v) for v in x])
+    left.set_xlabel("labeled training sentences")
+    left.set_ylabel("test accuracy (%)")
+    left.set_title(f"mean ± sd over {len(result['seeds'])} seeds")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    curves = result.get("epoch_curves") or {}
+    for init, (color, _, label) in ((k, styles[k]) for k in ("pretrained", "scratch")):
+        for i, history in enumerate(curves.get(init, [])):
+            right.plot(history["epoch"], [a * 100 for a in history["test_accuracy"]], color=color, alpha=0.8,
+                       marker=".", label=label if i == 0 else None)
+    right.set_xlabel("epoch")
+    right.set_ylabel("test accuracy (%)")
+    right.set_title(f"per-epoch test accuracy at {CURVE_SIZE} labels (one line per seed)")
+    right.grid(alpha=0.3)
+    if curves:
+        right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads: int, jobs: int,
+        quick: bool = False, progress: bool = True, recipes: dict | None = None) -> dict:
+    recipes = dict(recipes or RECIPES)
+    if quick:
+        recipes = {k: replace(r, **QUICK_RECIPE_CHANGES) for k, r in recipes.items()}
+    started = time.time()
+    load_pretrained(checkpoint)  # fail early, with the fix, if it is missing
+    valid, test = data.load_split("valid"), data.load_split("test")
+    if quick:  # a fixed, balanced slice keeps the reduced run within seconds
+        valid, test = balanced_subset(valid, 200, 0), balanced_subset(test, 400, 0)
+    job_list = [{"size": size, "seed": seed, "init": init, "threads": threads, "checkpoint": str(checkpoint),
+                 "recipe": asdict(recipes[init]), "valid": valid, "test": test,
+                 "curve": size == str(CURVE_SIZE) or (quick and size == sizes[-1])}
+                for size in sizes for seed in seeds for init in ("pretrained", "scratch")]
+    # Biggest runs first so that the pool's two workers finish together.
+    job_list.sort(key=lambda j: -len(training_pairs(j["size"], j["seed"])))
+    runs = []
+    bar = tqdm(total=len(job_list), desc="fine-tuning runs", disable=not progress)
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(run_one, job) for job in job_list]
+            for future in as_completed(futures):
+                runs.append(future.result())
+                bar.set_postfix_str(_describe(runs[-1]))
+                bar.update()
+    else:
+        for job in job_list:
+            runs.append(run_one(job))
+            bar.set_postfix_str(_describe(runs[-1]))
+            bar.update()
+    bar.close()
+    baselines = {(size, seed): all_baselines(training_pairs(size, seed), valid, test)
+                 for size in tqdm(sizes, desc="baselines", disable=not progress) for seed in seeds}
+    runs.sort(key=lambda r: (_size_key(r["size"]), r["seed"], r["init"]))
+    curve_size = str(CURVE_SIZE) if str(CURVE_SIZE) in sizes else (sizes[-1] if quick else None)
+    rows = learning_curve(runs, baselines, sizes, seeds)
+    _, ckpt = load_pretrained(checkpoint)
+    manifest = ckpt.get("extra", {}).get("manifest", {})
+    result = {
+        "schema_version": SCHEMA_VERSION,
+        "command": "python -m translab.experiment " + " ".join(sys.argv[1:]),
+        "quick": quick, "sizes": sizes, "seeds": seeds, "threads": threads, "jobs": jobs,
+        "torch": str(torch.__version__),
+        "checkpoint": {"path": str(checkpoint), "sha256": data.sha256_of(Path(checkpoint)),
+                       "steps": manifest.get("steps"), "heldout_perplexity": manifest.get("heldout_perplexity")},
+        "data": {"valid": len(valid), "test": len(test), "train": len(data.load_split("train")),
+                 "pool": len(data.load_split("pool"))},
+        "selection": "every choice (recipe, epoch, baseline hyperparameters) uses validation accuracy only",
+        "recipes": {k: asdict(v) for k, v in recipes.items()},
+        "learning_curve": rows,
+        "targets": check_targets(rows),
+        "epoch_curve_size": curve_size,
+        "epoch_curves": {init: [{"seed": r["seed"], **r["history"]} for r in runs
+                                if r["history"] is not None and r["size"] == curve_size and r["init"] == init]
+                         for init in ("pretrained", "scratch")},
+        "runs": [{k: v for k, v in r.items() if k != "history"} for r in runs],
+        "baselines": [{"size": size, "seed": seed, **baselines[size, seed]} for size in sizes for seed in seeds],
+        "wall_time_s": round(time.time() - started, 1),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "transfer.json").write_text(json.dumps(result, indent=2) + "\n")
+    plot(result, out / "transfer.png")
+    return result
+
+
+def _size_key(size: str) -> float:
+    return math.inf if size == "all" else int(size)
+
+
+def _describe(r: dict) -> str:
+    return f"{r['init']} n={r['n_train']} seed={r['seed']}: {r['test_accuracy']:.3f}"
+
+
+def format_table(result: dict) -> str:
+    """The learning curve as a Markdown table (for the README and the console)."""
+    lines = ["| labels | pretrained | scratch | gap (mean ± sd) | per-seed gaps | naive Bayes | log. regression |",
+             "| ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+    for row in result["learning_curve"]:
+        pct = lambda s: f"{100 * s['mean']:.1f} ± {100 * s['sd']:.1f}"  # noqa: E731
+        gaps = ", ".join(f"{100 * g:+.1f}" for g in row["gap"]["per_seed"])
+        lines.append(f"| {row['n_train']} | {pct(row['pretrained'])} | {pct(row['scratch'])} | "
+                     f"{100 * row['gap']['mean']:+.1f} ± {100 * row['gap']['sd']:.1f} | {gaps} | "
+                     f"{pct(row['naive_bayes'])} | {pct(row['logistic_regression'])} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m translab.experiment", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", default=None,
+                        help=f"labeled training sentences per run, 'all' = train + pool (default: {' '.join(DEFAULT_SIZES)})")
+    parser.add_argument("--seeds", type=int, default=None, help="number of seeds, 0..N-1 (default 3; 2 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="reduced run for tests: small sizes, few epochs, eval subsets")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="directory for transfer.json and transfer.png")
+    parser.add_argument("--checkpoint", type=Path, default=PRETRAINED_PATH)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per worker process")
+    parser.add_argument("--jobs", type=int, default=0, help="worker processes (0 = cores // threads)")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    sizes = args.sizes or (["64", "128"] if args.quick else list(DEFAULT_SIZES))
+    for size in sizes:
+        if size != "all" and not (size.isdigit() and int(size) > 0):
+            parser.error(f"--sizes takes positive integers or 'all', got {size!r}")
+    seeds = list(range(args.seeds if args.seeds is not None else (2 if args.quick else 3)))
+    if not seeds:
+        parser.error("--seeds must be at least 1")
+    jobs = args.jobs or max(1, (os.cpu_count() or 1) // max(1, args.threads))
+    result = run(sizes, seeds, args.out, args.checkpoint, args.threads, jobs, quick=args.quick,
+                 progress=not args.no_progress)
+    print(format_table(result))
+    print(json.dumps(result["targets"], indent=2))
+    print(f"wrote {args.out / 'transfer.json'} and {args.out / 'transfer.png'} in {result['wall_time_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The lab's figures: masks, positional encodings, attention, loss and accuracy curves.
+
+Each function draws on ``ax`` if given (else a new figure) and returns the axes, so notebooks
+can compose them and tests can inspect them without a display.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+
+def _axes(ax, figsize=(4.5, 4)):
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def _numpy(values) -> np.ndarray:
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().float().numpy()
+    return np.asarray(values, dtype=float)
+
+
+def plot_mask(mask, ax=None, title: str = "causal mask (added to the scores)"):
+    """Heatmap of an additive mask: -inf drawn dark, 0 light."""
+    ax = _axes(ax)
+    values = _numpy(mask)
+    shown = np.where(np.isneginf(values), -1.0, np.clip(values, -1, 1))
+    image = ax.imshow(shown, cmap="gray", vmin=-1, vmax=1)
+    ax.set_xlabel("key position j (attended to)")
+    ax.set_ylabel("query position i")
+    ax.set_title(title)
+    if values.shape[0] <= 12:
+        for (i, j), value in np.ndenumerate(values):
+            ax.text(j, i, "-inf" if np.isneginf(value) else f"{value:g}", ha="center", va="center", fontsize=7,
+                    color="white" if np.isneginf(value) else "black")
+    cbar = ax.figure.colorbar(image, ax=ax, ticks=[-1, 0, 1], fraction=0.046)
+    cbar.ax.set_yticklabels(["-inf", "0", "1"])
+    return ax
+
+
+def plot_attention(weights, ax=None, title: str = "attention weights after softmax", tokens=None):
+    ax = _axes(ax)
+    values = _numpy(weights)
+    image = ax.imshow(values, cmap="viridis", vmin=0, vmax=max(1e-9, float(values.max())))
+    ax.set_xlabel("key position j")
+    ax.set_ylabel("query position i")
+    if tokens is not None:
+        ax.set_xticks(range(len(tokens)), tokens, rotation=90)
+        ax.set_yticks(range(len(tokens)), tokens)
+    ax.set_title(title)
+    ax.figure.colorbar(image, ax=ax, fraction=0.046)
+    return ax
+
+
+def plot_positional_encoding(table, ax=None, title: str = "sinusoidal positional encoding"):
+    """Heatmap of a (positions, d_model) table."""
+    ax = _axes(ax, figsize=(7, 4))
+    values = _numpy(table)
+    image = ax.imshow(values, cmap="RdBu", aspect="auto", vmin=-1, vmax=1)
+    ax.set_xlabel("encoding dimension")
+    ax.set_ylabel("position")
+    ax.set_title(title)
+    ax.figure.colorbar(image, ax=ax, fraction=0.046)
+    return ax
+
+
+def plot_encoding_dimensions(table, dims=(0, 1, 4, 5, 10), ax=None):
+    """A few columns of the table as curves over positions: fast and slow waves."""
+    ax = _axes(ax, figsize=(7, 3))
+    values = _numpy(table)
+    for dim in dims:
+        if dim < values.shape[1]:
+            ax.plot(values[:, dim], label=f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'})")
+    ax.set_xlabel("position")
+    ax.set_ylabel("value")
+    ax.legend(fontsize=8, ncol=len(dims))
+    return ax
+
+
+def smooth(values, window: int = 10) -> np.ndarray:
+    """Trailing moving average (same length; the first points average what is available)."""
+    values = _numpy(values)
+    if len(values) == 0 or window <= 1:
+        return values
+    cumulative = np.cumsum(np.insert(values, 0, 0.0))
+    counts = np.minimum(np.arange(1, len(values) + 1), window)
+    return (cumulative[1:] - cumulative[np.maximum(0, np.arange(1, len(values) + 1) - window)]) / counts
+
+
+def plot_loss_curve(losses, ax=None, window: int = 10, title: str = "training loss", label: str = "loss"):
+    ax = _axes(ax, figsize=(6, 3.5))
+    steps = np.arange(1, len(losses) + 1)
+    ax.plot(steps, _numpy(losses), alpha=0.3, label=f"{label} per step")
+    ax.plot(steps, smooth(losses, window), label=f"{label}, mean of {window}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy")
+    ax.set_title(title)
+    ax.legend()
+    return ax
+
+
+def plot_accuracy_curves(histories: dict, ax=None, title: str = "accuracy per epoch", key: str = "valid_accuracy",
+                         second_key: str | None = "test_accuracy"):
+    """``histories``: name -> history dict from ``translab.training.fine_tune``."""
+    ax = _axes(ax, figsize=(6, 4))
+    for index, (name, history) in enumerate(histories.items()):
+        color = f"C{index}"
+        ax.plot(history["epoch"], history[key], "o-", color=color, label=f"{name}, {key.split('_')[0]}")
+        if second_key and history.get(second_key):
+            ax.plot(history["epoch"], history[second_key], "s--", color=color, alpha=0.6,
+                    label=f"{name}, {second_key.split('_')[0]}")
+        if "best_epoch" in history:
+            ax.axvline(history["best_epoch"], color=color, lw=0.8, ls=":")
+    ax.axhline(0.5, color="gray", lw=0.8, ls="--", label="chance")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("accuracy")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def load_results(path: Path) -> dict | None:
+    """The JSON that ``make experiment`` wrote, or None if it is not there."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
