@@ -109,3 +109,39 @@ def test_quick_run_records_epoch_curves(quick_result):
         for curve in curves:
             assert len(curve["test_accuracy"]) == len(curve["valid_accuracy"]) == len(curve["epoch"]) >= 1
             assert all(torch.isfinite(torch.tensor(curve["train_loss"])))
+
+
+def test_recipe_search_ranks_candidates_on_validation_without_touching_test(tmp_path, monkeypatch):
+    loaded = []
+    real_load_split = data.load_split
+
+    def spy(name, *args, **kwargs):
+        loaded.append(name)
+        return real_load_split(name, *args, **kwargs)
+
+    monkeypatch.setattr(data, "load_split", spy)
+    small = {"pretrained": {"a": RECIPES["pretrained"], "b": replace(RECIPES["pretrained"], lr_base=1e-4)},
+             "scratch": {"c": RECIPES["scratch"]}}
+    monkeypatch.setattr(experiment, "CANDIDATES", small)
+    search = experiment.tune(["32"], [0], tmp_path, experiment.PRETRAINED_PATH, threads=1, jobs=1,
+                             progress=False, quick=True)
+    assert "test" not in loaded, "the recipe search must never load the test set"
+    assert json.loads((tmp_path / "recipe_search.json").read_text())["best"] == search["best"]
+    ranking = search["ranking"]["pretrained"]
+    assert [row["candidate"] for row in ranking] == sorted(["a", "b"], key=lambda name: -next(
+        row["mean_valid_accuracy"] for row in ranking if row["candidate"] == name))
+    assert ranking[0]["mean_valid_accuracy"] >= ranking[1]["mean_valid_accuracy"]
+    assert search["best"] == {"pretrained": ranking[0]["candidate"], "scratch": "c"}
+
+
+def test_the_recipes_are_the_winners_of_the_committed_search():
+    """RECIPES must be what `--tune` chose on validation (results/recipe_search.json), not a hand pick."""
+    search = json.loads((experiment.RESULTS_DIR / "recipe_search.json").read_text())
+    assert search["best"] == experiment.CHOSEN
+    assert "test" in search["selection"] and "not loaded" in search["selection"]
+    for init, rows in search["ranking"].items():
+        assert rows[0]["candidate"] == experiment.CHOSEN[init]
+        assert rows[0]["mean_valid_accuracy"] == max(row["mean_valid_accuracy"] for row in rows)
+        for row in rows:  # the file describes the candidates this code would run
+            assert row["recipe"] == asdict(experiment.CANDIDATES[init][row["candidate"]]), row["candidate"]
+    assert experiment.RECIPES == {init: experiment.CANDIDATES[init][name] for init, name in experiment.CHOSEN.items()}

@@ -68,11 +68,29 @@ class Recipe:
         return max(self.min_epochs, min(self.max_epochs, math.ceil(self.min_steps / per_epoch)))
 
 
-# Chosen on validation accuracy (see results/README_SECTION.md for what was tried).
-RECIPES = {
-    "pretrained": Recipe(lr_head=1e-3, lr_base=3e-4, layer_decay=0.7, dropout=0.1),
-    "scratch": Recipe(lr_head=1e-3, lr_base=1e-3, layer_decay=1.0, dropout=0.1),
+# What ``--tune`` tries: the fine-tuning choices the issue names, for each initialisation.
+_DISCRIMINATIVE = Recipe(lr_head=1e-3, lr_base=3e-4, layer_decay=0.7)  # ULMFiT-style: lower layers slower
+CANDIDATES = {
+    "pretrained": {
+        "uniform lr 3e-4": Recipe(lr_head=3e-4, lr_base=3e-4),
+        "uniform lr 1e-3": Recipe(lr_head=1e-3, lr_base=1e-3),
+        "head 1e-3, base 3e-4, decay 0.7": _DISCRIMINATIVE,
+        "head 1e-3, base 1e-4, decay 0.8": Recipe(lr_head=1e-3, lr_base=1e-4, layer_decay=0.8),
+        "head 1e-3, base 3e-4, decay 0.7, head-only epoch 1": replace(_DISCRIMINATIVE, freeze_epochs=1),
+        "head 1e-3, base 3e-4, decay 0.7, dropout 0.3": replace(_DISCRIMINATIVE, dropout=0.3),
+        "head 1e-3, base 3e-4, decay 0.7, mean pooling": replace(_DISCRIMINATIVE, pooling="mean"),
+    },
+    "scratch": {
+        "uniform lr 3e-4": Recipe(lr_head=3e-4, lr_base=3e-4),
+        "uniform lr 1e-3": Recipe(lr_head=1e-3, lr_base=1e-3),
+        "uniform lr 1e-3, dropout 0.3": Recipe(lr_head=1e-3, lr_base=1e-3, dropout=0.3),
+        "uniform lr 1e-3, mean pooling": Recipe(lr_head=1e-3, lr_base=1e-3, pooling="mean"),
+    },
 }
+# The winners of ``--tune`` (mean validation accuracy at 400 and 1,600 labels, 2 seeds; the test set is not
+# loaded): results/recipe_search.json, which tests/test_experiment.py checks these names against.
+CHOSEN = {"pretrained": "uniform lr 1e-3", "scratch": "uniform lr 1e-3, mean pooling"}
+RECIPES = {init: CANDIDATES[init][name] for init, name in CHOSEN.items()}
 QUICK_RECIPE_CHANGES = {"min_steps": 20, "max_epochs": 2, "min_epochs": 1, "patience": 1}
 
 
@@ -154,7 +172,9 @@ def run_one(job: dict) -> dict:
     tokenizer = data.load_tokenizer()
     train = encode_pairs(tokenizer, training_pairs(job["size"], job["seed"]))
     valid = bucketed_batches(encode_pairs(tokenizer, job["valid"]), EVAL_BATCH, shuffle=False)
-    test = bucketed_batches(encode_pairs(tokenizer, job["test"]), EVAL_BATCH, shuffle=False)
+    # The recipe search passes test=None: it must never see the test set.
+    test = (bucketed_batches(encode_pairs(tokenizer, job["test"]), EVAL_BATCH, shuffle=False)
+            if job["test"] is not None else None)
 
     set_seed(job["seed"])
     lm, checkpoint = load_pretrained(job["checkpoint"])
@@ -182,8 +202,12 @@ def run_one(job: dict) -> dict:
                         test_batches=test if job["curve"] else None, clip=recipe.clip,
                         patience=recipe.patience, progress=False)
     best = history["best_epoch"]
-    test_accuracy = (history["test_accuracy"][best - 1] if job["curve"]
-                     else evaluate_accuracy(model, test))
+    if test is None:
+        test_accuracy = None
+    elif job["curve"]:
+        test_accuracy = history["test_accuracy"][best - 1]
+    else:
+        test_accuracy = evaluate_accuracy(model, test)
     return {"size": job["size"], "seed": job["seed"], "init": job["init"], "n_train": len(train),
             "test_accuracy": test_accuracy, "valid_accuracy": history["valid_accuracy"][best - 1],
             "best_epoch": best, "epochs_run": len(history["epoch"]), "max_epochs": epochs,
@@ -334,6 +358,47 @@ def run(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads
     return result
 
 
+def tune(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads: int, jobs: int,
+         progress: bool = True, quick: bool = False) -> dict:
+    """Score every candidate recipe on the validation set (the test set is not loaded)."""
+    started = time.time()
+    load_pretrained(checkpoint)
+    valid = data.load_split("valid")
+    if quick:
+        valid = balanced_subset(valid, 200, 0)
+    changes = QUICK_RECIPE_CHANGES if quick else {}
+    job_list = [{"size": size, "seed": seed, "init": init, "threads": threads, "checkpoint": str(checkpoint),
+                 "recipe": asdict(replace(recipe, **changes)), "valid": valid, "test": None, "curve": False, "candidate": name}
+                for init, candidates in CANDIDATES.items() for name, recipe in candidates.items()
+                for size in sizes for seed in seeds]
+    results = []
+    bar = tqdm(total=len(job_list), desc="recipe search (validation only)", disable=not progress)
+    with ProcessPoolExecutor(max(1, jobs), mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(run_one, job): job for job in job_list}
+        for future in as_completed(futures):
+            job = futures[future]
+            results.append({"candidate": job["candidate"], **future.result()})
+            bar.update()
+    bar.close()
+    table = {}
+    for init, candidates in CANDIDATES.items():
+        table[init] = []
+        for name, recipe in candidates.items():
+            mine = [r for r in results if r["init"] == init and r["candidate"] == name]
+            per_size = {size: statistics.fmean(r["valid_accuracy"] for r in mine if r["size"] == size)
+                        for size in sizes}
+            table[init].append({"candidate": name, "recipe": asdict(recipe), "valid_accuracy": per_size,
+                                "mean_valid_accuracy": statistics.fmean(per_size.values())})
+        table[init].sort(key=lambda row: -row["mean_valid_accuracy"])
+    search = {"command": "python -m translab.experiment " + " ".join(sys.argv[1:]), "quick": quick, "sizes": sizes,
+              "seeds": seeds, "selection": "mean validation accuracy over sizes and seeds; test set not loaded",
+              "ranking": table, "best": {init: rows[0]["candidate"] for init, rows in table.items()},
+              "wall_time_s": round(time.time() - started, 1)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "recipe_search.json").write_text(json.dumps(search, indent=2) + "\n")
+    return search
+
+
 def _size_key(size: str) -> float:
     return math.inf if size == "all" else int(size)
 
@@ -367,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker process")
     parser.add_argument("--jobs", type=int, default=0, help="worker processes (0 = cores // threads)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--tune", action="store_true",
+                        help="score the candidate recipes on validation only -> recipe_search.json (default sizes 400 1600, 2 seeds)")
     args = parser.parse_args(argv)
     sizes = args.sizes or (["64", "128"] if args.quick else list(DEFAULT_SIZES))
     for size in sizes:
@@ -376,6 +443,14 @@ def main(argv: list[str] | None = None) -> int:
     if not seeds:
         parser.error("--seeds must be at least 1")
     jobs = args.jobs or max(1, (os.cpu_count() or 1) // max(1, args.threads))
+    if args.tune:
+        search = tune(args.sizes or (["64"] if args.quick else ["400", "1600"]), list(range(args.seeds or 2)),
+                      args.out, args.checkpoint, args.threads, jobs, progress=not args.no_progress, quick=args.quick)
+        for init, rows in search["ranking"].items():
+            for row in rows:
+                print(f"{init:10s} {100 * row['mean_valid_accuracy']:5.1f}  {row['candidate']}")
+        print(f"wrote {args.out / 'recipe_search.json'} in {search['wall_time_s']:.0f} s")
+        return 0
     result = run(sizes, seeds, args.out, args.checkpoint, args.threads, jobs, quick=args.quick,
                  progress=not args.no_progress)
     print(format_table(result))

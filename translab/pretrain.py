@@ -28,11 +28,13 @@ HELDOUT_FRACTION = 0.05
 HELDOUT_SEED = 7
 
 
-def pretraining_documents() -> tuple[list[str], list[str]]:
+def pretraining_documents(extra_text: Path | None = None) -> tuple[list[str], list[str]]:
     """(training documents, held-out reviews).
 
     Training: the Pang & Lee reviews and the RT sentences of the train split and pool, never
-    a valid or test sentence.  Held-out: 5 % of the reviews, fixed by a seed.
+    a valid or test sentence; plus every ``*.txt`` below ``extra_text`` if given (the general-English
+    ablation of ``--extra-text``).  Held-out: 5 % of the reviews, fixed by a seed, so perplexities of
+    runs with and without extra text are comparable.
     """
     reviews = data.load_reviews()
     order = list(range(len(reviews)))
@@ -41,6 +43,11 @@ def pretraining_documents() -> tuple[list[str], list[str]]:
     heldout = [reviews[i] for i in sorted(order[:cut])]
     train = [reviews[i] for i in sorted(order[cut:])]
     train += [text for split in ("train", "pool") for text, _ in data.load_split(split)]
+    if extra_text is not None:
+        files = sorted(Path(extra_text).rglob("*.txt"))
+        if not files:
+            raise FileNotFoundError(f"--extra-text {extra_text}: no *.txt files there")
+        train += [path.read_text(encoding="utf-8", errors="replace") for path in files]
     return train, heldout
 
 
@@ -76,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fp32", action="store_true", help="no bf16 autocast")
     parser.add_argument("--out", type=Path, default=PRETRAINED_PATH)
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--extra-text", type=Path,
+                        help="a folder of *.txt documents added to the training text (e.g. general English)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -83,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     bf16 = not args.fp32
 
     tokenizer = data.load_tokenizer()
-    train_docs, _ = pretraining_documents()
+    train_docs, _ = pretraining_documents(args.extra_text)
     stream = TokenStream(tokenizer, train_docs)
     evaluation = heldout_batches(tokenizer, args.seq_len, args.batch_size)
     config = {"ntoken": tokenizer.get_piece_size(), "nhid": args.nhid, "nlayers": args.nlayers,

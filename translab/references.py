@@ -176,10 +176,10 @@ def _variants(cfg: dict) -> dict:
     ff, nclasses = cfg["dim_feedforward"], cfg["nclasses"]
     out_dim = ntoken if nclasses is None else nclasses
     right = P.count_parameters_formula(ntoken, nhid, nlayers, nhead, ff, nclasses)
-    layer_biases = 3 * nhid + nhid + ff + nhid + 2 * nhid
+    linear_biases = 3 * nhid + nhid + ff + nhid  # in-projection, out-projection, the two feed-forward Linears
     return {
         "expected": right,
-        "no_biases": right - nlayers * layer_biases - out_dim,
+        "no_biases": right - nlayers * linear_biases - out_dim,
         "no_layer_norms": right - nlayers * 4 * nhid,
         "one_layer_norm": right - nlayers * 2 * nhid,
         "no_out_projection": right - nlayers * (nhid * nhid + nhid),

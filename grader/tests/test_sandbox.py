@@ -1,0 +1,156 @@
+"""The grading kernel's launcher (translab.sandbox), run on a stand-in "kernel": a short Python script.
+
+No Jupyter here: the launcher is given ``python -c SCRIPT -f CONNECTION_FILE`` instead of ipykernel, and the
+script reports what student code would see.  The course is a small fake one in a temporary folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import sys
+from pathlib import Path
+
+import pytest
+
+from translab import sandbox
+from translab.paths import REPO_ROOT
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="hiding paths and dropping privileges need root")
+
+
+@pytest.fixture
+def course():
+    """A fake course that others may traverse, like a real one: not in pytest's tmp_path (private to root,
+    which would make every "cannot read" below pass for the wrong reason) nor anywhere in /tmp (the kernel
+    gets a /tmp of its own, so the course would vanish for that reason instead).  The repository's
+    .pytest_cache is git-ignored by its own .gitignore."""
+    cache = REPO_ROOT / ".pytest_cache"
+    cache.mkdir(exist_ok=True)
+    if not (cache / ".gitignore").exists():
+        (cache / ".gitignore").write_text("*\n")
+    tmp_path = Path(tempfile.mkdtemp(prefix="translab-test-sandbox-", dir=cache))
+    os.chmod(tmp_path, 0o755)
+    try:
+        yield _course(tmp_path)
+    finally:
+        shutil.rmtree(tmp_path)
+
+
+def _course(tmp_path: Path):
+    root = tmp_path / "course"
+    for folder in ("solutions/transfer_learning", "submitted/alice/transfer_learning",
+                   "submitted/bob/transfer_learning", "autograded/alice/transfer_learning",
+                   "autograded/bob/transfer_learning"):
+        (root / folder).mkdir(parents=True)
+    (root / "gradebook.db").write_bytes(b"hidden tests")
+    (root / "solutions" / "transfer_learning" / "answer.txt").write_text("the solution")
+    (root / "submitted" / "bob" / "transfer_learning" / "bob.txt").write_text("bob's work")
+    work = tmp_path / "work"
+    work.mkdir()
+    sandbox.grading_kernel(root, work)  # creates work/homes with the permissions the launcher expects
+    (work / "connection.json").write_text(json.dumps({"key": "secret"}))
+    os.chmod(work / "connection.json", 0o600)
+    return root, work
+
+
+def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: float = 120) -> dict:
+    """Run ``script`` as the sandboxed kernel of student alice; it prints one JSON object."""
+    root, work = course
+    limits = limits or sandbox.Limits()
+    command = [sys.executable, "-m", "translab.sandbox", "--root", str(root), "--work", str(work),
+               "--limits", json.dumps(limits.__dict__), "--", sys.executable, "-c", script,
+               "-f", str(work / "connection.json")]
+    env = {**os.environ, **sandbox.student_env(7)}
+    done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    sandbox.kill_leftovers(env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+PROBE = r'''
+import json, os, resource, sys
+from pathlib import Path
+root = Path(os.environ["PROBE_ROOT"])
+def attempt(action):
+    try:
+        result = action()
+        return "ok" if result is None or type(result) is int else result  # write_text returns a count
+    except (OSError, ValueError) as error:
+        return type(error).__name__
+report = {
+    "uid": os.getuid(),
+    "limits": {name: resource.getrlimit(getattr(resource, name))[0] for name in
+               ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC", "RLIMIT_CORE")},
+    "raise_limit": attempt(lambda: resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY,) * 2)),
+    "gradebook": attempt(lambda: (root / "gradebook.db").read_bytes().decode()),
+    "write_gradebook": attempt(lambda: (root / "gradebook.db").open("ab").close()),
+    "solutions": attempt(lambda: sorted(os.listdir(root / "solutions"))),
+    "other_student": attempt(lambda: sorted(os.listdir(root / "autograded" / "bob"))),
+    "write_course": attempt(lambda: (root / "pwned").write_text("x")),
+    "write_root_home": attempt(lambda: Path("/root/pwned_by_test_sandbox").write_text("x")),
+    "write_tmp": attempt(lambda: Path("/tmp/pwned_by_test_sandbox").write_text("x")),
+    "write_home": attempt(lambda: (Path.home() / "notes.txt").write_text("x")),
+    "connection_file": attempt(lambda: json.loads(Path(sys.argv[sys.argv.index("-f") + 1]).read_text())["key"]),
+    "import_torch": attempt(lambda: __import__("torch").ones(2).sum().item()),
+}
+print(json.dumps(report))
+'''
+
+
+@pytest.fixture
+def probe_env(course, monkeypatch):
+    monkeypatch.setenv("PROBE_ROOT", str(course[0]))
+
+
+def test_limits_are_set_and_cannot_be_raised(course, probe_env):
+    limits = sandbox.Limits(address_space=5 * sandbox.GB, cpu_seconds=300, file_size=2 ** 20, processes=100)
+    report = _launch(course, PROBE, limits)
+    assert report["limits"]["RLIMIT_AS"] == 5 * sandbox.GB
+    assert report["limits"]["RLIMIT_CPU"] == 300
+    assert report["limits"]["RLIMIT_FSIZE"] == 2 ** 20
+    assert report["limits"]["RLIMIT_CORE"] == 0
+    assert report["limits"]["RLIMIT_NPROC"] >= 100
+    assert report["raise_limit"] == "ValueError", "student code must not lift its own limits"
+    assert report["import_torch"] == 2.0, "torch must work within the default limits"
+    assert report["connection_file"] == "secret"
+
+
+@ROOT_ONLY
+def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(course, probe_env):
+    report = _launch(course, PROBE)
+    assert report["uid"] == sandbox.UID_BASE + 7
+    assert report["gradebook"] == "", "the gradebook must look empty to student code"
+    assert (course[0] / "solutions" / "transfer_learning" / "answer.txt").stat().st_mode & 0o004, \
+        "the test is only meaningful if the solutions are world-readable on disk"
+    assert report["solutions"] in ("PermissionError", []), report["solutions"]
+    assert report["other_student"] in ("PermissionError", []), report["other_student"]
+    for key in ("write_gradebook", "write_course", "write_root_home"):  # EROFS is an OSError
+        assert report[key] in ("PermissionError", "OSError"), (key, report[key])
+    assert report["write_home"] == "ok", "the kernel needs a writable HOME of its own"
+    root, _ = course
+    assert (root / "gradebook.db").read_bytes() == b"hidden tests"
+    assert not (root / "pwned").exists() and not Path("/root/pwned_by_test_sandbox").exists()
+    assert report["write_tmp"] == "ok" and not Path("/tmp/pwned_by_test_sandbox").exists(), \
+        "the kernel's /tmp must be its own"
+
+
+def test_memory_bomb_gets_memory_error(course):
+    script = ("import json\ntry:\n    hog = [bytearray(2**30) for _ in range(40)]\n    result = 'allocated'\n"
+              "except MemoryError:\n    result = 'MemoryError'\nprint(json.dumps({'result': result}))\n")
+    assert _launch(course, script, sandbox.Limits(address_space=3 * sandbox.GB))["result"] == "MemoryError"
+
+
+@ROOT_ONLY
+def test_fork_storm_is_bounded_and_cleaned_up(course):
+    script = ("import json, os, time\nchildren = 0\ntry:\n    for _ in range(5000):\n"
+              "        if os.fork() == 0:\n            os.close(1)\n            os.close(2)\n            time.sleep(600)\n            os._exit(0)\n        children += 1\n"
+              "except OSError as error:\n    result = type(error).__name__\n"
+              "print(json.dumps({'children': children, 'result': result}))\n")
+    report = _launch(course, script, sandbox.Limits(processes=64))
+    assert report["result"] == "BlockingIOError" and report["children"] <= 64
+    left = [p for p in sandbox.processes_of(sandbox.UID_BASE + 7) if not p["State"].startswith("Z")]
+    assert not left, f"{len(left)} processes of the student's uid survived kill_leftovers"

@@ -1,0 +1,270 @@
+"""A corpus of broken and hostile submissions, built from the course's own notebooks.
+
+    python -m translab.corpus OUT_DIR [--root COURSE]   # writes OUT_DIR/<case>/transfer_learning/*.ipynb
+
+Every case is derived from ``solutions/`` or the released ``notebooks/`` at build time, never from a
+hand-edited copy, so the corpus follows the lab when the notebooks change: a case edits cells found by
+their ``grade_id``, and fails loudly if the cell it targets no longer exists.  ``grader/expected_scores.csv``
+states what each case must score per notebook; ``grader/tests/test_corpus.py`` grades the corpus and
+compares.
+
+Most cases submit notebook 01 only (the cheapest to run): the case is confined to one notebook, the other
+notebooks are then "missing" and must score 0, which is itself one of the cases.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import nbformat
+
+from .grading import ASSIGNMENT
+from .paths import REPO_ROOT
+
+NB1 = "01_mask_and_positional_encoding"
+NB2 = "02_model_and_parameters"
+
+WRONG_MASK = "def generate_square_subsequent_mask(sz):\n    return torch.tril(torch.ones(sz, sz))\n"
+WRONG_PE = ("class PositionalEncoding(nn.Module):\n    def __init__(self, d_model, dropout=0.1, max_len=5000):\n"
+            "        super().__init__()\n    def forward(self, x):\n        return x\n")
+
+
+@dataclass
+class Sources:
+    solutions: Path
+    released: Path
+
+    def notebook(self, stem: str, released: bool = False) -> nbformat.NotebookNode:
+        folder = self.released if released else self.solutions
+        return nbformat.read(folder / f"{stem}.ipynb", as_version=4)
+
+
+def _cell(notebook, grade_id: str) -> int:
+    for index, cell in enumerate(notebook.cells):
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            return index
+    raise KeyError(f"no cell {grade_id!r}: the corpus needs updating for the changed notebook")
+
+
+def _replace(notebook, grade_id: str, source: str):
+    notebook.cells[_cell(notebook, grade_id)].source = source
+    return notebook
+
+
+def _prepend(notebook, grade_id: str, code: str):
+    cell = notebook.cells[_cell(notebook, grade_id)]
+    cell.source = code + "\n" + cell.source
+    return notebook
+
+
+def _write(notebook, folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, folder / name)
+
+
+# Each builder writes one student's folder (submitted/<case>/transfer_learning/) from the sources.
+Builder = Callable[[Sources, Path], None]
+CASES: dict[str, tuple[str, Builder]] = {}
+
+
+def case(name: str, description: str):
+    def register(builder: Builder) -> Builder:
+        CASES[name] = (description, builder)
+        return builder
+    return register
+
+
+def _nb1(transform: Callable | None = None, released: bool = False) -> Builder:
+    """A case confined to notebook 01: the solution (or the released notebook), edited by ``transform``."""
+    def build(sources: Sources, out: Path) -> None:
+        notebook = sources.notebook(NB1, released)
+        _write(transform(notebook) if transform else notebook, out, f"{NB1}.ipynb")
+    return build
+
+
+case("solution_01", "notebook 01 as in the solutions; the other four missing")(_nb1())
+case("blank_01", "notebook 01 as released, untouched")(_nb1(released=True))
+case("syntax_error", "a syntax error in the mask answer")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", "def generate_square_subsequent_mask(sz)\n    return None\n")))
+case("exception", "the positional-encoding answer raises; the mask answer is right")(
+    _nb1(lambda nb: _prepend(nb, "pe_answer", "raise RuntimeError('student bug')")))
+case("infinite_loop", "the mask answer never returns (the cell times out, the rest is graded)")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", "while True:\n    pass\n")))
+case("memory_bomb", "the mask answer allocates 40 GB, a gigabyte at a time")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", "hog = [bytearray(2**30) for _ in range(40)]\n")))
+case("fork_storm", "the mask answer forks until it cannot, the children fork too and sleep")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", (
+        "import os, time\nfor _ in range(100000):\n    if os.fork() == 0:\n"
+        "        try:\n            os.fork()\n        finally:\n            time.sleep(600)\n            os._exit(0)\n"))))
+case("thread_storm", "the mask answer starts sleeping threads until it cannot")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", (
+        "import threading, time\nfor _ in range(100000):\n"
+        "    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"))))
+case("huge_output", "the mask answer prints 50 MB before defining a right answer")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", "for _ in range(50):\n    print('x' * 2**20)\n")))
+case("fake_pass", "a wrong mask that prints a fake 'all tests passed'")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", WRONG_MASK + "print('All tests passed! 4/4 points')\n")))
+
+
+@case("tests_deleted", "the two mask test cells deleted, the mask wrong")
+def _tests_deleted(sources: Sources, out: Path) -> None:
+    notebook = _replace(sources.notebook(NB1), "mask_answer", WRONG_MASK)
+    for grade_id in ("mask_hidden", "mask_visible"):
+        del notebook.cells[_cell(notebook, grade_id)]
+    _write(notebook, out, f"{NB1}.ipynb")
+
+
+@case("tests_passed", "the mask test cells' asserts replaced by `pass`, the mask wrong")
+def _tests_passed(sources: Sources, out: Path) -> None:
+    notebook = _replace(sources.notebook(NB1), "mask_answer", WRONG_MASK)
+    for grade_id in ("mask_visible", "mask_hidden"):
+        _replace(notebook, grade_id, "pass\n")
+    _write(notebook, out, f"{NB1}.ipynb")
+
+
+@case("tests_moved", "the mask's visible test moved to the end of the notebook (after everything)")
+def _tests_moved(sources: Sources, out: Path) -> None:
+    notebook = sources.notebook(NB1)
+    notebook.cells.append(notebook.cells.pop(_cell(notebook, "mask_visible")))
+    _write(notebook, out, f"{NB1}.ipynb")
+
+
+@case("duplicate_grade_id", "the mask answer cell copied below itself with a wrong mask (grade_id twice)")
+def _duplicate(sources: Sources, out: Path) -> None:
+    notebook = sources.notebook(NB1)
+    index = _cell(notebook, "mask_answer")
+    copy = nbformat.from_dict(json.loads(json.dumps(notebook.cells[index])))
+    copy.source = WRONG_MASK
+    copy.id = f"{copy.get('id', 'cell')}-copy"[:64]  # the cell id stays unique, the grade_id does not
+    notebook.cells.insert(index + 1, copy)
+    _write(notebook, out, f"{NB1}.ipynb")
+
+
+@case("renamed", "notebook 01 (right) saved under another name")
+def _renamed(sources: Sources, out: Path) -> None:
+    _write(sources.notebook(NB1), out, "my_mask_notebook.ipynb")
+
+
+@case("invalid_json", "notebook 01 truncated (not JSON); notebook 02 right")
+def _invalid_json(sources: Sources, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    text = (sources.solutions / f"{NB1}.ipynb").read_text(encoding="utf-8")
+    (out / f"{NB1}.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")
+    shutil.copy(sources.solutions / f"{NB2}.ipynb", out / f"{NB2}.ipynb")
+
+
+@case("extra_notebook", "notebook 01 right, plus a notebook of its own that loops forever")
+def _extra(sources: Sources, out: Path) -> None:
+    notebook = sources.notebook(NB1)
+    _write(notebook, out, f"{NB1}.ipynb")
+    extra = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("while True:\n    pass\n")])
+    _write(extra, out, "scratch.ipynb")
+
+
+case("hard_coded", "notebook 02 right except count_parameters, which returns the two visible numbers")(
+    lambda sources, out: _write(_replace(sources.notebook(NB2), "count_answer", (
+        "def count_parameters(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses=None):\n"
+        "    return 1_008_100 if nclasses is None else 988_402\n")), out, f"{NB2}.ipynb"))
+case("calls_reference", "the mask answer imports translab's reference implementation")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", (
+        "from translab.model import generate_square_subsequent_mask as _reference\n\n"
+        "def generate_square_subsequent_mask(sz):\n    return _reference(sz)\n"))))
+
+
+@case("fake_references", "a wrong mask, and the submission folder carries its own grader/references/mask.pt")
+def _fake_references(sources: Sources, out: Path) -> None:
+    _nb1(lambda nb: _replace(nb, "mask_answer", WRONG_MASK))(sources, out)
+    import torch
+    fake = out / "grader" / "references"
+    fake.mkdir(parents=True)
+    mask = torch.tril(torch.ones(4, 4))
+    torch.save({"visible": {4: mask}, "hidden": {4: mask}}, fake / "mask.pt")
+
+
+PATCH_TORCH = ("import torch\ntorch.allclose = lambda *args, **kwargs: True\ntorch.equal = lambda *args, **kwargs: True\n"
+               "torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)\n")
+case("patch_torch", "wrong mask and encoding; torch.allclose, torch.equal and Tensor.__eq__ always say yes")(
+    _nb1(lambda nb: _replace(_replace(nb, "mask_answer", PATCH_TORCH + WRONG_MASK), "pe_answer", WRONG_PE)))
+case("patch_checks", "a wrong mask; the answer replaces translab.checks.check_mask by a function that passes")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", WRONG_MASK + (
+        "from translab import checks\nchecks.check_mask = lambda *args, **kwargs: None\n"))))
+case("patch_checks_at_call", "a wrong mask whose function, when the test calls it, disables checks._fail")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", (
+        "def generate_square_subsequent_mask(sz):\n    from translab import checks\n"
+        "    checks._fail = lambda *args, **kwargs: None\n    return torch.tril(torch.ones(sz, sz))\n"))))
+case("patch_builtins", "a wrong mask; the answer makes AssertionError harmless and numpy.testing a no-op")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", WRONG_MASK + (
+        "import builtins, numpy.testing\nbuiltins.AssertionError = type('AssertionError', (Warning,), {})\n"
+        "numpy.testing.assert_allclose = lambda *args, **kwargs: None\n"))))
+
+
+@case("kernelspec", "notebook 01 right, its kernelspec changed to a kernel that does not exist")
+def _kernelspec(sources: Sources, out: Path) -> None:
+    notebook = sources.notebook(NB1)
+    notebook.metadata["kernelspec"] = {"name": "evil", "display_name": "Evil", "language": "python"}
+    _write(notebook, out, f"{NB1}.ipynb")
+
+
+# Attempts on what the student must not touch; every attempt is caught so that the answer still runs.
+# The course root is found from the kernel's working folder (autograded/<student>/<assignment>).
+WRITE_OUTSIDE = '''import os, pathlib
+_root = pathlib.Path.cwd().parents[2]
+_attempts = {}
+for _target in [_root / "gradebook.db", _root / "solutions" / "transfer_learning" / "01_mask_and_positional_encoding.ipynb",
+                _root / "submitted" / "write_outside" / "transfer_learning" / "01_mask_and_positional_encoding.ipynb",
+                _root / "pwned_by_student", pathlib.Path("/root/pwned_by_student"),
+                pathlib.Path(os.path.expanduser("~")) / "pwned_by_student", pathlib.Path("/tmp/pwned_by_student")]:
+    try:
+        with open(_target, "ab") as _handle:
+            _handle.write(b"pwned")
+        _attempts[str(_target)] = "written"
+    except OSError as _error:
+        _attempts[str(_target)] = type(_error).__name__
+try:
+    _attempts["gradebook read"] = len(open(_root / "gradebook.db", "rb").read())
+except OSError as _error:
+    _attempts["gradebook read"] = type(_error).__name__
+try:
+    _attempts["solutions listed"] = os.listdir(_root / "solutions")
+except OSError as _error:
+    _attempts["solutions listed"] = type(_error).__name__
+print(_attempts)
+'''
+case("write_outside", "the mask answer (right) first tries to write the gradebook, solutions, its submission, ~")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", WRITE_OUTSIDE)))
+
+# Paths the write_outside case aims at outside the course copy; the test checks none of them appears.
+OUTSIDE_TARGETS = [Path("/root/pwned_by_student"), Path("/tmp/pwned_by_student")]
+
+
+def build(out: Path, root: Path = REPO_ROOT, names: list[str] | None = None) -> list[str]:
+    """Write each case (all by default) to ``out/<case>/transfer_learning/``; returns the case names."""
+    sources = Sources(root / "solutions" / ASSIGNMENT, root / "notebooks" / ASSIGNMENT)
+    names = list(CASES) if names is None else names
+    for name in names:
+        folder = out / name / ASSIGNMENT
+        if folder.exists():
+            shutil.rmtree(folder)
+        CASES[name][1](sources, folder)
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m translab.corpus", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path, help="where to write <case>/transfer_learning/ (e.g. submitted/)")
+    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="the course whose notebooks to use")
+    parser.add_argument("--case", action="append", help="only this case (repeatable)")
+    args = parser.parse_args(argv)
+    for name in build(args.out, args.root.resolve(), args.case):
+        print(f"{name:20s} {CASES[name][0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

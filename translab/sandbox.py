@@ -1,0 +1,332 @@
+"""The kernel that runs student code during autograding, with limits set by the project.
+
+A student's notebook runs arbitrary Python as the instructor.  ``translab.grading`` therefore starts every
+grading kernel through this module (a kernelspec ``translab-sandbox`` written into the batch's scratch folder,
+found through ``JUPYTER_PATH``, selected with ``--Execute.kernel_name``), which, before it becomes the
+ipykernel process (``exec``, so signals and kills from nbgrader reach the kernel itself):
+
+* sets resource limits, so a memory bomb or a runaway loop costs that student the cell, not the instructor
+  the machine: address space (``RLIMIT_AS``), CPU seconds (``RLIMIT_CPU``, a backstop behind nbgrader's
+  per-cell timeout), size of any file written (``RLIMIT_FSIZE``), processes/threads (``RLIMIT_NPROC``), no core
+  dumps;
+* when run as root (a grading server, a container): in a private mount namespace, covers what the student
+  must not read (the gradebook with its hidden tests, ``solutions/``, ``submitted/``, other students'
+  results, feedback, root's home) and gives the kernel its own /tmp, /var/tmp and /dev/shm; then drops to an
+  unprivileged uid of its own (one per student), because root ignores ``RLIMIT_NPROC`` and file permissions.
+  That uid can write only its private ``HOME``/``TMPDIR``, so the course, the gradebook and the solutions
+  are out of reach, and ``kill_leftovers`` can end everything the student started;
+* as an ordinary user: the limits only (file permissions are the instructor's own, so student code can
+  read and write whatever the instructor can).  ``bubblewrap`` would give that user the read-only view;
+  it is not used because it was not available where this was written and tested.
+
+Inside the kernel, ``load_ipython_extension`` puts ``translab.checks`` and the comparison functions back
+before every cell, so an answer cell cannot replace the checker.
+
+Not covered: the network (a kernel in its own network namespace cannot reach nbgrader's ZMQ sockets on
+127.0.0.1; that needs the IPC transport, not done yet).  ``make lab`` does not use this kernel.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+KERNEL_NAME = "translab-sandbox"
+UID_BASE = 200_000  # sandbox uids: unused by any account, one per student of a batch (UID_BASE + index)
+GB = 1024 ** 3
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-kernel limits, with room to spare for the solutions (measured: a solution kernel peaks at 2.2 GB
+    of address space and 0.85 GB resident).  With --jobs N, N x address_space should fit in the RAM."""
+    address_space: int = 6 * GB   # measured: a solution kernel peaks at 2.2 GB virtual (import torch ~1.5 GB)
+    cpu_seconds: int = 900        # the whole kernel (one notebook); nbgrader's per-cell timeout acts first
+    file_size: int = 512 * 1024 ** 2
+    processes: int = 512          # threads count too; per uid, and each student has a uid of its own
+
+    def apply(self) -> None:
+        # RLIMIT_NPROC counts every task of the uid: an ordinary user's own processes come on top
+        processes = self.processes + (_tasks_of(os.getuid()) if os.getuid() != 0 else 0)
+        for name, value in (("RLIMIT_AS", self.address_space), ("RLIMIT_CPU", self.cpu_seconds),
+                            ("RLIMIT_FSIZE", self.file_size), ("RLIMIT_NPROC", processes),
+                            ("RLIMIT_CORE", 0)):
+            limit = getattr(resource, name)
+            _, hard = resource.getrlimit(limit)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            # the hard limit too: student code must not raise its own soft limit back
+            resource.setrlimit(limit, (value, value))
+
+
+def processes_of(uid: int) -> list[dict]:
+    """The processes whose real uid is ``uid``, as their /proc status fields (zombies included)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:  # it ended meanwhile
+            continue
+        if fields.get("Uid", "").split()[:1] == [str(uid)]:
+            found.append({key: value.strip() for key, value in fields.items()})
+    return found
+
+
+def _tasks_of(uid: int) -> int:
+    return sum(int(fields.get("Threads") or 1) for fields in processes_of(uid))
+
+
+# ----------------------------------------------------------------- the grading side (translab.grading)
+
+def grading_kernel(root: Path, work: Path, limits: Limits | None = None) -> tuple[dict, list[str]]:
+    """Write the sandbox kernelspec under ``work`` and return (env, nbgrader args) that select it."""
+    limits = limits or Limits()
+    if os.geteuid() == 0 and not _others_can_reach(work.resolve().parent):
+        raise OSError(f"{work.parent} is private to root: the sandboxed kernels keep their HOME below it; "
+                      "point TMPDIR at a folder others may traverse (/tmp)")
+    kernels = work / "jupyter" / "kernels" / KERNEL_NAME
+    kernels.mkdir(parents=True, exist_ok=True)
+    (work / "homes").mkdir(exist_ok=True)
+    for folder in (work, work / "homes"):  # a dropped uid may reach its own HOME below, list nothing
+        os.chmod(folder, 0o711)
+    spec = {
+        "argv": [sys.executable, "-m", "translab.sandbox", "--root", str(root), "--work", str(work),
+                 "--limits", json.dumps(asdict(limits)), "--",
+                 sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                 "--IPKernelApp.extra_extensions=translab.sandbox"],
+        "display_name": "translab grading sandbox",
+        "language": "python",
+        "metadata": {"debugger": False},
+    }
+    (kernels / "kernel.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
+    jupyter_path = os.pathsep.join(filter(None, [str(work / "jupyter"), os.environ.get("JUPYTER_PATH")]))
+    return {"JUPYTER_PATH": jupyter_path}, [f"--Execute.kernel_name={KERNEL_NAME}"]
+
+
+def student_env(index: int) -> dict:
+    """Per-student environment of its nbgrader process: the uid its kernels drop to when run as root."""
+    return {"TRANSLAB_SANDBOX_UID": str(UID_BASE + index)}
+
+
+def kill_leftovers(env: dict) -> None:
+    """Kill whatever a student's kernels left running (a fork storm's sleeping children, daemons).
+
+    The student's uid is its own, so everything running as that uid is the student's: a child that
+    becomes the uid and calls ``kill(-1, SIGKILL)`` ends all of it at once, however fast it forks.
+    Root only (an ordinary user has no uid of the student's to aim at)."""
+    uid = env.get("TRANSLAB_SANDBOX_UID")
+    if not uid or os.geteuid() != 0:
+        return
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            try:
+                os.setgroups([])
+                os.setgid(int(uid))
+                os.setuid(int(uid))
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
+
+
+# ----------------------------------------------------------------- inside the kernel: the checks stay the checks
+
+GUARDED = {"torch": ("allclose", "equal", "isclose"), "torch.testing": ("assert_close",),
+           "numpy.testing": ("assert_allclose", "assert_array_equal", "assert_equal")}
+
+
+def load_ipython_extension(ip) -> None:
+    """Before every cell, put back what an answer cell may have replaced to pass the tests: every attribute
+    of ``translab.checks`` (and the notebook's ``checks`` name), the comparison functions of torch and
+    numpy.testing, and the builtins.  Snapshot taken when the kernel starts, before any student code.
+
+    This closes "monkeypatch the checker in an answer cell".  It cannot stop an answer that patches at call
+    time, from inside the function the test calls (the test and the student share one process): that
+    remains a known hole, in grader/expected_scores.csv."""
+    import builtins
+    import importlib
+
+    from translab import checks
+    modules = {name: importlib.import_module(name) for name in GUARDED}
+    pristine = [(checks, dict(vars(checks)))]
+    pristine += [(modules[name], {attr: getattr(modules[name], attr) for attr in attrs}) for name, attrs in GUARDED.items()]
+    pristine.append((builtins, dict(vars(builtins))))
+
+    def restore(*_):
+        for module, attributes in pristine:
+            for name, value in attributes.items():
+                if getattr(module, name, None) is not value:
+                    setattr(module, name, value)
+        for name in [name for name in vars(checks) if name not in pristine[0][1]]:
+            delattr(checks, name)
+        if "checks" in ip.user_ns:
+            ip.user_ns["checks"] = checks
+
+    ip.events.register("pre_run_cell", restore)
+
+
+# ----------------------------------------------------------------- the kernel side (the launcher)
+
+_libc = None
+# The mount namespace this process started in (the machine's, or the container's).  Compared with
+# /proc/self/ns/mnt rather than PID 1's: reading /proc/1/ns/mnt is refused on some machines (a VM's
+# init, a hardened kernel), and a namespace different from our own starting one is all the guard needs.
+_STARTING_NAMESPACE = os.readlink("/proc/self/ns/mnt") if os.path.exists("/proc/self/ns/mnt") else None
+
+
+def _private_namespace() -> None:
+    """Enter a mount namespace of our own, whose mounts never propagate back to the machine's."""
+    global _libc
+    _libc = _libc or ctypes.CDLL(None, use_errno=True)
+    if _libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+
+
+def _in_private_namespace() -> bool:
+    return _STARTING_NAMESPACE is not None and os.readlink("/proc/self/ns/mnt") != _STARTING_NAMESPACE
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    """mount(2), refused outside a private namespace: covering /tmp or /root of the whole machine (what a
+    mistake here would do) hides them from every process on it, the instructor's included."""
+    global _libc
+    if not _in_private_namespace():
+        raise OSError(f"refusing to mount on {target} outside a private mount namespace")
+    _libc = _libc or ctypes.CDLL(None, use_errno=True)
+    if _libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
+                   data.encode() if data else None) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
+
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+CLONE_NEWNS = 0x00020000
+
+
+def hidden_paths(root: Path, student: str | None) -> list[Path]:
+    """What a student's kernel must not read: the gradebook (hidden tests, everyone's grades), the
+    solutions, other students' submissions, results and feedback."""
+    paths = [root / name for name in ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback",
+                                      "downloaded", ".git")]
+    if (root / "autograded").is_dir():  # the kernel's own folder is in there
+        paths += [p for p in (root / "autograded").iterdir() if p.name != student]
+    return [p for p in paths if p.exists()]
+
+
+def _hide(paths: list[Path], empty: Path) -> None:
+    """Cover each path by an empty read-only tmpfs (folders) or an empty read-only file (not /dev/null: a
+    device stays writable on a read-only mount), in the kernel's private namespace: nothing on disk changes."""
+    for path in paths:
+        if path.is_dir():
+            _mount("tmpfs", str(path), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=000")
+        else:  # reads see an empty file, writes fail (EROFS)
+            _mount(str(empty), str(path), None, MS_BIND)
+            _mount("none", str(path), None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+
+
+def _others_can_reach(path: Path) -> bool:
+    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
+
+
+def _cover_keeping(cover: Path, keep: list[Path], mode: str = "755", writable: bool = False) -> None:
+    """Cover ``cover`` with an empty tmpfs in which only ``keep`` reappear (bind mounts through file
+    descriptors opened before the cover, so they need no staging folder outside it)."""
+    fds = [os.open(path, os.O_PATH) for path in keep]
+    try:
+        _mount("tmpfs", str(cover), "tmpfs", MS_NOSUID | MS_NODEV, f"size=256m,mode={mode}")
+        for fd, path in zip(fds, keep):
+            path.mkdir(parents=True, exist_ok=True)
+            for parent in path.relative_to(cover).parents:
+                if parent != Path("."):
+                    os.chmod(cover / parent, 0o755)
+            _mount(f"/proc/self/fd/{fd}", str(path), None, MS_BIND | MS_REC)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if not writable:
+        _mount("none", str(cover), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _private_views(home: Path) -> None:
+    """Root's home (where pyenv may keep the interpreter) empty except the interpreter and this package,
+    read-only; /tmp, /var/tmp and /dev/shm private to the kernel (a world-writable /tmp is the one place
+    outside its HOME an unprivileged uid could leave files for the instructor), except the kernel's HOME."""
+    needed = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(__file__).resolve().parents[1]}
+    root_home = Path(os.path.expanduser("~root")).resolve()
+    if not _others_can_reach(root_home):
+        _cover_keeping(root_home, sorted(p for p in needed if root_home in p.parents))
+    for shared in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")):
+        if shared.is_dir():
+            keep = [home] if shared in home.parents else []
+            keep += [p for p in needed if shared in p.parents]
+            _cover_keeping(shared, keep, mode="1777", writable=True)
+    blocked = [path for path in needed | {home.parent} if not _others_can_reach(path)]
+    if blocked:
+        raise OSError(f"the sandboxed kernel could not reach {blocked}: make them world-readable or grade "
+                      "with --no-sandbox")
+
+
+def _private_home(uid: int, work: Path, connection_file: str) -> tuple[str, Path]:
+    """A HOME only ``uid`` can use, with a copy of the connection file (nbgrader's is readable by root only)."""
+    home = Path(tempfile.mkdtemp(prefix=f"kernel-{uid}-", dir=work / "homes"))
+    private = home / Path(connection_file).name
+    shutil.copyfile(connection_file, private)
+    for path in (home, private):
+        os.chown(path, uid, uid)
+    os.chmod(home, 0o700)
+    return str(private), home
+
+
+def _drop_to(uid: int) -> None:
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def launch(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m translab.sandbox")
+    parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--limits", default="{}")
+    parser.add_argument("kernel", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    kernel = args.kernel[1:] if args.kernel[:1] == ["--"] else args.kernel
+    env = dict(os.environ)
+    env["TRANSLAB_SANDBOX"] = "1"
+    if os.geteuid() == 0:
+        cwd = Path.cwd()  # nbgrader starts the kernel in autograded/<student>/<assignment>
+        student = cwd.parent.name if cwd.parent.parent.name == "autograded" else None
+        empty = args.work / "empty"
+        if not empty.exists():
+            empty.touch(mode=0o444)
+        _private_namespace()
+        _hide(hidden_paths(args.root.resolve(), student), empty)
+        uid = int(env.get("TRANSLAB_SANDBOX_UID", UID_BASE))
+        index = kernel.index("-f") + 1
+        kernel[index], home = _private_home(uid, args.work, kernel[index])
+        _private_views(home)
+        _drop_to(uid)
+        env.update(HOME=str(home), TMPDIR=str(home), MPLCONFIGDIR=str(home / "matplotlib"),
+                   IPYTHONDIR=str(home / "ipython"), JUPYTER_RUNTIME_DIR=str(home / "runtime"))
+    Limits(**json.loads(args.limits)).apply()
+    os.execve(kernel[0], kernel, env)
+
+
+if __name__ == "__main__":
+    try:
+        launch(sys.argv[1:])
+    except Exception as error:  # before any student code ran: the grading machinery is at fault
+        import traceback
+        traceback.print_exc()
+        print(f"[translab.sandbox] cannot start the grading kernel: {error!r}", file=sys.stderr, flush=True)
+        sys.exit(1)
