@@ -145,3 +145,17 @@ def test_the_recipes_are_the_winners_of_the_committed_search():
         for row in rows:  # the file describes the candidates this code would run
             assert row["recipe"] == asdict(experiment.CANDIDATES[init][row["candidate"]]), row["candidate"]
     assert experiment.RECIPES == {init: experiment.CANDIDATES[init][name] for init, name in experiment.CHOSEN.items()}
+
+
+def test_checkpoint_comparison_is_on_validation_only_and_deterministic(tmp_path, monkeypatch):
+    loaded = []
+    real_load_split = data.load_split
+    monkeypatch.setattr(data, "load_split", lambda name, *a, **k: loaded.append(name) or real_load_split(name, *a, **k))
+    same = experiment.PRETRAINED_PATH
+    comparison = experiment.compare_checkpoints({"a": same, "b": same}, ["32"], [0], tmp_path, threads=1, jobs=1,
+                                                progress=False, quick=True)
+    assert "test" not in loaded, "a pretraining choice must never be made on the test set"
+    rows = comparison["checkpoints"]
+    assert rows["a"]["valid_accuracy"] == rows["b"]["valid_accuracy"], "same checkpoint, same seed: same score"
+    assert 0 < rows["a"]["mean_valid_accuracy"] < 1 and rows["a"]["heldout_perplexity"] > 1
+    assert json.loads((tmp_path / "checkpoint_comparison.json").read_text())["best"] in ("a", "b")

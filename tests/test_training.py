@@ -112,3 +112,11 @@ def test_batch_loss_for_classification_uses_labels():
         assert torch.allclose(batch_loss(model, batch), expected)
         label_zero = Batch(batch.inputs, batch.padding_mask, torch.tensor([PAD_ID]))
         assert batch_loss(model, label_zero) > 0  # class 0 counts: it is not padding
+
+
+def test_bf16_only_where_the_cpu_has_it():
+    from translab.training import fast_bf16_available
+    assert fast_bf16_available("flags : fpu sse2 avx2 avx512f avx512_bf16") is True
+    assert fast_bf16_available("flags : fpu sse2 avx2 amx_bf16 amx_tile") is True
+    assert fast_bf16_available("flags : fpu sse2 avx2 avx512f") is False
+    assert fast_bf16_available("") is False

@@ -1,5 +1,5 @@
 """Speed of the lab (``make bench``): is our training loop as fast as bare PyTorch, and how long
-does grading one submission take?
+does grading one submission, and a class, take?
 
     python -m translab.bench                        # -> results/bench.json
     python -m translab.bench --quick --out /tmp/b   # reduced run (what `make test` does)
@@ -100,36 +100,126 @@ def throughput(steps: int, rounds: int, warmup: int, batch_size: int, seq_len: i
     return result
 
 
+COURSE_IGNORE = shutil.ignore_patterns(".venv", ".git", "data", "submitted", "autograded", "feedback", "gradebook.db",
+                                       "__pycache__", "*.egg-info", "results", ".pytest_cache")
+
+
+def _course_copy(dest: Path) -> dict:
+    """A copy of the course at ``dest`` (no data, no grading folders); returns the env that grades it."""
+    shutil.copytree(REPO_ROOT, dest, ignore=COURSE_IGNORE, symlinks=True)
+    return {**os.environ, "TRANSLAB_DATA_DIR": str(Path(os.environ.get("TRANSLAB_DATA_DIR", REPO_ROOT / "data")))}
+
+
+def _grading_ready() -> str | None:
+    """Why grading cannot be measured here, or None."""
+    if not (REPO_ROOT / "translab" / "grading.py").exists():
+        return "translab/grading.py does not exist yet"
+    missing = [name for name in ("nbgrader_config.py", "solutions", "grader") if not (REPO_ROOT / name).exists()]
+    return f"course files missing: {', '.join(missing)}" if missing else None
+
+
+def _autograde(course: Path, env: dict, jobs: int, timeout: float) -> tuple[float | None, str]:
+    """Wall time of ``translab.grading autograde --jobs N`` on the course, or (None, reason)."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "translab.grading", "autograde", "--jobs", str(jobs)], cwd=course,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return None, f"autograde exited {done.returncode}: {' | '.join(tail)}"
+    return round(seconds, 1), ""
+
+
 def autograde_time(timeout: float = 1800) -> dict:
     """Wall time of ``python -m translab.grading autograde`` on one submission (the solutions),
     in a temporary copy of the course; ``seconds`` is null with a reason if it cannot run."""
-    grading = REPO_ROOT / "translab" / "grading.py"
-    if not grading.exists():
-        return {"seconds": None, "reason": "translab/grading.py does not exist yet"}
-    needed = ["nbgrader_config.py", "solutions", "grader"]
-    missing = [name for name in needed if not (REPO_ROOT / name).exists()]
-    if missing:
-        return {"seconds": None, "reason": f"course files missing: {', '.join(missing)}"}
+    reason = _grading_ready()
+    if reason:
+        return {"seconds": None, "reason": reason}
     with tempfile.TemporaryDirectory(prefix="translab-bench-") as tmp:
         course = Path(tmp) / "course"
-        ignore = shutil.ignore_patterns(".venv", ".git", "data", "submitted", "autograded", "feedback",
-                                        "gradebook.db", "__pycache__", "*.egg-info", "results")
-        shutil.copytree(REPO_ROOT, course, ignore=ignore, symlinks=True)
-        env = {**os.environ, "TRANSLAB_DATA_DIR": str(Path(os.environ.get("TRANSLAB_DATA_DIR", REPO_ROOT / "data")))}
-        python = sys.executable
+        env = _course_copy(course)
         for name in os.listdir(course / "solutions"):
-            submission = course / "submitted" / "bench_student" / name
-            submission.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(course / "solutions" / name, submission)
-        start = time.perf_counter()
-        done = subprocess.run([python, "-m", "translab.grading", "autograde"], cwd=course, env=env,
-                              capture_output=True, text=True, timeout=timeout)
-        seconds = time.perf_counter() - start
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            return {"seconds": None, "reason": f"autograde exited {done.returncode}: {' | '.join(tail)}"}
-        return {"seconds": round(seconds, 1), "submission": "the solution notebooks, one student",
+            shutil.copytree(course / "solutions" / name, course / "submitted" / "bench_student" / name)
+        seconds, reason = _autograde(course, env, 1, timeout)
+        if seconds is None:
+            return {"seconds": None, "reason": reason}
+        return {"seconds": seconds, "submission": "the solution notebooks, one student",
                 "command": "python -m translab.grading autograde"}
+
+
+def build_class(submitted: Path, course: Path, students: int, full_every: int = 3) -> dict:
+    """``students`` submissions: every ``full_every``-th the complete solutions (all five notebooks),
+    the others the corpus of broken and hostile cases in turn (``translab.corpus``).  Returns the mix."""
+    from . import corpus
+    from .grading import ASSIGNMENT
+    cases = list(corpus.CASES)
+    scratch = course / "corpus_cases"
+    corpus.build(scratch, course)
+    mix = {"complete_solutions": 0, **{case: 0 for case in cases}}
+    for index in range(students):
+        folder = submitted / f"student{index:03d}" / ASSIGNMENT
+        if index % full_every == 0:
+            shutil.copytree(course / "solutions" / ASSIGNMENT, folder)
+            mix["complete_solutions"] += 1
+        else:
+            case = cases[(index - index // full_every - 1) % len(cases)]
+            shutil.copytree(scratch / case / ASSIGNMENT, folder)
+            mix[case] += 1
+    shutil.rmtree(scratch)
+    return mix
+
+
+def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600) -> dict:
+    """Wall time of grading a class of ``students`` (complete solutions mixed with the corpus) with each
+    ``--jobs`` value, each from an empty gradebook, sandboxed as ``make autograde`` grades."""
+    reason = _grading_ready()
+    if reason:
+        return {"students": students, "reason": reason}
+    result = {"students": students, "command": "python -m translab.grading autograde --jobs N", "runs": {}}
+    with tempfile.TemporaryDirectory(prefix="translab-bench-class-") as tmp:
+        course = Path(tmp) / "course"
+        env = _course_copy(course)
+        result["mix"] = build_class(course / "submitted", course, students)
+        for count in jobs:
+            for leftover in ("gradebook.db", "autograded", "feedback"):
+                path = course / leftover
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+            seconds, reason = _autograde(course, env, count, timeout)
+            result["runs"][f"jobs_{count}"] = ({"seconds": seconds, "per_student_s": round(seconds / students, 1)}
+                                               if seconds is not None else {"seconds": None, "reason": reason})
+    return result
+
+
+def notebook_times(timeout: float = 3600) -> dict:
+    """Wall time of each solution notebook run top to bottom in a fresh kernel, at the student budget and
+    at the grading budget (``NBGRADER_EXECUTION`` set, as nbgrader sets it); null with the error if one fails."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    times = {}
+    saved = os.environ.pop("NBGRADER_EXECUTION", None)
+    try:
+        for path in sorted((REPO_ROOT / "solutions" / "transfer_learning").glob("*.ipynb")):
+            times[path.stem] = {}
+            for budget, value in (("student_s", None), ("nbgrader_s", "autograde")):
+                if value:
+                    os.environ["NBGRADER_EXECUTION"] = value
+                notebook = nbformat.read(path, as_version=4)
+                with tempfile.TemporaryDirectory(prefix="translab-bench-nb-") as tmp:
+                    start = time.perf_counter()
+                    try:
+                        NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                                       resources={"metadata": {"path": tmp}}).execute()
+                        times[path.stem][budget] = round(time.perf_counter() - start, 1)
+                    except Exception as error:  # a failing notebook is a finding, not a crash of the bench
+                        times[path.stem][budget] = None
+                        times[path.stem][budget.replace("_s", "_error")] = f"{type(error).__name__}: {str(error)[:300]}"
+                os.environ.pop("NBGRADER_EXECUTION", None)
+    finally:
+        if saved is not None:
+            os.environ["NBGRADER_EXECUTION"] = saved
+    return times
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = PyTorch's default)")
     parser.add_argument("--no-autograde", action="store_true")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-notebooks", action="store_true", help="skip timing the solution notebooks")
+    parser.add_argument("--class-size", type=int, default=100,
+                        help="students in the class-grading measurement (0 skips it; it takes about an hour at 100)")
+    parser.add_argument("--class-jobs", type=int, nargs="+", default=[1, 2], help="--jobs values to time the class with")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -165,12 +259,21 @@ def main(argv: list[str] | None = None) -> int:
         result["autograde"] = {"seconds": None, "reason": "skipped (--quick or --no-autograde)"}
     else:
         result["autograde"] = autograde_time()
+    if args.quick or args.no_notebooks:
+        result["notebooks"] = {"reason": "skipped (--quick or --no-notebooks)"}
+    else:
+        result["notebooks"] = notebook_times()
+    if args.quick or args.no_autograde or args.class_size <= 0:
+        result["class_autograde"] = {"students": 0, "reason": "skipped (--quick, --no-autograde or --class-size 0)"}
+    else:
+        result["class_autograde"] = class_autograde(args.class_size, args.class_jobs)
     result["wall_time_s"] = round(time.time() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"translab loop {fp32['translab']['tokens_per_s']:,.0f} tok/s vs bare {fp32['bare']['tokens_per_s']:,.0f}"
           f" (ratio {fp32['ratio']:.3f}); bf16 {bf16['translab']['tokens_per_s']:,.0f} tok/s "
-          f"(x{result['bf16_speedup']:.2f}, ratio {bf16['ratio']:.3f}); autograde: {result['autograde']}")
+          f"(x{result['bf16_speedup']:.2f}, ratio {bf16['ratio']:.3f}); autograde: {result['autograde']}; "
+          f"class: {result['class_autograde']}")
     print(f"wrote {args.out / 'bench.json'}")
     return 0
 

@@ -371,15 +371,8 @@ def tune(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, thread
                  "recipe": asdict(replace(recipe, **changes)), "valid": valid, "test": None, "curve": False, "candidate": name}
                 for init, candidates in CANDIDATES.items() for name, recipe in candidates.items()
                 for size in sizes for seed in seeds]
-    results = []
-    bar = tqdm(total=len(job_list), desc="recipe search (validation only)", disable=not progress)
-    with ProcessPoolExecutor(max(1, jobs), mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(run_one, job): job for job in job_list}
-        for future in as_completed(futures):
-            job = futures[future]
-            results.append({"candidate": job["candidate"], **future.result()})
-            bar.update()
-    bar.close()
+    results = [{"candidate": job["candidate"], **result}
+               for job, result in _run_pool(job_list, jobs, "recipe search (validation only)", progress)]
     table = {}
     for init, candidates in CANDIDATES.items():
         table[init] = []
@@ -397,6 +390,53 @@ def tune(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, thread
     out.mkdir(parents=True, exist_ok=True)
     (out / "recipe_search.json").write_text(json.dumps(search, indent=2) + "\n")
     return search
+
+
+def _run_pool(job_list: list[dict], jobs: int, description: str, progress: bool) -> list[tuple[dict, dict]]:
+    """(job, result) of ``run_one`` over ``job_list`` in ``jobs`` worker processes, in completion order."""
+    done = []
+    bar = tqdm(total=len(job_list), desc=description, disable=not progress)
+    with ProcessPoolExecutor(max(1, jobs), mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(run_one, job): job for job in job_list}
+        for future in as_completed(futures):
+            done.append((futures[future], future.result()))
+            bar.update()
+    bar.close()
+    return done
+
+
+def compare_checkpoints(checkpoints: dict[str, Path], sizes: list[str], seeds: list[int], out: Path, threads: int,
+                        jobs: int, progress: bool = True, quick: bool = False) -> dict:
+    """Fine-tune each pretrained checkpoint with the pretrained recipe and score it on validation only (the
+    test set is not loaded): how a pretraining choice, such as extra general-English text, is decided."""
+    started = time.time()
+    valid = data.load_split("valid")
+    recipe = RECIPES["pretrained"]
+    if quick:
+        valid, recipe = balanced_subset(valid, 200, 0), replace(recipe, **QUICK_RECIPE_CHANGES)
+    job_list = [{"size": size, "seed": seed, "init": "pretrained", "threads": threads, "checkpoint": str(path),
+                 "recipe": asdict(recipe), "valid": valid, "test": None, "curve": False, "name": name}
+                for name, path in checkpoints.items() for size in sizes for seed in seeds]
+    done = _run_pool(job_list, jobs, "checkpoint comparison (validation only)", progress)
+    table = {}
+    for name, path in checkpoints.items():
+        _, ckpt = load_pretrained(path)
+        manifest = ckpt.get("extra", {}).get("manifest", {})
+        per_size = {size: [r["valid_accuracy"] for job, r in sorted(done, key=lambda d: d[0]["seed"])
+                           if job["name"] == name and job["size"] == size] for size in sizes}
+        table[name] = {"checkpoint": str(path), "command": manifest.get("command"), "steps": manifest.get("steps"),
+                       "train_tokens": manifest.get("train_tokens"),
+                       "heldout_perplexity": manifest.get("heldout_perplexity"),
+                       "valid_accuracy": {size: summarize(values) for size, values in per_size.items()},
+                       "mean_valid_accuracy": statistics.fmean(v for values in per_size.values() for v in values)}
+    comparison = {"command": "python -m translab.experiment " + " ".join(sys.argv[1:]), "sizes": sizes,
+                  "seeds": seeds, "quick": quick, "recipe": asdict(recipe),
+                  "selection": "validation accuracy only; test set not loaded", "checkpoints": table,
+                  "best": max(table, key=lambda name: table[name]["mean_valid_accuracy"]),
+                  "wall_time_s": round(time.time() - started, 1)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "checkpoint_comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
+    return comparison
 
 
 def _size_key(size: str) -> float:
@@ -434,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--tune", action="store_true",
                         help="score the candidate recipes on validation only -> recipe_search.json (default sizes 400 1600, 2 seeds)")
+    parser.add_argument("--compare", nargs="+", metavar="NAME=CHECKPOINT",
+                        help="fine-tune each checkpoint, score on validation only -> checkpoint_comparison.json")
     args = parser.parse_args(argv)
     sizes = args.sizes or (["64", "128"] if args.quick else list(DEFAULT_SIZES))
     for size in sizes:
@@ -443,6 +485,19 @@ def main(argv: list[str] | None = None) -> int:
     if not seeds:
         parser.error("--seeds must be at least 1")
     jobs = args.jobs or max(1, (os.cpu_count() or 1) // max(1, args.threads))
+    if args.compare:
+        checkpoints = dict(item.split("=", 1) for item in args.compare if "=" in item)
+        if len(checkpoints) != len(args.compare):
+            parser.error("--compare takes NAME=CHECKPOINT pairs")
+        comparison = compare_checkpoints({k: Path(v) for k, v in checkpoints.items()},
+                                         args.sizes or ["400", "1600"], list(range(args.seeds or 3)), args.out,
+                                         args.threads, jobs, progress=not args.no_progress, quick=args.quick)
+        for name, row in comparison["checkpoints"].items():
+            print(f"{name:12s} mean valid {100 * row['mean_valid_accuracy']:5.1f}  held-out ppl "
+                  f"{row['heldout_perplexity']:.1f}  " + "  ".join(f"{size}: {100 * v['mean']:.1f}"
+                                                                 for size, v in row["valid_accuracy"].items()))
+        print(f"wrote {args.out / 'checkpoint_comparison.json'} in {comparison['wall_time_s']:.0f} s")
+        return 0
     if args.tune:
         search = tune(args.sizes or (["64"] if args.quick else ["400", "1600"]), list(range(args.seeds or 2)),
                       args.out, args.checkpoint, args.threads, jobs, progress=not args.no_progress, quick=args.quick)

@@ -33,6 +33,18 @@ def make_loss() -> nn.CrossEntropyLoss:
     return nn.CrossEntropyLoss(ignore_index=PAD_ID)
 
 
+def fast_bf16_available(cpuinfo: str | None = None) -> bool:
+    """bf16 autocast pays off only on CPUs with native bf16 (AVX512-BF16 or AMX).  Elsewhere PyTorch emulates
+    it: measured on an AVX2-only AMD EPYC, a pretraining step took 8.4 s in bf16 against 0.9 s in fp32."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = open("/proc/cpuinfo", encoding="utf-8").read()
+        except OSError:
+            return False
+    flags = set(cpuinfo.split())
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
 def _autocast(enabled: bool):
     return torch.autocast("cpu", dtype=torch.bfloat16) if enabled else nullcontext()
 
