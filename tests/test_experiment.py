@@ -159,3 +159,16 @@ def test_checkpoint_comparison_is_on_validation_only_and_deterministic(tmp_path,
     assert rows["a"]["valid_accuracy"] == rows["b"]["valid_accuracy"], "same checkpoint, same seed: same score"
     assert 0 < rows["a"]["mean_valid_accuracy"] < 1 and rows["a"]["heldout_perplexity"] > 1
     assert json.loads((tmp_path / "checkpoint_comparison.json").read_text())["best"] in ("a", "b")
+
+
+def test_committed_results_are_a_full_run_on_the_shipped_checkpoint_and_the_readme_shows_them():
+    from translab.paths import REPO_ROOT
+    result = json.loads((experiment.RESULTS_DIR / "transfer.json").read_text())
+    assert not result["quick"] and len(result["seeds"]) >= 3
+    assert {"100", "400", "1600", "all"} <= set(result["sizes"])
+    assert result["checkpoint"]["sha256"] == data.sha256_of(experiment.PRETRAINED_PATH), \
+        "results/transfer.json was produced with another checkpoint: rerun `make experiment`"
+    assert result["recipes"] == {init: asdict(recipe) for init, recipe in RECIPES.items()}
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    missing = [line for line in experiment.format_table(result).splitlines() if line not in readme]
+    assert not missing, f"the README's table differs from results/transfer.json: {missing}"
