@@ -309,21 +309,7 @@ def run(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads
                 for size in sizes for seed in seeds for init in ("pretrained", "scratch")]
     # Biggest runs first so that the pool's two workers finish together.
     job_list.sort(key=lambda j: -len(training_pairs(j["size"], j["seed"])))
-    runs = []
-    bar = tqdm(total=len(job_list), desc="fine-tuning runs", disable=not progress)
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(run_one, job) for job in job_list]
-            for future in as_completed(futures):
-                runs.append(future.result())
-                bar.set_postfix_str(_describe(runs[-1]))
-                bar.update()
-    else:
-        for job in job_list:
-            runs.append(run_one(job))
-            bar.set_postfix_str(_describe(runs[-1]))
-            bar.update()
-    bar.close()
+    runs = [result for _, result in _run_pool(job_list, jobs, "fine-tuning runs", progress, describe=_describe)]
     baselines = {(size, seed): all_baselines(training_pairs(size, seed), valid, test)
                  for size in tqdm(sizes, desc="baselines", disable=not progress) for seed in seeds}
     runs.sort(key=lambda r: (_size_key(r["size"]), r["seed"], r["init"]))
@@ -392,15 +378,27 @@ def tune(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, thread
     return search
 
 
-def _run_pool(job_list: list[dict], jobs: int, description: str, progress: bool) -> list[tuple[dict, dict]]:
-    """(job, result) of ``run_one`` over ``job_list`` in ``jobs`` worker processes, in completion order."""
+def _run_pool(job_list: list[dict], jobs: int, description: str, progress: bool,
+              describe=None) -> list[tuple[dict, dict]]:
+    """(job, result) of ``run_one`` over ``job_list``, in completion order: in ``jobs`` worker processes, or in
+    this process when ``jobs`` is 1.  ``describe(result)`` goes on the progress bar."""
     done = []
     bar = tqdm(total=len(job_list), desc=description, disable=not progress)
-    with ProcessPoolExecutor(max(1, jobs), mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(run_one, job): job for job in job_list}
-        for future in as_completed(futures):
-            done.append((futures[future], future.result()))
-            bar.update()
+
+    def record(job: dict, result: dict) -> None:
+        done.append((job, result))
+        if describe is not None:
+            bar.set_postfix_str(describe(result))
+        bar.update()
+
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            futures = {pool.submit(run_one, job): job for job in job_list}
+            for future in as_completed(futures):
+                record(futures[future], future.result())
+    else:
+        for job in job_list:
+            record(job, run_one(job))
     bar.close()
     return done
 
@@ -417,13 +415,14 @@ def compare_checkpoints(checkpoints: dict[str, Path], sizes: list[str], seeds: l
     job_list = [{"size": size, "seed": seed, "init": "pretrained", "threads": threads, "checkpoint": str(path),
                  "recipe": asdict(recipe), "valid": valid, "test": None, "curve": False, "name": name}
                 for name, path in checkpoints.items() for size in sizes for seed in seeds]
-    done = _run_pool(job_list, jobs, "checkpoint comparison (validation only)", progress)
+    done = sorted(_run_pool(job_list, jobs, "checkpoint comparison (validation only)", progress),
+                  key=lambda pair: pair[0]["seed"])
     table = {}
     for name, path in checkpoints.items():
         _, ckpt = load_pretrained(path)
         manifest = ckpt.get("extra", {}).get("manifest", {})
-        per_size = {size: [r["valid_accuracy"] for job, r in sorted(done, key=lambda d: d[0]["seed"])
-                           if job["name"] == name and job["size"] == size] for size in sizes}
+        per_size = {size: [r["valid_accuracy"] for job, r in done if job["name"] == name and job["size"] == size]
+                    for size in sizes}
         table[name] = {"checkpoint": str(path), "command": manifest.get("command"), "steps": manifest.get("steps"),
                        "train_tokens": manifest.get("train_tokens"),
                        "heldout_perplexity": manifest.get("heldout_perplexity"),
