@@ -8,6 +8,7 @@ PYTHON   ?= python3
 NBGRADER := $(PY) -m nbgrader
 ASSIGNMENT := transfer_learning
 JOBS     ?= 1
+ARGS     ?=
 PORT     ?= 8888
 
 .PHONY: help setup data test test-fast lab release references autograde feedback grades collect \
@@ -42,8 +43,8 @@ release: $(VENV)/.installed ## regenerate the student notebooks from solutions/ 
 references: $(VENV)/.installed ## regenerate grader/ reference tensors from translab
 	$(PY) -m translab.grading references
 
-autograde: $(VENV)/.installed ## grade every submission in submitted/ (JOBS=N in parallel)
-	$(PY) -m translab.grading autograde --jobs $(JOBS)
+autograde: $(VENV)/.installed ## grade every submission in submitted/ (JOBS=N in parallel; ARGS=--Execute.timeout=120 ...)
+	$(PY) -m translab.grading autograde --jobs $(JOBS) $(ARGS)
 
 feedback: $(VENV)/.installed ## write HTML feedback (hidden tests removed) to feedback/
 	$(PY) -m translab.grading feedback

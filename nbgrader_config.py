@@ -24,8 +24,9 @@ c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_here, "gradebook.db")
 
 # Under nbgrader (NBGRADER_EXECUTION is set) every notebook uses translab.budget's small budget:
-# the slowest cell takes a few seconds; 120 s leaves room for a slow or busy machine.
-c.Execute.timeout = 120
+# the slowest cell takes under 5 s alone (results/bench.json); 60 s leaves room for a slow or busy machine and
+# bounds what an infinite loop costs a batch.  `make autograde ARGS=--Execute.timeout=120` raises it.
+c.Execute.timeout = 60
 c.Execute.kernel_name = "python3"
 
 # Student notebooks: answers replaced by stubs; solution notebooks carry no outputs.

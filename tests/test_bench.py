@@ -52,6 +52,7 @@ def test_quick_bench_writes_sane_json(tmp_path):
     assert result["autograde"]["seconds"] is None and result["autograde"]["reason"]
     assert result["class_autograde"]["students"] == 0 and "skipped" in result["class_autograde"]["reason"]
     assert "skipped" in result["notebooks"]["reason"]
+    assert "skipped" in result["isolation_overhead"]["reason"]
 
 
 def test_a_class_mixes_complete_solutions_with_every_corpus_case(tmp_path):

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -118,11 +118,15 @@ def _grading_ready() -> str | None:
     return f"course files missing: {', '.join(missing)}" if missing else None
 
 
-def _autograde(course: Path, env: dict, jobs: int, timeout: float) -> tuple[float | None, str]:
-    """Wall time of ``translab.grading autograde --jobs N`` on the course, or (None, reason)."""
+def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str) -> tuple[float | None, str]:
+    """Wall time of ``translab.grading autograde --jobs N [options]`` on the course from an empty gradebook,
+    or (None, reason)."""
+    for leftover in ("gradebook.db", "autograded", "feedback"):
+        path = course / leftover
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "translab.grading", "autograde", "--jobs", str(jobs)], cwd=course,
-                          env=env, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run([sys.executable, "-m", "translab.grading", "autograde", "--jobs", str(jobs), *options],
+                          cwd=course, env=env, capture_output=True, text=True, timeout=timeout)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -136,11 +140,7 @@ def autograde_time(timeout: float = 1800) -> dict:
     reason = _grading_ready()
     if reason:
         return {"seconds": None, "reason": reason}
-    with tempfile.TemporaryDirectory(prefix="translab-bench-") as tmp:
-        course = Path(tmp) / "course"
-        env = _course_copy(course)
-        for name in os.listdir(course / "solutions"):
-            shutil.copytree(course / "solutions" / name, course / "submitted" / "bench_student" / name)
+    with _class_course(students=1, full_every=1) as (course, env, _):
         seconds, reason = _autograde(course, env, 1, timeout)
         if seconds is None:
             return {"seconds": None, "reason": reason}
@@ -170,6 +170,15 @@ def build_class(submitted: Path, course: Path, students: int, full_every: int = 
     return mix
 
 
+@contextmanager
+def _class_course(students: int, full_every: int):
+    """(course, env, mix): a temporary copy of the course whose submitted/ holds ``build_class``'s class."""
+    with tempfile.TemporaryDirectory(prefix="translab-bench-") as tmp:
+        course = Path(tmp) / "course"
+        env = _course_copy(course)
+        yield course, env, build_class(course / "submitted", course, students, full_every)
+
+
 def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600) -> dict:
     """Wall time of grading a class of ``students`` (complete solutions mixed with the corpus) with each
     ``--jobs`` value, each from an empty gradebook, sandboxed as ``make autograde`` grades."""
@@ -177,18 +186,32 @@ def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600) -
     if reason:
         return {"students": students, "reason": reason}
     result = {"students": students, "command": "python -m translab.grading autograde --jobs N", "runs": {}}
-    with tempfile.TemporaryDirectory(prefix="translab-bench-class-") as tmp:
-        course = Path(tmp) / "course"
-        env = _course_copy(course)
-        result["mix"] = build_class(course / "submitted", course, students)
+    with _class_course(students, full_every=3) as (course, env, result["mix"]):
         for count in jobs:
-            for leftover in ("gradebook.db", "autograded", "feedback"):
-                path = course / leftover
-                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
             seconds, reason = _autograde(course, env, count, timeout)
             result["runs"][f"jobs_{count}"] = ({"seconds": seconds, "per_student_s": round(seconds / students, 1)}
                                                if seconds is not None else {"seconds": None, "reason": reason})
     return result
+
+
+def isolation_overhead(students: int = 3, timeout: float = 3600) -> dict:
+    """What the sandbox costs a submission: the same ``students`` complete submissions graded with --jobs 1,
+    sandboxed (as ``make autograde``) and with ``--no-sandbox`` (plain nbgrader kernels)."""
+    reason = _grading_ready()
+    if reason:
+        return {"students": students, "reason": reason}
+    with _class_course(students, full_every=1) as (course, env, _):
+        runs = {}
+        for name, options in (("sandboxed", ()), ("no_sandbox", ("--no-sandbox",))):
+            seconds, reason = _autograde(course, env, 1, timeout, *options)
+            if seconds is None:
+                return {"students": students, "reason": f"{name}: {reason}"}
+            runs[name] = seconds
+    return {"students": students, "submission": "the solution notebooks", "jobs": 1, "seconds": runs,
+            "overhead_per_submission_s": round((runs["sandboxed"] - runs["no_sandbox"]) / students, 1),
+            "overhead_ratio": round(runs["sandboxed"] / runs["no_sandbox"], 3),
+            "isolation": ("rlimits, mount namespace, uid per student, network namespace (IPC transport)"
+                          if os.geteuid() == 0 else "rlimits only (not root)")}
 
 
 def notebook_times(timeout: float = 3600) -> dict:
@@ -234,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--class-size", type=int, default=100,
                         help="students in the class-grading measurement (0 skips it; at 100 with --class-jobs 1 2, about 90 min)")
     parser.add_argument("--class-jobs", type=int, nargs="+", default=[1, 2], help="--jobs values to time the class with")
+    parser.add_argument("--overhead-students", type=int, default=3,
+                        help="complete submissions graded with and without the sandbox (0 skips it; about 5 min at 3)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -268,6 +293,10 @@ def main(argv: list[str] | None = None) -> int:
         result["notebooks"] = {"reason": "skipped (--quick or --no-notebooks)"}
     else:
         result["notebooks"] = notebook_times()
+    if args.quick or args.no_autograde or args.overhead_students <= 0:
+        result["isolation_overhead"] = {"reason": "skipped (--quick, --no-autograde or --overhead-students 0)"}
+    else:
+        result["isolation_overhead"] = isolation_overhead(args.overhead_students)
     if args.quick or args.no_autograde or args.class_size <= 0:
         result["class_autograde"] = {"students": 0, "reason": "skipped (--quick, --no-autograde or --class-size 0)"}
     else:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 class Budget:
     name: str
     pretrain_steps: int        # optimizer steps of the in-notebook LM demo run
+    pretrain_reviews: int      # reviews tokenized into its training stream (tokenizing is most of a short run)
     lm_eval_batches: int       # held-out batches used to report perplexity
     finetune_epochs: int       # epochs per classifier in notebook 04
     finetune_train_size: int   # labeled sentences used for fine-tuning in notebook 04
@@ -21,9 +22,9 @@ class Budget:
     mlm_steps: int             # optimizer steps of the MLM demo in notebook 05
 
 
-FULL = Budget("full", pretrain_steps=150, lm_eval_batches=20, finetune_epochs=6,
+FULL = Budget("full", pretrain_steps=150, pretrain_reviews=300, lm_eval_batches=20, finetune_epochs=6,
               finetune_train_size=1600, eval_size=2000, mlm_steps=60)
-FAST = Budget("fast", pretrain_steps=8, lm_eval_batches=2, finetune_epochs=2,
+FAST = Budget("fast", pretrain_steps=8, pretrain_reviews=20, lm_eval_batches=2, finetune_epochs=2,
               finetune_train_size=64, eval_size=64, mlm_steps=4)
 
 

@@ -241,6 +241,21 @@ case("write_outside", "the mask answer (right) first tries to write the gradeboo
 # Paths the write_outside case aims at outside the course copy; the test checks none of them appears.
 OUTSIDE_TARGETS = [Path("/root/pwned_by_student"), Path("/tmp/pwned_by_student")]
 
+# The network case connects to a service of the instructor's on 127.0.0.1 (the corpus test listens on this
+# port and checks that nothing arrived) and to an address outside; the kernel must reach neither.
+INSTRUCTOR_PORT = 47613
+REACH_OUT = f'''import socket
+for _address in [("127.0.0.1", {INSTRUCTOR_PORT}), ("1.1.1.1", 443)]:
+    try:
+        with socket.create_connection(_address, timeout=3) as _connection:
+            _connection.sendall(b"pwned")
+        print(_address, "reached")
+    except OSError as _error:
+        print(_address, type(_error).__name__)
+'''
+case("network", "the mask answer (right) first connects to a service on 127.0.0.1 and to the internet")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", REACH_OUT)))
+
 
 def build(out: Path, root: Path = REPO_ROOT, names: list[str] | None = None) -> list[str]:
     """Write each case (all by default) to ``out/<case>/transfer_learning/``; returns the case names."""

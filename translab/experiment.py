@@ -31,7 +31,6 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from . import data
-from .baselines import all_baselines
 from .checkpoint import PRETRAINED_PATH, load_checkpoint
 from .datasets import bucketed_batches, encode_pairs
 from .model import Model, build_classifier
@@ -310,6 +309,7 @@ def run(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads
     # Biggest runs first so that the pool's two workers finish together.
     job_list.sort(key=lambda j: -len(training_pairs(j["size"], j["seed"])))
     runs = [result for _, result in _run_pool(job_list, jobs, "fine-tuning runs", progress, describe=_describe)]
+    from .baselines import all_baselines  # scikit-learn: 2 s to import, only the full experiment needs it
     baselines = {(size, seed): all_baselines(training_pairs(size, seed), valid, test)
                  for size in tqdm(sizes, desc="baselines", disable=not progress) for seed in seeds}
     runs.sort(key=lambda r: (_size_key(r["size"]), r["seed"], r["init"]))

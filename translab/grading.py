@@ -405,8 +405,10 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
                 db = dbs / f"student{index}.db"
                 _sqlite_copy(main_db, db)
                 env = _nbgrader_env({**extra_env, **(kernel_sandbox.student_env(index) if sandbox else {})})
+                own_args = [arg for arg in (kernel_sandbox.student_args(work, index) if sandbox else [])
+                            if arg.split("=", 1)[0] not in overridden]
                 log = root / "autograded" / name / "autograde.log"
-                futures[pool.submit(_grade_student, root, name, db, log, env, args, student_timeout)] = db
+                futures[pool.submit(_grade_student, root, name, db, log, env, own_args + args, student_timeout)] = db
             for future in as_completed(futures):
                 if future.cancelled():
                     continue

@@ -15,6 +15,10 @@ ipykernel process (``exec``, so signals and kills from nbgrader reach the kernel
   unprivileged uid of its own (one per student), because root ignores ``RLIMIT_NPROC`` and file permissions.
   That uid can write only its private ``HOME``/``TMPDIR``, so the course, the gradebook and the solutions
   are out of reach, and ``kill_leftovers`` can end everything the student started;
+* as root, also no network: the kernel gets a network namespace of its own (no interface but a loopback
+  that is down), and talks to nbgrader over ZMQ's IPC transport, Unix sockets in a folder of the batch that
+  the kernel's uid owns (``--KernelManager.transport=ipc``, a socket path per student), since TCP on
+  127.0.0.1 cannot cross network namespaces;
 * as an ordinary user: the limits only (file permissions are the instructor's own, so student code can
   read and write whatever the instructor can).  ``bubblewrap`` would give that user the read-only view;
   it is not used because it was not available where this was written and tested.
@@ -22,8 +26,7 @@ ipykernel process (``exec``, so signals and kills from nbgrader reach the kernel
 Inside the kernel, ``load_ipython_extension`` puts ``translab.checks`` and the comparison functions back
 before every cell, so an answer cell cannot replace the checker.
 
-Not covered: the network (a kernel in its own network namespace cannot reach nbgrader's ZMQ sockets on
-127.0.0.1; that needs the IPC transport, not done yet).  ``make lab`` does not use this kernel.
+``make lab`` does not use this kernel.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ from pathlib import Path
 KERNEL_NAME = "translab-sandbox"
 UID_BASE = 200_000  # sandbox uids: unused by any account, one per student of a batch (UID_BASE + index)
 GB = 1024 ** 3
+SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes; ZMQ's IPC endpoints are "<ip>-<port>"
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,9 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None) -> tupl
     if os.geteuid() == 0 and not _others_can_reach(work.resolve().parent):
         raise OSError(f"{work.parent} is private to root: the sandboxed kernels keep their HOME below it; "
                       "point TMPDIR at a folder others may traverse (/tmp)")
+    if len(str(_socket_prefix(work, 999))) > SOCKET_PATH_MAX - 8:
+        raise OSError(f"{work} is too long a path for the kernels' Unix sockets ({SOCKET_PATH_MAX} bytes at most): "
+                      "point TMPDIR at a short folder (/tmp)")
     kernels = work / "jupyter" / "kernels" / KERNEL_NAME
     kernels.mkdir(parents=True, exist_ok=True)
     (work / "homes").mkdir(exist_ok=True)
@@ -107,12 +114,22 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None) -> tupl
     }
     (kernels / "kernel.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
     jupyter_path = os.pathsep.join(filter(None, [str(work / "jupyter"), os.environ.get("JUPYTER_PATH")]))
-    return {"JUPYTER_PATH": jupyter_path}, [f"--Execute.kernel_name={KERNEL_NAME}"]
+    return {"JUPYTER_PATH": jupyter_path}, [f"--Execute.kernel_name={KERNEL_NAME}", "--KernelManager.transport=ipc"]
+
+
+def _socket_prefix(work: Path, index: int) -> Path:
+    return work / "ipc" / str(index) / "kernel"
 
 
 def student_env(index: int) -> dict:
     """Per-student environment of its nbgrader process: the uid its kernels drop to when run as root."""
     return {"TRANSLAB_SANDBOX_UID": str(UID_BASE + index)}
+
+
+def student_args(work: Path, index: int) -> list[str]:
+    """Per-student nbgrader options: where its kernels' IPC sockets go (a folder the launcher gives the
+    student's uid; an absolute path, since nbgrader and the kernel run in different folders)."""
+    return [f"--KernelManager.ip={_socket_prefix(work, index)}"]
 
 
 def kill_leftovers(env: dict) -> None:
@@ -183,12 +200,14 @@ _libc = None
 _STARTING_NAMESPACE = os.readlink("/proc/self/ns/mnt") if os.path.exists("/proc/self/ns/mnt") else None
 
 
-def _private_namespace() -> None:
-    """Enter a mount namespace of our own, whose mounts never propagate back to the machine's."""
+def _private_namespace(network: bool) -> None:
+    """Enter a mount namespace of our own, whose mounts never propagate back to the machine's, and with
+    ``network`` a network namespace of our own too (nothing to reach: its only interface, lo, is down)."""
     global _libc
     _libc = _libc or ctypes.CDLL(None, use_errno=True)
-    if _libc.unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    flags = CLONE_NEWNS | (CLONE_NEWNET if network else 0)
+    if _libc.unshare(flags) != 0:
+        raise OSError(ctypes.get_errno(), f"unshare({'CLONE_NEWNS | CLONE_NEWNET' if network else 'CLONE_NEWNS'})")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
 
 
@@ -210,7 +229,7 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-CLONE_NEWNS = 0x00020000
+CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
 
 
 def hidden_paths(root: Path, student: str | None) -> list[Path]:
@@ -257,7 +276,7 @@ def _cover_keeping(cover: Path, keep: list[Path], mode: str = "755", writable: b
         _mount("none", str(cover), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _private_views(home: Path) -> None:
+def _private_views(home: Path, sockets: Path | None) -> None:
     """Root's home (where pyenv may keep the interpreter) empty except the interpreter and this package,
     read-only; /tmp, /var/tmp and /dev/shm private to the kernel (a world-writable /tmp is the one place
     outside its HOME an unprivileged uid could leave files for the instructor), except the kernel's HOME."""
@@ -267,10 +286,11 @@ def _private_views(home: Path) -> None:
         _cover_keeping(root_home, sorted(p for p in needed if root_home in p.parents))
     for shared in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")):
         if shared.is_dir():
-            keep = [home] if shared in home.parents else []
+            keep = [path for path in (home, sockets) if path and shared in path.parents]
             keep += [p for p in needed if shared in p.parents]
             _cover_keeping(shared, keep, mode="1777", writable=True)
-    blocked = [path for path in needed | {home.parent} if not _others_can_reach(path)]
+    blocked = [path for path in needed | {home.parent} | ({sockets.parent} if sockets else set())
+               if not _others_can_reach(path)]
     if blocked:
         raise OSError(f"the sandboxed kernel could not reach {blocked}: make them world-readable or grade "
                       "with --no-sandbox")
@@ -285,6 +305,23 @@ def _private_home(uid: int, work: Path, connection_file: str) -> tuple[str, Path
         os.chown(path, uid, uid)
     os.chmod(home, 0o700)
     return str(private), home
+
+
+def _socket_folder(connection_file: str, work: Path, uid: int | None) -> Path | None:
+    """With the IPC transport: the folder of the kernel's sockets, created for (and, as root, owned by) the
+    student's uid, which binds them there.  None with TCP."""
+    connection = json.loads(Path(connection_file).read_text())
+    if connection.get("transport") != "ipc":
+        return None
+    folder = Path(connection["ip"]).parent
+    if work.resolve() not in folder.resolve().parents:
+        raise OSError(f"the kernel's IPC sockets ({connection['ip']}) must be below the batch folder {work}")
+    folder.mkdir(parents=True, exist_ok=True)
+    if uid is not None:
+        os.chown(folder, uid, uid)
+        os.chmod(folder, 0o700)
+        os.chmod(folder.parent, 0o711)
+    return folder
 
 
 def _drop_to(uid: int) -> None:
@@ -303,18 +340,22 @@ def launch(argv: list[str]) -> None:
     kernel = args.kernel[1:] if args.kernel[:1] == ["--"] else args.kernel
     env = dict(os.environ)
     env["TRANSLAB_SANDBOX"] = "1"
-    if os.geteuid() == 0:
+    if os.geteuid() != 0:
+        _socket_folder(kernel[kernel.index("-f") + 1], args.work, None)
+    else:
         cwd = Path.cwd()  # nbgrader starts the kernel in autograded/<student>/<assignment>
         student = cwd.parent.name if cwd.parent.parent.name == "autograded" else None
         empty = args.work / "empty"
         if not empty.exists():
             empty.touch(mode=0o444)
-        _private_namespace()
-        _hide(hidden_paths(args.root.resolve(), student), empty)
         uid = int(env.get("TRANSLAB_SANDBOX_UID", UID_BASE))
         index = kernel.index("-f") + 1
+        sockets = _socket_folder(kernel[index], args.work, uid)
+        # no network only where nbgrader reaches the kernel through Unix sockets: over TCP it could not
+        _private_namespace(network=sockets is not None)
+        _hide(hidden_paths(args.root.resolve(), student), empty)
         kernel[index], home = _private_home(uid, args.work, kernel[index])
-        _private_views(home)
+        _private_views(home, sockets)
         _drop_to(uid)
         env.update(HOME=str(home), TMPDIR=str(home), MPLCONFIGDIR=str(home / "matplotlib"),
                    IPYTHONDIR=str(home / "ipython"), JUPYTER_RUNTIME_DIR=str(home / "runtime"))

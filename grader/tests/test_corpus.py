@@ -3,8 +3,8 @@
 One temporary course; every case is one student.  The scores each case must get are in
 ``grader/expected_scores.csv`` (one row per case, the auto-graded points per notebook, the notebooks that must
 come out flagged for the instructor, and known holes, which are strict xfails: fixing one makes the test
-fail until the table says so).  The per-cell timeout is lowered to 20 s for this course only (the lab's 120 s
-would make the infinite-loop case cost two minutes).
+fail until the table says so).  The per-cell timeout is lowered to 20 s for this course only (the lab's 60 s
+would make the infinite-loop case cost a minute).
 """
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ import csv
 import hashlib
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -64,10 +66,47 @@ def graded(tmp_path_factory):
     before = {"submitted": _hashes(root / "submitted"), "solutions": _hashes(root / "solutions"),
               "translab": _hashes(REPO_ROOT / "translab"), "references": _hashes(REPO_ROOT / "grader" / "references")}
     start = time.time()
-    process = subprocess.run([sys.executable, "-m", "translab.grading", "--root", str(root), "autograde",
-                              "--jobs", "2", TIMEOUT_ARG], text=True, capture_output=True)
+    with _Listener(corpus.INSTRUCTOR_PORT) as listener:  # what the network case aims at
+        process = subprocess.run([sys.executable, "-m", "translab.grading", "--root", str(root), "autograde",
+                                  "--jobs", "2", TIMEOUT_ARG], text=True, capture_output=True)
     seconds = time.time() - start
-    return root, process, before, seconds
+    return root, process, before, seconds, listener.received
+
+
+class _Listener:
+    """A TCP service on 127.0.0.1, standing for the instructor's own (a database, a notebook server): records
+    what connects to it while the batch runs."""
+
+    def __init__(self, port: int):
+        self.server = socket.create_server(("127.0.0.1", port))
+        self.server.settimeout(0.2)
+        self.received: list[bytes] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.running = True
+
+    def _serve(self) -> None:
+        while self.running:
+            try:
+                connection, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            with connection:
+                connection.settimeout(2)
+                try:
+                    self.received.append(connection.recv(64))
+                except OSError:
+                    self.received.append(b"")
+
+    def __enter__(self):
+        socket.create_connection(self.server.getsockname(), timeout=5).close()  # reachable from here
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self.running = False
+        self.thread.join()
+        self.server.close()
+        self.received.remove(b"")  # our own reachability check above
 
 
 def test_the_table_covers_every_case():
@@ -78,7 +117,7 @@ def test_the_table_covers_every_case():
 
 
 def test_the_batch_completes(graded):
-    root, process, _, seconds = graded
+    root, process, _, seconds, _ = graded
     output = process.stdout + process.stderr
     assert process.returncode == 0, output[-5000:]
     assert f"autograded {len(corpus.CASES)} student(s)" in output, output[-3000:]
@@ -98,7 +137,7 @@ def _flagged(root: Path, student: str) -> set[str]:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_case_scores_what_the_table_says(graded, name):
-    root, _, _, _ = graded
+    root, *_ = graded
     row = EXPECTED[name]
     scores = cell_scores(root, name)
     found = {nb: sum(score for (notebook, _), (score, _, is_code) in scores.items() if is_code and notebook == nb)
@@ -114,12 +153,12 @@ def test_each_case_scores_what_the_table_says(graded, name):
 
 
 def test_every_submitted_file_is_byte_identical_afterwards(graded):
-    root, _, before, _ = graded
+    root, _, before, _, _ = graded
     assert _hashes(root / "submitted") == before["submitted"]
 
 
 def test_student_code_reached_none_of_the_instructors_files(graded):
-    root, _, before, _ = graded
+    root, _, before, _, _ = graded
     assert _hashes(root / "solutions") == before["solutions"]
     assert _hashes(REPO_ROOT / "translab") == before["translab"]
     assert _hashes(REPO_ROOT / "grader" / "references") == before["references"]
@@ -127,6 +166,12 @@ def test_student_code_reached_none_of_the_instructors_files(graded):
     assert not written, f"student code wrote {written}"
     with sqlite3.connect(root / "gradebook.db") as connection:
         assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the kernel has a network namespace of its own only as root")
+def test_student_code_reached_no_network(graded):
+    *_, received = graded
+    assert received == [], f"a student's kernel connected to the instructor's service on 127.0.0.1: {received}"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="students have uids of their own only when grading as root")
@@ -137,7 +182,7 @@ def test_no_student_process_survives_the_batch(graded):
 
 
 def test_the_gradebook_holds_one_consistent_row_per_student(graded):
-    root, _, _, _ = graded
+    root, *_ = graded
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
         assignment = gradebook.find_assignment(ASSIGNMENT)
@@ -169,7 +214,7 @@ def plain(tmp_path_factory):
 
 
 def test_parallel_grading_gives_the_same_cells_as_plain_nbgrader(graded, plain):
-    root, _, _, _ = graded
+    root, *_ = graded
     for name in PLAIN:
         parallel, reference = cell_scores(root, name), cell_scores(plain, name)
         assert parallel == reference, f"{name}: --jobs 2 differs from plain nbgrader"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import sys
@@ -51,7 +52,9 @@ def _course(tmp_path: Path):
     work = tmp_path / "work"
     work.mkdir()
     sandbox.grading_kernel(root, work)  # creates work/homes with the permissions the launcher expects
-    (work / "connection.json").write_text(json.dumps({"key": "secret"}))
+    # as nbgrader writes it with the IPC transport (sandbox.student_args): sockets below the batch folder
+    (work / "connection.json").write_text(json.dumps({"key": "secret", "transport": "ipc",
+                                                      "ip": str(sandbox._socket_prefix(work, 7))}))
     os.chmod(work / "connection.json", 0o600)
     return root, work
 
@@ -72,9 +75,10 @@ def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: 
 
 
 PROBE = r'''
-import json, os, resource, sys
+import json, os, resource, socket, sys
 from pathlib import Path
 root = Path(os.environ["PROBE_ROOT"])
+connection = json.loads(Path(sys.argv[sys.argv.index("-f") + 1]).read_text())
 def attempt(action):
     try:
         result = action()
@@ -94,7 +98,10 @@ report = {
     "write_root_home": attempt(lambda: Path("/root/pwned_by_test_sandbox").write_text("x")),
     "write_tmp": attempt(lambda: Path("/tmp/pwned_by_test_sandbox").write_text("x")),
     "write_home": attempt(lambda: (Path.home() / "notes.txt").write_text("x")),
-    "connection_file": attempt(lambda: json.loads(Path(sys.argv[sys.argv.index("-f") + 1]).read_text())["key"]),
+    "connection_file": connection["key"],
+    "bind_ipc_socket": attempt(lambda: socket.socket(socket.AF_UNIX).bind(connection["ip"] + "-1")),
+    "connect_loopback": attempt(lambda: socket.create_connection(("127.0.0.1", int(os.environ["PROBE_PORT"])),
+                                                                 timeout=10).close()),
     "import_torch": attempt(lambda: __import__("torch").ones(2).sum().item()),
 }
 print(json.dumps(report))
@@ -103,7 +110,13 @@ print(json.dumps(report))
 
 @pytest.fixture
 def probe_env(course, monkeypatch):
+    """The fake course, and a TCP server on 127.0.0.1 (the instructor's machine) for the kernel to try."""
     monkeypatch.setenv("PROBE_ROOT", str(course[0]))
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.listen(8)
+        monkeypatch.setenv("PROBE_PORT", str(server.getsockname()[1]))
+        socket.create_connection(server.getsockname(), timeout=10).close()  # reachable from outside the sandbox
+        yield
 
 
 def test_limits_are_set_and_cannot_be_raised(course, probe_env):
@@ -117,6 +130,7 @@ def test_limits_are_set_and_cannot_be_raised(course, probe_env):
     assert report["raise_limit"] == "ValueError", "student code must not lift its own limits"
     assert report["import_torch"] == 2.0, "torch must work within the default limits"
     assert report["connection_file"] == "secret"
+    assert report["bind_ipc_socket"] == "ok", "the kernel must be able to bind its sockets where nbgrader looks"
 
 
 @ROOT_ONLY
@@ -131,6 +145,7 @@ def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(course, probe_
     for key in ("write_gradebook", "write_course", "write_root_home"):  # EROFS is an OSError
         assert report[key] in ("PermissionError", "OSError"), (key, report[key])
     assert report["write_home"] == "ok", "the kernel needs a writable HOME of its own"
+    assert report["connect_loopback"] == "OSError", f"no network for student code: {report['connect_loopback']}"
     root, _ = course
     assert (root / "gradebook.db").read_bytes() == b"hidden tests"
     assert not (root / "pwned").exists() and not Path("/root/pwned_by_test_sandbox").exists()
