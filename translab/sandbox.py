@@ -19,9 +19,15 @@ ipykernel process (``exec``, so signals and kills from nbgrader reach the kernel
   that is down), and talks to nbgrader over ZMQ's IPC transport, Unix sockets in a folder of the batch that
   the kernel's uid owns (``--KernelManager.transport=ipc``, a socket path per student), since TCP on
   127.0.0.1 cannot cross network namespaces;
-* as an ordinary user: the limits only (file permissions are the instructor's own, so student code can
-  read and write whatever the instructor can).  ``bubblewrap`` would give that user the read-only view;
-  it is not used because it was not available where this was written and tested.
+* as an ordinary user, where the kernel allows unprivileged user namespaces (Debian, Ubuntu and Fedora do
+  by default; this is what ``bubblewrap`` builds on, done here with no package to install): a user
+  namespace in which the instructor's uid may mount, with mount and network namespaces of its own.  The
+  whole filesystem is read-only except the kernel's own folder (autograded/<student>/<assignment>), its
+  private HOME and /tmp; the same paths are hidden as for root, and the instructor's home is empty but for
+  the interpreter and the course; no network, as for root.  The kernel keeps the instructor's uid, so
+  ``RLIMIT_NPROC`` counts the instructor's own processes too and leftovers are not killed by uid;
+* as an ordinary user where user namespaces are refused: the limits only, with a warning in the log (file
+  permissions are the instructor's own, so student code can read and write whatever the instructor can).
 
 Inside the kernel, ``load_ipython_extension`` puts ``translab.checks`` and the comparison functions back
 before every cell, so an answer cell cannot replace the checker.
@@ -34,6 +40,7 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -229,7 +236,49 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
+MS_NOEXEC, MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 8, 1024, 2048, 1 << 21, 1 << 24
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
+# a mount's options as /proc/self/mountinfo shows them; inside a user namespace a remount must keep them
+_MOUNT_OPTIONS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+                  "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+
+
+def _user_namespace(network: bool) -> bool:
+    """As an ordinary user: enter a user namespace where our own uid (mapped to itself) may mount, with mount
+    and (``network``) network namespaces.  False where the kernel refuses unprivileged user namespaces."""
+    global _libc
+    _libc = _libc or ctypes.CDLL(None, use_errno=True)
+    uid, gid = os.getuid(), os.getgid()
+    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWNET if network else 0)) != 0:
+        return False
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    return True
+
+
+def _mount_flags() -> dict[str, int]:
+    """Every mount point of this namespace, with the flags a remount of it must keep."""
+    flags = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        target = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # \040 is a space
+        flags[target] = sum(_MOUNT_OPTIONS.get(option, 0) for option in fields[5].split(","))
+    return flags
+
+
+def _read_only_everywhere() -> None:
+    """Every mount read-only (our uid's own files included), in our private namespace."""
+    for target, flags in _mount_flags().items():
+        _mount("none", target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+
+
+def _writable(path: Path) -> None:
+    """``path`` writable again below a read-only mount: a bind mount of its own, remounted read-write (allowed:
+    the read-only flag was set in our namespace, not inherited from the machine's)."""
+    _mount(str(path), str(path), None, MS_BIND)
+    _mount("none", str(path), None, MS_REMOUNT | MS_BIND | _mount_flags().get(str(path), 0))
 
 
 def hidden_paths(root: Path, student: str | None) -> list[Path]:
@@ -276,19 +325,27 @@ def _cover_keeping(cover: Path, keep: list[Path], mode: str = "755", writable: b
         _mount("none", str(cover), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _private_views(home: Path, sockets: Path | None) -> None:
-    """Root's home (where pyenv may keep the interpreter) empty except the interpreter and this package,
-    read-only; /tmp, /var/tmp and /dev/shm private to the kernel (a world-writable /tmp is the one place
-    outside its HOME an unprivileged uid could leave files for the instructor), except the kernel's HOME."""
+def _private_views(home: Path, sockets: Path | None, course: Path) -> None:
+    """Root's home (where pyenv may keep the interpreter), and as an ordinary user that user's home, empty
+    except the interpreter, this package and the course, read-only; /tmp, /var/tmp and /dev/shm private to the
+    kernel (a world-writable /tmp is the one place outside its HOME an unprivileged uid could leave files for
+    the instructor), except the kernel's HOME and sockets."""
     needed = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(__file__).resolve().parents[1]}
-    root_home = Path(os.path.expanduser("~root")).resolve()
-    if not _others_can_reach(root_home):
-        _cover_keeping(root_home, sorted(p for p in needed if root_home in p.parents))
+    homes = {Path(os.path.expanduser("~root")).resolve()}
+    if os.geteuid() != 0:
+        needed.add(course.resolve())
+        homes.add(Path(os.path.expanduser("~")).resolve())
+    for private_home in sorted(homes):
+        covered = os.geteuid() != 0 or not _others_can_reach(private_home)
+        if covered and private_home.is_dir() and not any(p == private_home or p in private_home.parents for p in needed):
+            _cover_keeping(private_home, sorted(p for p in needed if private_home in p.parents))
     for shared in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")):
         if shared.is_dir():
             keep = [path for path in (home, sockets) if path and shared in path.parents]
             keep += [p for p in needed if shared in p.parents]
             _cover_keeping(shared, keep, mode="1777", writable=True)
+    if os.geteuid() != 0:  # the kernel keeps our uid: nothing to reach that we cannot
+        return
     blocked = [path for path in needed | {home.parent} | ({sockets.parent} if sockets else set())
                if not _others_can_reach(path)]
     if blocked:
@@ -301,8 +358,9 @@ def _private_home(uid: int, work: Path, connection_file: str) -> tuple[str, Path
     home = Path(tempfile.mkdtemp(prefix=f"kernel-{uid}-", dir=work / "homes"))
     private = home / Path(connection_file).name
     shutil.copyfile(connection_file, private)
-    for path in (home, private):
-        os.chown(path, uid, uid)
+    if os.geteuid() == 0:
+        for path in (home, private):
+            os.chown(path, uid, uid)
     os.chmod(home, 0o700)
     return str(private), home
 
@@ -330,6 +388,43 @@ def _drop_to(uid: int) -> None:
     os.setuid(uid)
 
 
+def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[list[str], dict]:
+    """Isolate this process as far as this machine allows; returns the kernel's command line and environment."""
+    cwd = Path.cwd()  # nbgrader starts the kernel in autograded/<student>/<assignment>
+    student = cwd.parent.name if cwd.parent.parent.name == "autograded" else None
+    empty = args.work / "empty"
+    if not empty.exists():
+        empty.touch(mode=0o444)
+    root = os.geteuid() == 0
+    uid = int(env.get("TRANSLAB_SANDBOX_UID", UID_BASE)) if root else os.getuid()
+    index = kernel.index("-f") + 1
+    sockets = _socket_folder(kernel[index], args.work, uid if root else None)
+    private_connection_file, home = _private_home(uid, args.work, kernel[index])
+    # no network only where nbgrader reaches the kernel through Unix sockets: over TCP it could not
+    if root:
+        _private_namespace(network=sockets is not None)
+    elif not _user_namespace(network=sockets is not None):
+        print("[translab.sandbox] this machine refuses unprivileged user namespaces: student code runs with "
+              "the limits only, with your permissions and network (grade as root, or allow user namespaces)",
+              file=sys.stderr, flush=True)
+        return kernel, env
+    kernel[index] = private_connection_file
+    if not root:
+        _read_only_everywhere()
+        _writable(cwd)
+    _hide(hidden_paths(args.root.resolve(), student), empty)
+    _private_views(home, sockets, args.root)
+    if root:
+        _drop_to(uid)
+    else:
+        for path in filter(None, (home, sockets)):
+            _writable(path)
+        os.chdir(cwd)  # the working folder as mounted now, not the directory we started in
+    env.update(HOME=str(home), TMPDIR=str(home), MPLCONFIGDIR=str(home / "matplotlib"),
+               IPYTHONDIR=str(home / "ipython"), JUPYTER_RUNTIME_DIR=str(home / "runtime"))
+    return kernel, env
+
+
 def launch(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m translab.sandbox")
     parser.add_argument("--root", type=Path, required=True)
@@ -338,27 +433,7 @@ def launch(argv: list[str]) -> None:
     parser.add_argument("kernel", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     kernel = args.kernel[1:] if args.kernel[:1] == ["--"] else args.kernel
-    env = dict(os.environ)
-    env["TRANSLAB_SANDBOX"] = "1"
-    if os.geteuid() != 0:
-        _socket_folder(kernel[kernel.index("-f") + 1], args.work, None)
-    else:
-        cwd = Path.cwd()  # nbgrader starts the kernel in autograded/<student>/<assignment>
-        student = cwd.parent.name if cwd.parent.parent.name == "autograded" else None
-        empty = args.work / "empty"
-        if not empty.exists():
-            empty.touch(mode=0o444)
-        uid = int(env.get("TRANSLAB_SANDBOX_UID", UID_BASE))
-        index = kernel.index("-f") + 1
-        sockets = _socket_folder(kernel[index], args.work, uid)
-        # no network only where nbgrader reaches the kernel through Unix sockets: over TCP it could not
-        _private_namespace(network=sockets is not None)
-        _hide(hidden_paths(args.root.resolve(), student), empty)
-        kernel[index], home = _private_home(uid, args.work, kernel[index])
-        _private_views(home, sockets)
-        _drop_to(uid)
-        env.update(HOME=str(home), TMPDIR=str(home), MPLCONFIGDIR=str(home / "matplotlib"),
-                   IPYTHONDIR=str(home / "ipython"), JUPYTER_RUNTIME_DIR=str(home / "runtime"))
+    kernel, env = _isolate(args, kernel, {**os.environ, "TRANSLAB_SANDBOX": "1"})
     Limits(**json.loads(args.limits)).apply()
     os.execve(kernel[0], kernel, env)
 

@@ -59,14 +59,15 @@ def _course(tmp_path: Path):
     return root, work
 
 
-def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: float = 120) -> dict:
+def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: float = 120,
+            python: str = sys.executable, as_user: list[str] = ()) -> dict:
     """Run ``script`` as the sandboxed kernel of student alice; it prints one JSON object."""
     root, work = course
     limits = limits or sandbox.Limits()
-    command = [sys.executable, "-m", "translab.sandbox", "--root", str(root), "--work", str(work),
-               "--limits", json.dumps(limits.__dict__), "--", sys.executable, "-c", script,
+    command = [*as_user, python, "-m", "translab.sandbox", "--root", str(root), "--work", str(work),
+               "--limits", json.dumps(limits.__dict__), "--", python, "-c", script,
                "-f", str(work / "connection.json")]
-    env = {**os.environ, **sandbox.student_env(7)}
+    env = {**os.environ, **sandbox.student_env(7), "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env,
                           capture_output=True, text=True, timeout=timeout)
     sandbox.kill_leftovers(env)
@@ -83,7 +84,7 @@ def attempt(action):
     try:
         result = action()
         return "ok" if result is None or type(result) is int else result  # write_text returns a count
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, ImportError) as error:
         return type(error).__name__
 report = {
     "uid": os.getuid(),
@@ -98,6 +99,8 @@ report = {
     "write_root_home": attempt(lambda: Path("/root/pwned_by_test_sandbox").write_text("x")),
     "write_tmp": attempt(lambda: Path("/tmp/pwned_by_test_sandbox").write_text("x")),
     "write_home": attempt(lambda: (Path.home() / "notes.txt").write_text("x")),
+    "write_own_folder": attempt(lambda: Path("own_output.txt").write_text("x")),
+    "write_outside_course": attempt(lambda: Path(os.environ["PROBE_OUTSIDE"]).write_text("pwned")),
     "connection_file": connection["key"],
     "bind_ipc_socket": attempt(lambda: socket.socket(socket.AF_UNIX).bind(connection["ip"] + "-1")),
     "connect_loopback": attempt(lambda: socket.create_connection(("127.0.0.1", int(os.environ["PROBE_PORT"])),
@@ -112,6 +115,7 @@ print(json.dumps(report))
 def probe_env(course, monkeypatch):
     """The fake course, and a TCP server on 127.0.0.1 (the instructor's machine) for the kernel to try."""
     monkeypatch.setenv("PROBE_ROOT", str(course[0]))
+    monkeypatch.setenv("PROBE_OUTSIDE", str(course[0].parent / "instructor_notes.txt"))
     with socket.create_server(("127.0.0.1", 0)) as server:
         server.listen(8)
         monkeypatch.setenv("PROBE_PORT", str(server.getsockname()[1]))
@@ -169,3 +173,38 @@ def test_fork_storm_is_bounded_and_cleaned_up(course):
     assert report["result"] == "BlockingIOError" and report["children"] <= 64
     left = [p for p in sandbox.processes_of(sandbox.UID_BASE + 7) if not p["State"].startswith("Z")]
     assert not left, f"{len(left)} processes of the student's uid survived kill_leftovers"
+
+
+NOBODY = 65534
+# The launcher needs only the standard library: as an ordinary user it runs on the system's Python, since
+# this machine's interpreter may live in root's home, out of an ordinary user's reach.
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not SYSTEM_PYTHON,
+                    reason="needs root (to become an ordinary user), setpriv and /usr/bin/python3")
+def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(course, probe_env):
+    """The instructor is an ordinary user (uid 65534 here) who owns the course: nothing stops student code
+    but the user namespace, in which everything is read-only except the kernel's folder and its HOME."""
+    root, work = course
+    outside = root.parent / "instructor_notes.txt"
+    outside.write_text("mine")
+    if not sandbox._others_can_reach(root.parent) or not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"{root.parent} is not reachable by an ordinary user here")
+    for path in [root.parent, *root.parent.rglob("*")]:
+        os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
+    report = _launch(course, PROBE, python=SYSTEM_PYTHON,
+                     as_user=["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"])
+    if report["uid"] != NOBODY:
+        pytest.fail(f"the kernel ran as {report['uid']}")
+    assert report["gradebook"] == "", "the gradebook must look empty to student code"
+    assert report["solutions"] in ("PermissionError", []), report["solutions"]
+    assert report["other_student"] in ("PermissionError", []), report["other_student"]
+    for key in ("write_gradebook", "write_course", "write_outside_course"):  # EROFS: the instructor's own files
+        assert report[key] in ("PermissionError", "OSError"), (key, report[key])
+    assert report["write_own_folder"] == "ok" and report["write_home"] == "ok" and report["write_tmp"] == "ok"
+    assert report["bind_ipc_socket"] == "ok"
+    assert report["connect_loopback"] == "OSError", f"no network for student code: {report['connect_loopback']}"
+    assert (root / "gradebook.db").read_bytes() == b"hidden tests" and outside.read_text() == "mine"
+    assert not (root / "pwned").exists() and not Path("/tmp/pwned_by_test_sandbox").exists()
+    assert (root / "autograded" / "alice" / "transfer_learning" / "own_output.txt").read_text() == "x"
