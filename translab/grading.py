@@ -398,17 +398,18 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
             extra_env, kernel_args = kernel_sandbox.grading_kernel(root, work)
         # the caller's --Class.trait=value wins over ours (nbgrader rejects a trait given twice)
         overridden = {arg.split("=", 1)[0] for arg in extra_args}
-        args = [arg for arg in kernel_args if arg.split("=", 1)[0] not in overridden] + list(extra_args)
+
+        def options(ours: list[str]) -> list[str]:
+            return [arg for arg in ours if arg.split("=", 1)[0] not in overridden] + list(extra_args)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {}
             for index, name in enumerate(names):
                 db = dbs / f"student{index}.db"
                 _sqlite_copy(main_db, db)
                 env = _nbgrader_env({**extra_env, **(kernel_sandbox.student_env(index) if sandbox else {})})
-                own_args = [arg for arg in (kernel_sandbox.student_args(work, index) if sandbox else [])
-                            if arg.split("=", 1)[0] not in overridden]
+                args = options(kernel_args + (kernel_sandbox.student_args(work, index) if sandbox else []))
                 log = root / "autograded" / name / "autograde.log"
-                futures[pool.submit(_grade_student, root, name, db, log, env, own_args + args, student_timeout)] = db
+                futures[pool.submit(_grade_student, root, name, db, log, env, args, student_timeout)] = db
             for future in as_completed(futures):
                 if future.cancelled():
                     continue

@@ -207,15 +207,31 @@ _libc = None
 _STARTING_NAMESPACE = os.readlink("/proc/self/ns/mnt") if os.path.exists("/proc/self/ns/mnt") else None
 
 
-def _private_namespace(network: bool) -> None:
-    """Enter a mount namespace of our own, whose mounts never propagate back to the machine's, and with
-    ``network`` a network namespace of our own too (nothing to reach: its only interface, lo, is down)."""
+def _c() -> ctypes.CDLL:
+    """The C library, for unshare(2) and mount(2), loaded once."""
     global _libc
     _libc = _libc or ctypes.CDLL(None, use_errno=True)
-    flags = CLONE_NEWNS | (CLONE_NEWNET if network else 0)
-    if _libc.unshare(flags) != 0:
-        raise OSError(ctypes.get_errno(), f"unshare({'CLONE_NEWNS | CLONE_NEWNET' if network else 'CLONE_NEWNS'})")
+    return _libc
+
+
+def _private_namespace(network: bool, user: bool) -> bool:
+    """Enter a mount namespace of our own, whose mounts never propagate back to the machine's, and with
+    ``network`` a network namespace of our own too (nothing to reach: its only interface, lo, is down).
+
+    With ``user`` (an ordinary user), first a user namespace where our own uid, mapped to itself, may mount;
+    False where the kernel refuses unprivileged user namespaces.  As root a refusal is an error."""
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWNS | (CLONE_NEWNET if network else 0) | (CLONE_NEWUSER if user else 0)
+    if _c().unshare(flags) != 0:
+        if user:
+            return False
+        raise OSError(ctypes.get_errno(), f"unshare(CLONE_NEWNS{' | CLONE_NEWNET' if network else ''})")
+    if user:
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    return True
 
 
 def _in_private_namespace() -> bool:
@@ -225,11 +241,9 @@ def _in_private_namespace() -> bool:
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     """mount(2), refused outside a private namespace: covering /tmp or /root of the whole machine (what a
     mistake here would do) hides them from every process on it, the instructor's included."""
-    global _libc
     if not _in_private_namespace():
         raise OSError(f"refusing to mount on {target} outside a private mount namespace")
-    _libc = _libc or ctypes.CDLL(None, use_errno=True)
-    if _libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
+    if _c().mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
                    data.encode() if data else None) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
@@ -241,21 +255,6 @@ CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
 # a mount's options as /proc/self/mountinfo shows them; inside a user namespace a remount must keep them
 _MOUNT_OPTIONS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
                   "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
-
-
-def _user_namespace(network: bool) -> bool:
-    """As an ordinary user: enter a user namespace where our own uid (mapped to itself) may mount, with mount
-    and (``network``) network namespaces.  False where the kernel refuses unprivileged user namespaces."""
-    global _libc
-    _libc = _libc or ctypes.CDLL(None, use_errno=True)
-    uid, gid = os.getuid(), os.getgid()
-    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWNET if network else 0)) != 0:
-        return False
-    Path("/proc/self/setgroups").write_text("deny")
-    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
-    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
-    _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    return True
 
 
 def _mount_flags() -> dict[str, int]:
@@ -401,9 +400,7 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[li
     sockets = _socket_folder(kernel[index], args.work, uid if root else None)
     private_connection_file, home = _private_home(uid, args.work, kernel[index])
     # no network only where nbgrader reaches the kernel through Unix sockets: over TCP it could not
-    if root:
-        _private_namespace(network=sockets is not None)
-    elif not _user_namespace(network=sockets is not None):
+    if not _private_namespace(network=sockets is not None, user=not root):
         print("[translab.sandbox] this machine refuses unprivileged user namespaces: student code runs with "
               "the limits only, with your permissions and network (grade as root, or allow user namespaces)",
               file=sys.stderr, flush=True)
