@@ -155,7 +155,8 @@ def build_class(submitted: Path, course: Path, students: int, full_every: int = 
     from .grading import ASSIGNMENT
     cases = list(corpus.CASES)
     scratch = course / "corpus_cases"
-    corpus.build(scratch, course)
+    if students > 1 and full_every > 1:  # some submission is a corpus case
+        corpus.build(scratch, course)
     mix = {"complete_solutions": 0, **{case: 0 for case in cases}}
     for index in range(students):
         folder = submitted / f"student{index:03d}" / ASSIGNMENT
@@ -166,7 +167,7 @@ def build_class(submitted: Path, course: Path, students: int, full_every: int = 
             case = cases[(index - index // full_every - 1) % len(cases)]
             shutil.copytree(scratch / case / ASSIGNMENT, folder)
             mix[case] += 1
-    shutil.rmtree(scratch)
+    shutil.rmtree(scratch, ignore_errors=True)
     return mix
 
 
@@ -214,7 +215,9 @@ def isolation_overhead(students: int = 2, rounds: int = 2, timeout: float = 3600
             "seconds": runs, "overhead_per_submission_s": round((sandboxed - plain) / students, 1),
             "overhead_ratio": round(sandboxed / plain, 3),
             "isolation": ("rlimits, mount namespace, uid per student, network namespace (IPC transport)"
-                          if os.geteuid() == 0 else "rlimits only (not root)")}
+                          if os.geteuid() == 0 else
+                          "rlimits, user namespace: read-only filesystem, hidden paths, no network (where the "
+                          "machine allows user namespaces; rlimits only where it refuses them)")}
 
 
 def notebook_times(timeout: float = 3600) -> dict:
