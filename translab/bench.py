@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--no-notebooks", action="store_true", help="skip timing the solution notebooks")
     parser.add_argument("--class-size", type=int, default=100,
-                        help="students in the class-grading measurement (0 skips it; at 100: 24 min measured with --jobs 2, about 45 more with --jobs 1)")
+                        help="students in the class-grading measurement (0 skips it; at 100: 25 min measured with --jobs 2, 47 with --jobs 1)")
     parser.add_argument("--class-jobs", type=int, nargs="+", default=[1, 2], help="--jobs values to time the class with")
     parser.add_argument("--overhead-students", type=int, default=2,
                         help="complete submissions graded with and without the sandbox, twice (0 skips it; about 8 min at 2)")
