@@ -307,7 +307,10 @@ def _others_can_reach(path: Path) -> bool:
 
 def _cover_keeping(cover: Path, keep: list[Path], mode: str = "755", writable: bool = False) -> None:
     """Cover ``cover`` with an empty tmpfs in which only ``keep`` reappear (bind mounts through file
-    descriptors opened before the cover, so they need no staging folder outside it)."""
+    descriptors opened before the cover, so they need no staging folder outside it).  A path inside another
+    kept path comes with it (the bind is recursive); binding it again would make the folders between the two
+    unwritable, or hide the inner one, as when the venv, the course and the batch folder are in the repository."""
+    keep = [path for path in sorted(set(keep)) if not any(other in path.parents for other in keep)]
     fds = [os.open(path, os.O_PATH) for path in keep]
     try:
         _mount("tmpfs", str(cover), "tmpfs", MS_NOSUID | MS_NODEV, f"size=256m,mode={mode}")

@@ -60,14 +60,15 @@ def _course(tmp_path: Path):
 
 
 def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: float = 120,
-            python: str = sys.executable, as_user: list[str] = ()) -> dict:
-    """Run ``script`` as the sandboxed kernel of student alice; it prints one JSON object."""
+            python: str = sys.executable, as_user: list[str] = (), package: Path = REPO_ROOT) -> dict:
+    """Run ``script`` as the sandboxed kernel of student alice (the launcher imported from ``package``); it
+    prints one JSON object."""
     root, work = course
     limits = limits or sandbox.Limits()
     command = [*as_user, python, "-m", "translab.sandbox", "--root", str(root), "--work", str(work),
                "--limits", json.dumps(limits.__dict__), "--", python, "-c", script,
                "-f", str(work / "connection.json")]
-    env = {**os.environ, **sandbox.student_env(7), "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, **sandbox.student_env(7), "PYTHONPATH": str(package)}
     done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env,
                           capture_output=True, text=True, timeout=timeout)
     sandbox.kill_leftovers(env)
@@ -181,31 +182,64 @@ NOBODY = 65534
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 
 
+@pytest.fixture
+def repository_in_home(course, monkeypatch):
+    """The usual layout of an instructor who is not root: the repository cloned into their HOME (so the
+    package, the venv and the course are inside one another), here under /tmp, which the kernel also gets a
+    private copy of.  The package is copied there so that the launcher runs from inside it."""
+    top = Path(tempfile.mkdtemp(prefix="translab-test-home-", dir="/tmp"))
+    os.chmod(top, 0o755)
+    try:
+        package = top / "home" / "translab"
+        shutil.copytree(REPO_ROOT / "translab", package / "translab",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        root, work = _course(package)
+        monkeypatch.setenv("HOME", str(top / "home"))
+        monkeypatch.setenv("PROBE_ROOT", str(root))
+        monkeypatch.setenv("PROBE_OUTSIDE", str(top / "home" / "instructor_notes.txt"))
+        yield (root, work), package, top / "home"
+    finally:
+        shutil.rmtree(top)
+
+
+@pytest.fixture(params=["course_beside_the_repository", "repository_in_home_under_tmp"])
+def ordinary_layout(request, course, probe_env):
+    """(course, package, the instructor's folder outside the course) in each layout."""
+    if request.param == "course_beside_the_repository":
+        return course, REPO_ROOT, course[0].parent
+    return request.getfixturevalue("repository_in_home")
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not SYSTEM_PYTHON,
                     reason="needs root (to become an ordinary user), setpriv and /usr/bin/python3")
-def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(course, probe_env):
+def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(ordinary_layout):
     """The instructor is an ordinary user (uid 65534 here) who owns the course: nothing stops student code
     but the user namespace, in which everything is read-only except the kernel's folder and its HOME."""
+    course, package, mine = ordinary_layout
     root, work = course
-    outside = root.parent / "instructor_notes.txt"
+    outside = mine / "instructor_notes.txt"
     outside.write_text("mine")
-    if not sandbox._others_can_reach(root.parent) or not os.access(SYSTEM_PYTHON, os.X_OK):
-        pytest.skip(f"{root.parent} is not reachable by an ordinary user here")
+    if not sandbox._others_can_reach(mine) or not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"{mine} is not reachable by an ordinary user here")
     as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     probe = subprocess.run([*as_nobody, SYSTEM_PYTHON, "-c", "import ctypes, sys; "
                             f"sys.exit(ctypes.CDLL(None).unshare({sandbox.CLONE_NEWUSER}) != 0)"])
     if probe.returncode != 0:
         pytest.skip("this machine refuses unprivileged user namespaces (the launcher then applies the limits only)")
-    for path in [root.parent, *root.parent.rglob("*")]:
+    for path in [mine, *mine.rglob("*")]:
         os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
-    report = _launch(course, PROBE, python=SYSTEM_PYTHON, as_user=as_nobody)
+    report = _launch(course, PROBE, python=SYSTEM_PYTHON, as_user=as_nobody, package=package)
     if report["uid"] != NOBODY:
         pytest.fail(f"the kernel ran as {report['uid']}")
     assert report["gradebook"] == "", "the gradebook must look empty to student code"
     assert report["solutions"] in ("PermissionError", []), report["solutions"]
     assert report["other_student"] in ("PermissionError", []), report["other_student"]
-    for key in ("write_gradebook", "write_course", "write_outside_course"):  # EROFS: the instructor's own files
+    for key in ("write_gradebook", "write_course"):  # EROFS: the instructor's own files
         assert report[key] in ("PermissionError", "OSError"), (key, report[key])
+    # the instructor's file outside the course: the write fails, or (a HOME under /tmp) lands in the kernel's
+    # private /tmp, never on disk (checked below)
+    assert report["write_outside_course"] in ("PermissionError", "OSError") or Path("/tmp") in mine.parents, \
+        report["write_outside_course"]
     assert report["write_own_folder"] == "ok" and report["write_home"] == "ok" and report["write_tmp"] == "ok"
     assert report["bind_ipc_socket"] == "ok"
     assert report["connect_loopback"] == "OSError", f"no network for student code: {report['connect_loopback']}"
