@@ -340,7 +340,7 @@ def _private_views(home: Path, sockets: Path | None, course: Path) -> None:
     for private_home in sorted(homes):
         covered = os.geteuid() != 0 or not _others_can_reach(private_home)
         if covered and private_home.is_dir() and not any(p == private_home or p in private_home.parents for p in needed):
-            _cover_keeping(private_home, sorted(p for p in needed if private_home in p.parents))
+            _cover_keeping(private_home, [p for p in needed if private_home in p.parents])
     for shared in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")):
         if shared.is_dir():
             keep = [path for path in (home, sockets) if path and shared in path.parents]

@@ -183,7 +183,7 @@ SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 
 
 @pytest.fixture
-def repository_in_home(course, monkeypatch):
+def repository_in_home(monkeypatch):
     """The usual layout of an instructor who is not root: the repository cloned into their HOME (so the
     package, the venv and the course are inside one another), here under /tmp, which the kernel also gets a
     private copy of.  The package is copied there so that the launcher runs from inside it."""
