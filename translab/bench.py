@@ -153,10 +153,7 @@ def build_class(submitted: Path, course: Path, students: int, full_every: int = 
     the others the corpus of broken and hostile cases in turn (``translab.corpus``).  Returns the mix."""
     from . import corpus
     from .grading import ASSIGNMENT
-    cases = list(corpus.CASES)
-    scratch = course / "corpus_cases"
-    if students > 1 and full_every > 1:  # some submission is a corpus case
-        corpus.build(scratch, course)
+    cases = [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]  # those cost their budget each
     mix = {"complete_solutions": 0, **{case: 0 for case in cases}}
     for index in range(students):
         folder = submitted / f"student{index:03d}" / ASSIGNMENT
@@ -165,9 +162,8 @@ def build_class(submitted: Path, course: Path, students: int, full_every: int = 
             mix["complete_solutions"] += 1
         else:
             case = cases[(index - index // full_every - 1) % len(cases)]
-            shutil.copytree(scratch / case / ASSIGNMENT, folder)
+            corpus.build_case(case, folder, course)
             mix[case] += 1
-    shutil.rmtree(scratch, ignore_errors=True)
     return mix
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from .paths import REPO_ROOT
 
 NB1 = "01_mask_and_positional_encoding"
 NB2 = "02_model_and_parameters"
+NB3 = "03_pretraining_and_generation"
 
 WRONG_MASK = "def generate_square_subsequent_mask(sz):\n    return torch.tril(torch.ones(sz, sz))\n"
 WRONG_PE = ("class PositionalEncoding(nn.Module):\n    def __init__(self, d_model, dropout=0.1, max_len=5000):\n"
@@ -67,14 +69,25 @@ def _write(notebook, folder: Path, name: str) -> None:
     nbformat.write(notebook, folder / name)
 
 
+def _insert_before(notebook, grade_id: str, sources: list[str]):
+    index = _cell(notebook, grade_id)
+    notebook.cells[index:index] = [nbformat.v4.new_code_cell(source) for source in sources]
+    return notebook
+
+
 # Each builder writes one student's folder (submitted/<case>/transfer_learning/) from the sources.
 Builder = Callable[[Sources, Path], None]
 CASES: dict[str, tuple[str, Builder]] = {}
+# Cases built to spend a time budget (a notebook's, a student's): each costs the batch that budget, so a
+# benchmark of a realistic class leaves them out (translab.bench) and the corpus test grades them with small ones.
+SPEND_BUDGET: set[str] = set()
 
 
-def case(name: str, description: str):
+def case(name: str, description: str, spends_budget: bool = False):
     def register(builder: Builder) -> Builder:
         CASES[name] = (description, builder)
+        if spends_budget:
+            SPEND_BUDGET.add(name)
         return builder
     return register
 
@@ -256,16 +269,161 @@ for _address in [("127.0.0.1", {INSTRUCTOR_PORT}), ("1.1.1.1", 443)]:
 case("network", "the mask answer (right) first connects to a service on 127.0.0.1 and to the internet")(
     _nb1(lambda nb: _prepend(nb, "mask_answer", REACH_OUT)))
 
+# The attack measured on the formgrader and the feedback: student HTML, rendered live, runs in the instructor's
+# browser with the instructor's Jupyter session.  Every vector sets a marker and PUTs a file named after itself
+# into the course root through the Jupyter REST API (the measured script got HTTP 201); translab.sanitize must
+# leave none of them live (grader/tests/test_browser_sanitize.py renders this case in Chromium).
+INJECTED_TEXT = "Answer of script_injection"  # visible text of the written answer, and of the HTML output
+INJECTED_FILE = "pwned_by_html_{vector}.txt"
+
+
+def injected_js(vector: str) -> str:
+    """What a vector runs: the markers, then the REST API call (single quotes only: it goes into attributes)."""
+    return ("window.__pwned=1;document.title='pwned';"
+            f"fetch('/api/contents/{INJECTED_FILE.format(vector=vector)}',{{method:'PUT',credentials:'same-origin',"
+            "headers:{'Content-Type':'application/json','X-XSRFToken':decodeURIComponent("
+            "(document.cookie.match(/_xsrf=([^;]+)/)||[])[1]||'')},"
+            "body:JSON.stringify({type:'file',format:'text',content:'pwned'})});")
+
+
+def injected_svg(vector: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10" onload="{injected_js(vector)}">'
+            f'<script>{injected_js(vector + "_script")}</script></svg>')
+
+
+INJECTED_ANSWER = (
+    f"**(a)** {INJECTED_TEXT}: the mask holds `0` where `j <= i` and `-inf` where `j > i`, so that after the "
+    "softmax a position gives the tokens after it a weight of exactly 0 and cannot read what it must predict. "
+    "**(b)** The positional encoding is a fixed table of sinusoids added to the embeddings, not trained; without "
+    "it attention cannot tell word order.\n\n"
+    f"<script>{injected_js('md_script')}</script>\n\n"
+    f'<img src="x" onerror="{injected_js("md_img_onerror")}">\n\n'
+    f"{injected_svg('md_svg')}\n\n"
+    f'<a href="javascript:{injected_js("md_javascript_link")}">my sources</a>\n')
+INJECTED_HTML_OUTPUT = (
+    f"<p><b>{INJECTED_TEXT}</b>, as a table:</p><table><tr><th>j &lt;= i</th><th>j &gt; i</th></tr>"
+    "<tr><td>0</td><td>-inf</td></tr></table>"
+    f"<script>{injected_js('out_script')}</script>"
+    f'<img src="x" onerror="{injected_js("out_img_onerror")}">'
+    f'<a href="javascript:{injected_js("out_javascript_link")}">my sources</a>')
+INJECTED_OUTPUTS = ("from IPython.display import HTML, SVG, Javascript, display\n"
+                    f"display(HTML({INJECTED_HTML_OUTPUT!r}))\n"
+                    f"display(SVG({injected_svg('out_svg')!r}))\n"
+                    f"display(Javascript({injected_js('out_javascript')!r}))\n")
+case("script_injection", "notebook 01 right; its written answer and the mask answer's outputs carry live HTML and JS")(
+    _nb1(lambda nb: _replace(_prepend(nb, "mask_answer", INJECTED_OUTPUTS), "written_mask_pe", INJECTED_ANSWER)))
+
+
+# ----------------------------------------------------------------- issue 11: what the grader held against too little
+
+# The lines the batch once scanned nbgrader's log for, to tell a broken machine: printed by a student, they
+# cancelled every classmate not yet graded.  Now the verdict comes from exit codes and the launcher's records.
+FAKE_FAILURE = '''import os, sys
+for _line in ("[translab.sandbox] cannot start the grading kernel", "NoSuchKernel", "database is locked",
+              "Exception while loading config", "[AutogradeApp | ERROR] sqlalchemy.exc.OperationalError",
+              "Kernel died before replying to kernel_info", "error accessing the nbgrader database"):
+    os.write(2, (_line + "\\n").encode())
+    os.write(1, (_line + "\\n").encode())
+    print(_line, file=sys.stderr)
+'''
+case("fake_infrastructure_error", "the mask answer (right) first prints the machine-failure lines nbgrader logs")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", FAKE_FAILURE)))
+
+
+@case("marker_in_invalid_json", "notebook 01 right; notebook 02 not JSON, its text made of machine-failure lines")
+def _marker_in_invalid_json(sources: Sources, out: Path) -> None:
+    _nb1()(sources, out)
+    (out / f"{NB2}.ipynb").write_text("NoSuchKernel database is locked Exception while loading config [ERROR] "
+                                      "[translab.sandbox] sqlalchemy.exc {", encoding="utf-8")
+
+
+@case("symlinks", "notebook 01 a link to the instructor's solution, 02 to a non-JSON file; links to the "
+                  "gradebook and /etc/shadow, and a FIFO")
+def _symlinks(sources: Sources, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    course = sources.solutions.parents[1]
+    os.symlink(sources.solutions / f"{NB1}.ipynb", out / f"{NB1}.ipynb")
+    os.symlink("/etc/hostname", out / f"{NB2}.ipynb")
+    os.symlink(course / "gradebook.db", out / "gradebook.db")
+    os.symlink("/etc/shadow", out / "shadow")
+    os.mkfifo(out / "pipe")
+
+
+LEAVE_BEHIND = '''import ctypes, pathlib
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.shmat.restype = ctypes.c_void_p
+_segment = _libc.shmget(0x7E57AB1E, 512 * 2 ** 20, 0o1000 | 0o666)  # SysV shared memory, 512 MB
+if _segment >= 0:
+    _address = _libc.shmat(_segment, None, 0)
+    if _address not in (None, ctypes.c_void_p(-1).value):
+        ctypes.memset(_address, 1, 64 * 2 ** 20)  # pinned for real: pages touched
+_left = {"shm": _segment}
+for _target in ["/run/lock/translab-leftover", "/var/lock/translab-leftover", "/var/tmp/translab-leftover",
+                "/dev/shm/translab-leftover"]:
+    try:
+        pathlib.Path(_target).write_text("x")
+        _left[_target] = "written"
+    except OSError as _error:
+        _left[_target] = type(_error).__name__
+for _folder in [pathlib.Path.home(), pathlib.Path("/tmp")]:
+    try:
+        with open(_folder / "fill.bin", "wb") as _handle:
+            for _ in range(2048):  # 2 GB
+                _handle.write(b"x" * 2 ** 20)
+        _left[str(_folder)] = "2 GB written"
+    except OSError as _error:
+        _left[str(_folder)] = type(_error).__name__
+print(_left)
+'''
+LEFTOVER_KEY = 0x7E57AB1E
+LEFTOVER_FILES = [Path(p) for p in ("/run/lock/translab-leftover", "/var/lock/translab-leftover",
+                                    "/var/tmp/translab-leftover", "/dev/shm/translab-leftover")]
+case("leave_behind", "the mask answer (right) first pins 512 MB of SysV shared memory, writes lock files and "
+                     "tries to fill HOME and /tmp with 2 GB each")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", LEAVE_BEHIND)))
+
+SLEEP = "import time\ntime.sleep(15)\n"  # under the corpus test's 20 s cell timeout, over its budget in four
+case("slow_cells", "four cells of 15 s each before the encoding answer: under the cell timeout, over the "
+                   "notebook's budget", spends_budget=True)(
+    _nb1(lambda nb: _insert_before(nb, "pe_answer", [SLEEP] * 4)))
+
+
+def _with_many_cells(notebook):
+    notebook.cells.extend(nbformat.v4.new_code_cell("pass") for _ in range(20_000))
+    return notebook
+
+
+case("many_cells", "notebook 01 right, then 20,000 cells of `pass`", spends_budget=True)(_nb1(_with_many_cells))
+
+
+@case("slow_everywhere", "notebooks 01, 02 and 03 each open with four cells of 15 s: over the student's budget",
+      spends_budget=True)
+def _slow_everywhere(sources: Sources, out: Path) -> None:
+    for stem in (NB1, NB2, NB3):
+        notebook = sources.notebook(stem)
+        notebook.cells[1:1] = [nbformat.v4.new_code_cell(SLEEP) for _ in range(4)]
+        _write(notebook, out, f"{stem}.ipynb")
+
+
+case("dies_after_tests", "notebook 01 right, but the kernel exits (os._exit) in the encoding answer")(
+    _nb1(lambda nb: _prepend(nb, "pe_answer", "import os\nos._exit(1)\n")))
+case("ignores_interrupt", "notebook 01 right, but the encoding answer ignores SIGINT and loops forever")(
+    _nb1(lambda nb: _prepend(nb, "pe_answer", (
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"))))
+
+
+def build_case(name: str, folder: Path, root: Path = REPO_ROOT) -> None:
+    """Write case ``name`` as one student's folder (``folder`` is submitted/<student>/transfer_learning)."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    CASES[name][1](Sources(root / "solutions" / ASSIGNMENT, root / "notebooks" / ASSIGNMENT), folder)
+
 
 def build(out: Path, root: Path = REPO_ROOT, names: list[str] | None = None) -> list[str]:
     """Write each case (all by default) to ``out/<case>/transfer_learning/``; returns the case names."""
-    sources = Sources(root / "solutions" / ASSIGNMENT, root / "notebooks" / ASSIGNMENT)
     names = list(CASES) if names is None else names
     for name in names:
-        folder = out / name / ASSIGNMENT
-        if folder.exists():
-            shutil.rmtree(folder)
-        CASES[name][1](sources, folder)
+        build_case(name, out / name / ASSIGNMENT, root)
     return names
 
 

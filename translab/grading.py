@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
-import re
 import shutil
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,14 +36,16 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nbgrader.plugins.zipcollect import FileNameCollectorPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from .collect import MAX_NOTEBOOK_BYTES as MAX_SUBMITTED_FILE  # one cap on what is collected and graded
 from .paths import REPO_ROOT
 
 ASSIGNMENT = "transfer_learning"
-NOTEBOOK_PATTERN = re.compile(r"(?P<notebook>\d\d_[a-z_]+?)(?:[-_ ]?\(?\d+\)?)?\.ipynb$")
 FATAL_LOG_LINES = ("Exception while loading config", "[ERROR]", "[CRITICAL]")
+REPORT_NAME = "autograde_report.csv"
+CANARY = "translab-canary-check"  # the known-good submission that tells a broken machine from a broken student
+STUDENT_BUDGET = 600.0   # wall-clock seconds for one student: every notebook and every retry
 
 
 class GradingError(RuntimeError):
@@ -64,43 +67,6 @@ class HideHiddenTestTracebacks(NbGraderPreprocessor):
                 if output.get("output_type") == "error":
                     output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         return cell, resources
-
-
-class LMSCollector(FileNameCollectorPlugin):
-    """``nbgrader zip_collect`` plugin for the common LMS download layouts.
-
-    * one folder per student (Moodle: ``Jane Doe_12345_assignsubmission_file_/01_mask....ipynb``): the student
-      is the folder's participant number, else its name;
-    * flat files (Canvas: ``doejane_12345_67890_01_mask....ipynb``, maybe ``-1`` before ``.ipynb`` on a
-      resubmission): the student is the part before the first ``_``.
-
-    The notebook is recognised by its ``NN_name`` ending; student ids keep only letters, digits, ``.`` and ``-``.
-    """
-
-    def collect(self, submitted_file: str):
-        path = Path(submitted_file)
-        if path.suffix not in self.valid_ext:
-            return None
-        parts = path.parts
-        if "extracted" in parts:
-            parts = parts[len(parts) - parts[::-1].index("extracted"):]
-        if parts and parts[0] == "lms" and len(parts) > 1:  # the folder our `collect` unpacks into
-            parts = parts[1:]
-        match = NOTEBOOK_PATTERN.search(parts[-1])
-        if not match:
-            self.log.warning("skipped %s: not one of the lab's notebooks", submitted_file)
-            return None
-        if len(parts) > 1:
-            folder = parts[0]
-            moodle = re.match(r"^(.+?)_(\d+)_assignsubmission", folder)
-            student = moodle.group(2) if moodle else folder
-        else:
-            student = parts[-1].split("_", 1)[0]
-        student = re.sub(r"[^A-Za-z0-9.-]+", "-", student).strip("-")
-        if not student:
-            self.log.warning("skipped %s: no student id in its name", submitted_file)
-            return None
-        return {"student_id": student, "file_id": match.group("notebook") + ".ipynb"}
 
 
 # ----------------------------------------------------------------- running nbgrader
@@ -201,7 +167,7 @@ def _ensure_assignment(root: Path) -> None:
 
 
 def autograde(root: Path, jobs: int = 1, student: str | None = None, extra_args: tuple[str, ...] = (),
-              sandbox: bool = True, student_timeout: float = 3600) -> "BatchReport":
+              sandbox: bool = True, student_timeout: float = STUDENT_BUDGET) -> "BatchReport":
     """Grade every submission (or one student's), ``jobs`` students at a time (see ``grade_batch``)."""
     names = students(root)
     if not names:
@@ -224,11 +190,6 @@ def autograde(root: Path, jobs: int = 1, student: str | None = None, extra_args:
 # Students never share rows, so the merged gradebook equals what sequential grading writes.  jobs=1 takes the
 # same path, so a broken submission is isolated the same way whatever N is.
 
-# nbgrader lines that mean the grading machinery, not a student's work, is broken: stop the batch.
-INFRASTRUCTURE_MARKERS = ("Exception while loading config", "NoSuchKernel", "No assignment with ID",
-                          "Kernel died before replying to kernel_info", "[translab.sandbox]",
-                          "error accessing the nbgrader database", "database is locked", "sqlalchemy.exc")
-REPORT_NAME = "autograde_report.csv"
 
 
 @dataclass
@@ -236,8 +197,19 @@ class StudentResult:
     student: str
     seconds: float = 0.0
     failed_notebooks: list[str] = field(default_factory=list)  # nbgrader could not run them: 0 points, flagged
-    infrastructure: str = ""  # set when the failure is not the student's
+    flagged: list[str] = field(default_factory=list)  # every notebook flagged for the instructor, and why
+    refused: list[str] = field(default_factory=list)  # submitted entries that are not plain files: never read
+    launch_failures: list[str] = field(default_factory=list)  # kernel starts the launcher reported as failed
+    leftovers: list[str] = field(default_factory=list)  # what the student's uid still had after the student
+    infrastructure: str = ""  # set when the failure is not the student's (decided by the canary, never by output)
+    budget_spent: bool = False
+    uid: int | None = None
     log: Path | None = None
+
+    @property
+    def suspicious(self) -> bool:
+        """Something failed that might be the machine's doing: the canary decides."""
+        return bool(self.failed_notebooks or self.launch_failures)
 
     @property
     def status(self) -> str:
@@ -255,6 +227,74 @@ class BatchReport:
     @property
     def infrastructure(self) -> list[StudentResult]:
         return [r for r in self.results if r.infrastructure]
+
+
+# ----------------------------------------------------------------- submissions are plain files
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def stage_submission(source: Path, dest: Path, top: Path | None = None) -> list[str]:
+    """Copy the plain files of a submission folder to ``dest`` (what nbgrader then grades); return what was
+    refused, with why.
+
+    As root, nbgrader would follow a link in ``submitted/`` to the gradebook, /etc/shadow or a solution and copy
+    it where student code reads it.  Here nothing is followed: every path from ``top`` (``submitted/``) down is
+    checked with ``lstat``, a file is opened with ``O_NOFOLLOW`` and checked again on its descriptor before a
+    byte is read, and links, devices, FIFOs, sockets, hard links and files over ``MAX_SUBMITTED_FILE`` are
+    refused, never read."""
+    refused: list[str] = []
+    dest.mkdir(parents=True, exist_ok=True)
+    top = top or source.parent
+    for folder in [source, *source.parents]:  # the student's folder and the assignment's, not links
+        if folder == top or top not in folder.parents:
+            break
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            return refused
+        if not stat.S_ISDIR(mode):
+            return [f"{folder.relative_to(top)}: {_kind(mode)}, not a folder"]
+    for here, dirs, files in os.walk(source):  # os.walk lists a link to a folder but never enters it
+        relative = Path(here).relative_to(source)
+        (dest / relative).mkdir(parents=True, exist_ok=True)
+        for name in sorted(dirs):
+            mode = os.lstat(Path(here) / name).st_mode
+            if not stat.S_ISDIR(mode):
+                refused.append(f"{relative / name}: {_kind(mode)}")
+                dirs.remove(name)
+        for name in sorted(files):
+            reason = _copy_plain_file(Path(here) / name, dest / relative / name)
+            if reason:
+                refused.append(f"{relative / name}: {reason}")
+    return refused
+
+
+def _copy_plain_file(path: Path, dest: Path) -> str | None:
+    info = os.lstat(path)
+    if not stat.S_ISREG(info.st_mode):
+        return _kind(info.st_mode)
+    if info.st_nlink > 1:
+        return "a hard link (it may be a file from outside the submission)"
+    if info.st_size > MAX_SUBMITTED_FILE:
+        return f"larger than {MAX_SUBMITTED_FILE // 1024 ** 2} MB"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        return f"unreadable ({error.strerror})"
+    with os.fdopen(fd, "rb") as handle:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            return "changed while it was checked"
+        with open(dest, "wb") as out:
+            shutil.copyfileobj(handle, out)
+    os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns))
+    return None
 
 
 def _sqlite_copy(source: Path, dest: Path) -> None:
@@ -337,79 +377,244 @@ def _zero_and_flag(db: Path, student: str, notebooks: list[str], reason: str) ->
         connection.close()
 
 
+def _add_submission(db: Path, student: str) -> None:
+    """An empty submission (every notebook, every grade unset), as nbgrader would have created it."""
+    import warnings
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{db}") as gradebook, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SQLAlchemy's "not in session" noise, harmless (nbgrader's own too)
+        gradebook.update_or_create_student(student)
+        gradebook.add_submission(ASSIGNMENT, student)
+
+
 def _has_submission(db: Path, student: str) -> bool:
     return bool(_query(db, _SUBMISSION.format(db=""), {"student": student, "assignment": ASSIGNMENT}))
 
 
-def _grade_student(root: Path, student: str, db: Path, log: Path, env: dict, args: list[str],
-                   timeout: float) -> StudentResult:
-    """Grade one student into ``db``.  If nbgrader fails on the submission as a whole (one unreadable
-    notebook fails them all), grade each submitted notebook on its own, so only the broken ones lose."""
-    result = StudentResult(student, log=log)
+def _flag(db: Path, student: str, notebooks: list[str], reason: str, zero: bool) -> None:
+    """Flag notebooks for the instructor (with ``zero``, their test cells score 0 first)."""
+    if notebooks:
+        _zero_and_flag(db, student, notebooks, reason) if zero else _flag_only(db, student, notebooks)
+
+
+def _flag_only(db: Path, student: str, notebooks: list[str]) -> None:
+    connection = sqlite3.connect(db, isolation_level=None)
+    try:
+        ids = (f"SELECT sn.id FROM submitted_notebook sn JOIN notebook n ON sn.notebook_id = n.id "
+               f"WHERE n.name = :notebook AND sn.assignment_id IN ({_SUBMISSION.format(db='')})")
+        for name in notebooks:
+            connection.execute(f"UPDATE submitted_notebook SET flagged = 1 WHERE id IN ({ids})",
+                               {"student": student, "assignment": ASSIGNMENT, "notebook": name})
+    finally:
+        connection.close()
+
+
+def _flagged_notebooks(db: Path, student: str) -> list[str]:
+    rows = _query(db, "SELECT n.name FROM submitted_notebook sn JOIN notebook n ON sn.notebook_id = n.id "
+                      f"WHERE sn.flagged = 1 AND sn.assignment_id IN ({_SUBMISSION.format(db='')})",
+                  {"student": student, "assignment": ASSIGNMENT})
+    return sorted(name for (name,) in rows)
+
+
+@dataclass
+class StudentJob:
+    """Everything one student's grading needs; built by ``grade_batch``."""
+    root: Path
+    student: str
+    db: Path
+    staged: Path      # the student's plain files, what nbgrader grades (CourseDirectory.submitted_directory)
+    status: Path | None  # the launcher's reports for this student
+    env: dict
+    args: list[str]
+    budget: float
+    index: int = 0
+    uid: int | None = None
+    work: Path | None = None
+
+
+def _grade_student(job: StudentJob) -> StudentResult:
+    """Grade one student into ``job.db``.  If nbgrader fails on the submission as a whole (one unreadable
+    notebook fails them all), grade each submitted notebook on its own, so only the broken ones lose.  The
+    verdict comes from exit codes, the gradebook and the launcher's records, never from what nbgrader or a
+    kernel printed: a student decides what that says."""
+    root, student, db = job.root, job.student, job.db
+    log = root / "autograded" / student / "autograde.log"
+    result = StudentResult(student, log=log, uid=job.uid)
     start = time.perf_counter()
+    deadline = start + job.budget
+    result.refused = stage_submission(root / "submitted" / student / ASSIGNMENT, job.staged / student / ASSIGNMENT,
+                                      top=root / "submitted")
     base = ["autograde", ASSIGNMENT, f"--student={student}", "--force", f"--CourseDirectory.db_url=sqlite:///{db}",
-            *args]
+            f"--CourseDirectory.submitted_directory={job.staged}", *job.args]
     outputs = []
 
     def run(*more: str) -> bool:
         from .sandbox import kill_leftovers
-        returncode, output = _run_nbgrader(root, base + list(more), env=env, timeout=timeout)
-        kill_leftovers(env)
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            result.budget_spent = True
+            return False
+        returncode, output = _run_nbgrader(root, base + list(more), env=job.env, timeout=left)
+        kill_leftovers(job.env)
+        if returncode == -signal.SIGKILL and time.perf_counter() >= deadline:
+            result.budget_spent = True
         outputs.append(f"$ nbgrader {' '.join(base[:3] + list(more))}\n{output}")
-        infrastructure = [line for line in output.splitlines() if any(m in line for m in INFRASTRUCTURE_MARKERS)]
-        if infrastructure and not result.infrastructure:
-            result.infrastructure = infrastructure[0].strip()
-        return returncode == 0 and not _fatal_lines(output)
+        return returncode == 0
 
+    known = _gradebook_notebooks(db)
+    staged = sorted(p.stem for p in (job.staged / student / ASSIGNMENT).glob("*.ipynb") if p.stem in known)
+    refused_notebooks = sorted({Path(entry.split(":")[0]).stem for entry in result.refused} & set(known))
     if not run():
-        known = set(_gradebook_notebooks(db))
-        submitted = sorted(p.stem for p in (root / "submitted" / student / ASSIGNMENT).glob("*.ipynb") if p.stem in known)
-        failed = [name for name in submitted if not result.infrastructure and not run(f"--notebook={name}")]
-        if not submitted:  # nothing nbgrader could open: every notebook of the assignment scores 0
+        failed = [name for name in staged if not run(f"--notebook={name}")]
+        if not staged and not refused_notebooks:  # nothing nbgrader could open: every notebook scores 0
             failed = sorted(known)
-        if _has_submission(db, student) and failed:
-            _zero_and_flag(db, student, failed, "autograding could not run this notebook: see the autograde log")
         result.failed_notebooks = failed
-    if not result.infrastructure and not _has_submission(db, student):
-        result.infrastructure = "nbgrader wrote no submission for this student"
+    if not _has_submission(db, student) and (staged or refused_notebooks or result.failed_notebooks):
+        _add_submission(db, student)  # nbgrader writes none for a folder it finds no notebook in
+    if _has_submission(db, student):
+        why = (f"its {job.budget:.0f} s time budget ran out" if result.budget_spent
+               else "autograding could not run this notebook: see the autograde log")
+        _flag(db, student, result.failed_notebooks, why, zero=True)
+        _flag(db, student, refused_notebooks, "refused: not a plain file", zero=True)
+        result.flagged = _flagged_notebooks(db, student)
+    if job.status is not None:
+        from .sandbox import kernel_output_tail, launch_records
+        records = launch_records(job.status)
+        result.launch_failures = [f"{r.get('stage')}: {r.get('error')}" for r in records if not r.get("ok")]
+        outputs.append("launcher records (written outside the kernel's reach):\n" + "\n".join(map(json.dumps, records)))
+        outputs.append("kernel stdout/stderr (student-controlled, never interpreted):\n" + kernel_output_tail(job.status))
+    if result.refused:
+        outputs.append("refused (not graded, never read):\n" + "\n".join(result.refused))
+    _clean_up_student(job, result)
     result.seconds = time.perf_counter() - start
     log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text("\n".join(outputs), encoding="utf-8")
+    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:  # it quotes submissions: the instructor's only
+        handle.write("\n".join(outputs))
     return result
 
 
+def _clean_up_student(job: StudentJob, result: StudentResult) -> None:
+    """Remove the student's staged files, sockets and reports, then check that the uid left nothing."""
+    from .sandbox import kill_leftovers, leftovers
+    kill_leftovers(job.env)
+    sockets = job.work / "ipc" / str(job.index) if job.work else None  # sandbox.student_args puts them there
+    for folder in (job.staged / job.student, job.status, sockets):
+        if folder is not None and folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+    if job.uid is not None:
+        for _ in range(20):  # killed processes take a moment to go
+            result.leftovers = leftovers(job.uid, skip=job.work)
+            if not result.leftovers:
+                break
+            kill_leftovers(job.env)
+            time.sleep(0.1)
+
+
+def _check_config(root: Path) -> None:
+    """nbgrader only logs a configuration file that raises, then grades with its defaults: refuse instead."""
+    from traitlets.config.loader import PyFileConfigLoader
+    path = root / "nbgrader_config.py"
+    if path.exists():
+        try:
+            PyFileConfigLoader(path.name, path=str(root)).load_config()
+        except Exception as error:
+            raise GradingError(f"{path} does not load: {error!r}; fix it and grade again") from error
+
+
+class _Canary:
+    """Grades a known-good submission (the released first notebook) with the batch's own settings, when a
+    student's grading failed, to tell a broken machine (the canary fails too) from a broken submission.  Its
+    verdict is kept for ``ttl`` seconds."""
+
+    def __init__(self, root: Path, work: Path, env: dict, args: list[str], ttl: float = 300):
+        self.root, self.work, self.env, self.args, self.ttl = root, work, env, args, ttl
+        self.checked_at: float | None = None
+        self.verdict: str | None = None
+
+    def failure(self) -> str | None:
+        """None when the known-good notebook grades; else what failed."""
+        if self.checked_at is not None and time.monotonic() - self.checked_at < self.ttl:
+            return self.verdict
+        self.verdict, self.checked_at = self._grade(), time.monotonic()
+        return self.verdict
+
+    def _grade(self) -> str | None:
+        from .sandbox import kill_leftovers, launch_records
+        notebooks = sorted((self.root / "notebooks" / ASSIGNMENT).glob("*.ipynb")) or \
+            sorted((self.root / "solutions" / ASSIGNMENT).glob("*.ipynb"))
+        if not notebooks:
+            return "no released notebook to check the machine with: run `make release`"
+        folder = self.work / "canary"
+        shutil.rmtree(folder, ignore_errors=True)
+        (folder / "submitted" / CANARY / ASSIGNMENT).mkdir(parents=True)
+        shutil.copy(notebooks[0], folder / "submitted" / CANARY / ASSIGNMENT)
+        db = folder / "gradebook.db"
+        _sqlite_copy(self.root / "gradebook.db", db)
+        status = self.env.get("TRANSLAB_SANDBOX_STATUS")
+        if status:
+            shutil.rmtree(status, ignore_errors=True)
+            os.makedirs(status, mode=0o700)
+        returncode, output = _run_nbgrader(self.root, [
+            "autograde", ASSIGNMENT, f"--student={CANARY}", f"--notebook={notebooks[0].stem}", "--force",
+            f"--CourseDirectory.db_url=sqlite:///{db}",
+            f"--CourseDirectory.submitted_directory={folder / 'submitted'}",
+            f"--CourseDirectory.autograded_directory={folder / 'autograded'}", *self.args], env=self.env, timeout=300)
+        kill_leftovers(self.env)
+        failed = [f"{r.get('stage')}: {r.get('error')}" for r in launch_records(Path(status)) if not r.get("ok")] \
+            if status else []
+        if returncode == 0 and not failed and _has_submission(db, CANARY):
+            return None
+        detail = "; ".join(failed) or "\n".join(output.strip().splitlines()[-15:])
+        return f"nbgrader exit {returncode} on the released {notebooks[0].name}: {detail}"
+
+
 def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[str, ...] = (), sandbox: bool = True,
-                student_timeout: float = 3600) -> BatchReport:
+                student_timeout: float = STUDENT_BUDGET) -> BatchReport:
     """Grade ``names`` with at most ``jobs`` nbgrader processes at once, merging each into gradebook.db.
 
     A student whose notebooks nbgrader cannot run still gets a row (those notebooks at 0, flagged); the batch
-    goes on.  A failure of the machinery itself (config, kernel, database) stops scheduling new students.
+    goes on.  Only when a known-good notebook fails too (``_Canary``) is the machine at fault: then no new
+    student is started and the batch says so.  Each student has ``student_timeout`` seconds of wall-clock time.
     """
+    from . import sandbox as kernel_sandbox
     start = time.perf_counter()
     main_db = root / "gradebook.db"
+    _check_config(root)
     results = []
-    with tempfile.TemporaryDirectory(prefix="translab-autograde-") as scratch:
+    with kernel_sandbox.UidBlock() as uids, tempfile.TemporaryDirectory(prefix="translab-autograde-") as scratch:
         work = Path(scratch)
         dbs = work / "db"  # the per-student gradebooks: private even to the sandboxed kernels
         dbs.mkdir(mode=0o700)
+        staged = work / "submitted"  # the students' plain files (stage_submission): out of every kernel's view
+        staged.mkdir(mode=0o700)
         extra_env, kernel_args = {}, []
         if sandbox:
-            from . import sandbox as kernel_sandbox
             extra_env, kernel_args = kernel_sandbox.grading_kernel(root, work)
         # the caller's --Class.trait=value wins over ours (nbgrader rejects a trait given twice)
         overridden = {arg.split("=", 1)[0] for arg in extra_args}
 
         def options(ours: list[str]) -> list[str]:
             return [arg for arg in ours if arg.split("=", 1)[0] not in overridden] + list(extra_args)
+
+        def student_settings(index: int) -> tuple[dict, list[str], Path | None]:
+            if not sandbox:
+                return _nbgrader_env(), options([]), None
+            status = kernel_sandbox.status_folder(work, index)
+            env = _nbgrader_env({**extra_env, **kernel_sandbox.student_env(uids.uid(index), status)})
+            return env, options(kernel_args + kernel_sandbox.student_args(work, index)), status
+
+        canary_env, canary_args, _ = student_settings(len(names))
+        canary = _Canary(root, work, canary_env, canary_args)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {}
             for index, name in enumerate(names):
                 db = dbs / f"student{index}.db"
                 _sqlite_copy(main_db, db)
-                env = _nbgrader_env({**extra_env, **(kernel_sandbox.student_env(index) if sandbox else {})})
-                args = options(kernel_args + (kernel_sandbox.student_args(work, index) if sandbox else []))
-                log = root / "autograded" / name / "autograde.log"
-                futures[pool.submit(_grade_student, root, name, db, log, env, args, student_timeout)] = db
+                env, args, status = student_settings(index)
+                job = StudentJob(root, name, db, staged, status, env, args, student_timeout, index,
+                                 uids.uid(index) if sandbox else None, work)
+                futures[pool.submit(_grade_student, job)] = db
             for future in as_completed(futures):
                 if future.cancelled():
                     continue
@@ -417,6 +622,10 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
                     result = future.result()
                 except Exception as error:  # our code or the machine, never a submission: say so, stop
                     result = StudentResult(names[list(futures).index(future)], infrastructure=repr(error))
+                if result.suspicious and not result.infrastructure:
+                    failure = canary.failure()
+                    if failure:
+                        result.infrastructure = f"a known-good notebook fails to grade too: {failure}"
                 results.append(result)
                 if not result.infrastructure:
                     try:
@@ -438,10 +647,13 @@ def _write_report(root: Path, report: BatchReport) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student_id", "status", "failed_notebooks", "seconds", "log"])
+        writer.writerow(["student_id", "status", "failed_notebooks", "flagged", "refused", "budget_spent",
+                         "leftovers", "uid", "seconds", "log"])
         for r in report.results:
             writer.writerow([r.student, "infrastructure" if r.infrastructure else ("failed" if r.failed_notebooks else "ok"),
-                             " ".join(r.failed_notebooks), f"{r.seconds:.1f}", r.log])
+                             " ".join(r.failed_notebooks), " ".join(r.flagged), " | ".join(r.refused),
+                             "yes" if r.budget_spent else "", " | ".join(r.leftovers), r.uid or "",
+                             f"{r.seconds:.1f}", r.log])
     return out
 
 
@@ -490,17 +702,25 @@ def grades(root: Path, out: Path | None = None) -> Path:
 
 
 def collect(root: Path, archive: Path) -> list[str]:
-    archive = Path(archive).resolve()
-    if not archive.exists():
-        raise GradingError(f"{archive} does not exist")
-    downloaded = root / "downloaded" / ASSIGNMENT
-    shutil.rmtree(downloaded, ignore_errors=True)
-    (downloaded / "archive").mkdir(parents=True)
-    shutil.copy(archive, downloaded / "archive" / "lms.zip")
-    _nbgrader(root, "zip_collect", ASSIGNMENT, "--force", "--collector=translab.grading.LMSCollector")
-    found = students(root)
-    print(f"submitted/ now holds {len(found)} student(s): {', '.join(found)}")
-    return found
+    """Unpack an LMS zip into submitted/ (``translab.collect``); the students collected.
+
+    Unsafe or unreadable entries are skipped and reported, not fatal: one odd file must not stop a class.  An
+    error only when the file is no zip or nothing in it could be collected (the wrong file, most likely).
+    """
+    from . import collect as lms_zip
+    try:
+        report = lms_zip.collect_zip(root, Path(archive), ASSIGNMENT)
+    except lms_zip.CollectError as error:
+        raise GradingError(str(error)) from error
+    print(report.summary())
+    if not report.students:
+        raise GradingError(f"nothing could be collected from {archive}: every entry was skipped (see above)")
+    return report.students
+
+
+def _notebook_budget() -> float:
+    from .execution import GuardedExecute
+    return GuardedExecute.notebook_budget.default_value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -515,8 +735,10 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--student", help="grade only this student")
     grade.add_argument("--no-sandbox", action="store_true",
                        help="run student code in a plain kernel, without translab.sandbox's limits")
-    grade.add_argument("--student-timeout", type=float, default=3600,
-                       help="seconds one student's nbgrader run may take before it is killed (default 3600)")
+    grade.add_argument("--student-timeout", type=float, default=STUDENT_BUDGET,
+                       help=f"wall-clock seconds for one student, every notebook and retry included, before grading "
+                            f"stops and the rest scores 0, flagged (default {STUDENT_BUDGET:.0f}; each notebook also "
+                            f"has c.GuardedExecute.notebook_budget, {_notebook_budget():.0f} s)")
     commands.add_parser("feedback", help="write feedback/ (HTML, hidden tests removed)")
     export = commands.add_parser("grades", help="write grades.csv, one row per student")
     export.add_argument("--out", type=Path)
@@ -546,6 +768,18 @@ def main(argv: list[str] | None = None) -> int:
             for r in failed:
                 print(f"  needs a look: {r.student}: nbgrader could not run {', '.join(r.failed_notebooks)} "
                       f"(scored 0, flagged; log {r.log})")
+            for r in report.results:
+                if r.budget_spent:
+                    print(f"  needs a look: {r.student}: the student's {args.student_timeout:.0f} s budget ran out")
+                if r.refused:
+                    print(f"  needs a look: {r.student}: refused, not graded and never read: {'; '.join(r.refused)}")
+                if set(r.flagged) - set(r.failed_notebooks):
+                    print(f"  needs a look: {r.student}: flagged {', '.join(sorted(set(r.flagged) - set(r.failed_notebooks)))}"
+                          f" (refused, or grading cut short by a dead or hung kernel or the notebook's time budget: "
+                          f"the cells and the log say which)")
+                if r.leftovers:
+                    print(f"warning: {r.student}'s sandbox left {len(r.leftovers)} thing(s) behind, removed: "
+                          f"{'; '.join(r.leftovers[:5])}", file=sys.stderr)
             # a class in which nobody's notebooks run is the machine's failure, not the students' (one or two
             # students may really all be broken, so not for a rerun of a few)
             if len(report.results) >= 3 and all(r.failed_notebooks for r in report.results):

@@ -9,25 +9,26 @@ ipykernel process (``exec``, so signals and kills from nbgrader reach the kernel
   the machine: address space (``RLIMIT_AS``), CPU seconds (``RLIMIT_CPU``, a backstop behind nbgrader's
   per-cell timeout), size of any file written (``RLIMIT_FSIZE``), processes/threads (``RLIMIT_NPROC``), no core
   dumps;
-* when run as root (a grading server, a container): in a private mount namespace, covers what the student
-  must not read (the gradebook with its hidden tests, ``solutions/``, ``submitted/``, other students'
-  results, feedback, root's home) and gives the kernel its own /tmp, /var/tmp and /dev/shm; then drops to an
-  unprivileged uid of its own (one per student), because root ignores ``RLIMIT_NPROC`` and file permissions.
-  That uid can write only its private ``HOME``/``TMPDIR``, so the course, the gradebook and the solutions
-  are out of reach, and ``kill_leftovers`` can end everything the student started;
-* as root, also no network: the kernel gets a network namespace of its own (no interface but a loopback
-  that is down), and talks to nbgrader over ZMQ's IPC transport, Unix sockets in a folder of the batch that
-  the kernel's uid owns (``--KernelManager.transport=ipc``, a socket path per student), since TCP on
-  127.0.0.1 cannot cross network namespaces;
-* as an ordinary user, where the kernel allows unprivileged user namespaces (Debian, Ubuntu and Fedora do
-  by default; this is what ``bubblewrap`` builds on, done here with no package to install): a user
-  namespace in which the instructor's uid may mount, with mount and network namespaces of its own.  The
-  whole filesystem is read-only except the kernel's own folder (autograded/<student>/<assignment>), its
-  private HOME and /tmp; the same paths are hidden as for root, and the instructor's home is empty but for
-  the interpreter and the course; no network, as for root.  The kernel keeps the instructor's uid, so
-  ``RLIMIT_NPROC`` counts the instructor's own processes too and leftovers are not killed by uid;
-* as an ordinary user where user namespaces are refused: the limits only, with a warning in the log (file
-  permissions are the instructor's own, so student code can read and write whatever the instructor can).
+* enters namespaces of its own: mount (nothing it mounts is seen outside), IPC (SysV shared memory,
+  semaphores and queues die with the kernel) and, with nbgrader's IPC transport, network (no interface but a
+  loopback that is down: neither the internet nor the instructor's services on 127.0.0.1; nbgrader reaches
+  the kernel through Unix sockets in a folder of the batch);
+* in there, makes every mount read-only (no world-writable lock folder or spool to leave files in), covers
+  what the student must not read (the gradebook with its hidden tests, ``solutions/``, ``submitted/``, other
+  students' results, feedback, ``.git``; root's home, and an ordinary user's home but for the interpreter and
+  the course), and gives the kernel tmpfs of ``PRIVATE_SIZE`` each for HOME, /tmp, /var/tmp and /dev/shm:
+  writable, bounded, and gone with the kernel;
+* as root (a grading server, a container), then drops to an unprivileged uid of the batch's block
+  (``UidBlock``: one uid per student, never shared with another batch on the machine), because root ignores
+  ``RLIMIT_NPROC`` and file permissions; ``kill_leftovers`` ends everything that uid started and ``leftovers``
+  checks that nothing of it remains;
+* as an ordinary user, the same happens in a user namespace (Debian, Ubuntu and Fedora allow them by default;
+  this is what ``bubblewrap`` builds on, done here with no package to install); the kernel keeps the
+  instructor's uid, so ``RLIMIT_NPROC`` counts the instructor's own processes too and leftovers cannot be told
+  apart by uid.  Where user namespaces are refused, only the limits apply (the launch record says so);
+* reports how the start went in the student's status folder (``launch_records``), through descriptors opened
+  before any isolation, and makes a file there the kernel's stdout and stderr: the batch decides from those
+  records and exit codes, never from text a kernel printed.
 
 Inside the kernel, ``load_ipython_extension`` puts ``translab.checks`` and the comparison functions back
 before every cell, so an answer cell cannot replace the checker.
@@ -38,11 +39,11 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import fcntl
 import json
 import os
 import re
 import resource
-import shutil
 import signal
 import sys
 import tempfile
@@ -50,8 +51,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 KERNEL_NAME = "translab-sandbox"
-UID_BASE = 200_000  # sandbox uids: unused by any account, one per student of a batch (UID_BASE + index)
+UID_BASE = 200_000  # sandbox uids: unused by any account; a batch holds a block of them, one uid per student
+UID_BLOCK, UID_BLOCKS = 10_000, 100
+UID_LOCKS = Path("/run/translab")  # root's: one lock file per block, held by the batch that uses it
 GB = 1024 ** 3
+PRIVATE_SIZE = "256m"  # each private tmpfs of the kernel (HOME, /tmp, /var/tmp, /dev/shm): what it can write
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes; ZMQ's IPC endpoints are "<ip>-<port>"
 
 
@@ -128,9 +132,120 @@ def _socket_prefix(work: Path, index: int) -> Path:
     return work / "ipc" / str(index) / "kernel"
 
 
-def student_env(index: int) -> dict:
-    """Per-student environment of its nbgrader process: the uid its kernels drop to when run as root."""
-    return {"TRANSLAB_SANDBOX_UID": str(UID_BASE + index)}
+class UidBlock:
+    """The sandbox uids of one batch: a block of ``UID_BLOCK`` uids held (``flock``) for the batch's lifetime.
+
+    Two batches on one machine (two courses) then never share a uid, so one batch's ``kill_leftovers`` cannot
+    kill the other's kernels; a crashed batch releases its block with its last file descriptor.  An ordinary
+    user's kernels keep that user's uid: no block is needed."""
+
+    def __init__(self):
+        self.base: int | None = None
+        self._lock = None
+
+    def __enter__(self) -> "UidBlock":
+        if os.geteuid() != 0:
+            return self
+        UID_LOCKS.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for block in range(UID_BLOCKS):
+            lock = open(UID_LOCKS / f"uids-{block}.lock", "a")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                continue
+            self._lock, self.base = lock, UID_BASE + block * UID_BLOCK
+            return self
+        raise OSError(f"all {UID_BLOCKS} blocks of sandbox uids are held by other batches ({UID_LOCKS})")
+
+    def __exit__(self, *_) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def uid(self, index: int) -> int | None:
+        if self.base is None:
+            return None
+        if not 0 <= index < UID_BLOCK:
+            raise ValueError(f"a batch grades at most {UID_BLOCK} students (index {index})")
+        return self.base + index
+
+
+def student_env(uid: int | None, status: Path | None = None) -> dict:
+    """Per-student environment of its nbgrader process: the uid its kernels drop to when run as root, and the
+    folder where the launcher reports how each kernel start went (``launch_records``)."""
+    env = {"TRANSLAB_SANDBOX_UID": str(uid)} if uid is not None else {}
+    if status is not None:
+        env["TRANSLAB_SANDBOX_STATUS"] = str(status)
+    return env
+
+
+def status_folder(work: Path, index: int) -> Path:
+    """The launcher's reports for one student: a folder no kernel can write (0700, the instructor's; outside
+    every kernel's view of the filesystem), so that nothing student code prints can pass for one."""
+    folder = work / "status" / str(index)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder.parent, 0o700)
+    os.chmod(folder, 0o700)
+    return folder
+
+
+LAUNCH_RECORDS = "launch.jsonl"
+
+
+def launch_records(status: Path) -> list[dict]:
+    """What the launcher wrote for each kernel start: ``{"pid", "ok", "mode", "error"}``."""
+    path = status / LAUNCH_RECORDS
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            records.append({"ok": False, "error": f"unreadable launch record {line[:200]!r}"})
+    return records
+
+
+def kernel_output_tail(status: Path, limit: int = 4096) -> str:
+    """The end of what the kernels wrote to their stdout/stderr (student-controlled text: shown, never parsed)."""
+    parts = []
+    for path in sorted(status.glob("kernel-*.out")):
+        with open(path, "rb") as handle:
+            handle.seek(max(0, path.stat().st_size - limit))
+            parts.append(f"--- {path.name} (last {limit} bytes at most)\n" + handle.read().decode(errors="replace"))
+    return "\n".join(parts)
+
+
+def leftovers(uid: int, skip: Path | None = None) -> list[str]:
+    """What a student's uid still has on this machine after its kernels ended: processes (zombies aside), SysV
+    IPC objects, and files in the world-writable folders.  Root only (an ordinary user's kernels keep that user's
+    uid); the kernels run in namespaces of their own, so this should always be empty: the batch checks it."""
+    if os.geteuid() != 0:
+        return []
+    found = [f"process {p['Pid']} ({p.get('Name', '?')})" for p in processes_of(uid) if not p["State"].startswith("Z")]
+    for kind in ("shm", "msg", "sem"):
+        table = Path("/proc/sysvipc") / kind
+        if not table.exists():
+            continue
+        lines = table.read_text().splitlines()
+        columns = lines[0].split() if lines else []
+        for line in lines[1:]:
+            row = dict(zip(columns, line.split()))
+            if str(uid) in (row.get("uid"), row.get("cuid")):
+                found.append(f"SysV {kind} {row.get('key', '?')}")
+    for folder in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), Path("/run/lock")):
+        for top, dirs, files in os.walk(folder, onerror=lambda error: None):
+            if skip is not None and Path(top) == skip:
+                dirs[:] = []
+                continue
+            for name in dirs + files:
+                try:
+                    if os.lstat(os.path.join(top, name)).st_uid == uid:
+                        found.append(os.path.join(top, name))
+                except OSError:
+                    continue
+    return found
 
 
 def student_args(work: Path, index: int) -> list[str]:
@@ -215,17 +330,19 @@ def _c() -> ctypes.CDLL:
 
 
 def _private_namespace(network: bool, user: bool) -> bool:
-    """Enter a mount namespace of our own, whose mounts never propagate back to the machine's, and with
-    ``network`` a network namespace of our own too (nothing to reach: its only interface, lo, is down).
+    """Enter a mount namespace of our own, whose mounts never propagate back to the machine's, and an IPC
+    namespace (SysV shared memory, semaphores and message queues die with the kernel instead of outliving the
+    batch), and with ``network`` a network namespace of our own too (nothing to reach: its only interface, lo,
+    is down).
 
     With ``user`` (an ordinary user), first a user namespace where our own uid, mapped to itself, may mount;
     False where the kernel refuses unprivileged user namespaces.  As root a refusal is an error."""
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWNS | (CLONE_NEWNET if network else 0) | (CLONE_NEWUSER if user else 0)
+    flags = CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if network else 0) | (CLONE_NEWUSER if user else 0)
     if _c().unshare(flags) != 0:
         if user:
             return False
-        raise OSError(ctypes.get_errno(), f"unshare(CLONE_NEWNS{' | CLONE_NEWNET' if network else ''})")
+        raise OSError(ctypes.get_errno(), f"unshare(CLONE_NEWNS | CLONE_NEWIPC{' | CLONE_NEWNET' if network else ''})")
     if user:
         Path("/proc/self/setgroups").write_text("deny")
         Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
@@ -251,7 +368,7 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 MS_NOEXEC, MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 8, 1024, 2048, 1 << 21, 1 << 24
-CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER, CLONE_NEWIPC = 0x00020000, 0x40000000, 0x10000000, 0x08000000
 # a mount's options as /proc/self/mountinfo shows them; inside a user namespace a remount must keep them
 _MOUNT_OPTIONS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
                   "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
@@ -313,7 +430,7 @@ def _cover_keeping(cover: Path, keep: list[Path], mode: str = "755", writable: b
     keep = [path for path in sorted(set(keep)) if not any(other in path.parents for other in keep)]
     fds = [os.open(path, os.O_PATH) for path in keep]
     try:
-        _mount("tmpfs", str(cover), "tmpfs", MS_NOSUID | MS_NODEV, f"size=256m,mode={mode}")
+        _mount("tmpfs", str(cover), "tmpfs", MS_NOSUID | MS_NODEV, f"size={PRIVATE_SIZE},mode={mode}")
         for fd, path in zip(fds, keep):
             path.mkdir(parents=True, exist_ok=True)
             for parent in path.relative_to(cover).parents:
@@ -327,11 +444,11 @@ def _cover_keeping(cover: Path, keep: list[Path], mode: str = "755", writable: b
         _mount("none", str(cover), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _private_views(home: Path, sockets: Path | None, course: Path) -> None:
+def _private_views(home: Path, sockets: Path | None, course: Path, cwd: Path) -> None:
     """Root's home (where pyenv may keep the interpreter), and as an ordinary user that user's home, empty
     except the interpreter, this package and the course, read-only; /tmp, /var/tmp and /dev/shm private to the
     kernel (a world-writable /tmp is the one place outside its HOME an unprivileged uid could leave files for
-    the instructor), except the kernel's HOME and sockets."""
+    the instructor), except the kernel's HOME, sockets and working folder."""
     needed = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(__file__).resolve().parents[1]}
     homes = {Path(os.path.expanduser("~root")).resolve()}
     if os.geteuid() != 0:
@@ -343,7 +460,7 @@ def _private_views(home: Path, sockets: Path | None, course: Path) -> None:
             _cover_keeping(private_home, [p for p in needed if private_home in p.parents])
     for shared in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")):
         if shared.is_dir():
-            keep = [path for path in (home, sockets) if path and shared in path.parents]
+            keep = [path for path in (home, sockets, cwd) if path and shared in path.parents]
             keep += [p for p in needed if shared in p.parents]
             _cover_keeping(shared, keep, mode="1777", writable=True)
     if os.geteuid() != 0:  # the kernel keeps our uid: nothing to reach that we cannot
@@ -355,16 +472,23 @@ def _private_views(home: Path, sockets: Path | None, course: Path) -> None:
                       "with --no-sandbox")
 
 
-def _private_home(uid: int, work: Path, connection_file: str) -> tuple[str, Path]:
-    """A HOME only ``uid`` can use, with a copy of the connection file (nbgrader's is readable by root only)."""
+def _new_home(uid: int, work: Path) -> Path:
+    """An empty folder for the kernel's HOME: a mount point for the size-limited tmpfs it gets (``_own_home``)."""
     home = Path(tempfile.mkdtemp(prefix=f"kernel-{uid}-", dir=work / "homes"))
-    private = home / Path(connection_file).name
-    shutil.copyfile(connection_file, private)
-    if os.geteuid() == 0:
-        for path in (home, private):
-            os.chown(path, uid, uid)
     os.chmod(home, 0o700)
-    return str(private), home
+    return home
+
+
+def _own_home(home: Path, uid: int, connection_file: str, connection: bytes) -> str:
+    """Mount the kernel's HOME (a tmpfs of ``PRIVATE_SIZE`` that only ``uid`` can use, gone with the kernel) and
+    put a copy of the connection file in it (nbgrader's is readable by the instructor only, and by now hidden)."""
+    _mount("tmpfs", str(home), "tmpfs", MS_NOSUID | MS_NODEV, f"size={PRIVATE_SIZE},mode=700,uid={uid},gid={uid}")
+    private = home / Path(connection_file).name
+    private.write_bytes(connection)
+    os.chmod(private, 0o600)
+    if os.geteuid() == 0:
+        os.chown(private, uid, uid)
+    return str(private)
 
 
 def _socket_folder(connection_file: str, work: Path, uid: int | None) -> Path | None:
@@ -390,8 +514,9 @@ def _drop_to(uid: int) -> None:
     os.setuid(uid)
 
 
-def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[list[str], dict]:
-    """Isolate this process as far as this machine allows; returns the kernel's command line and environment."""
+def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[list[str], dict, str]:
+    """Isolate this process as far as this machine allows; returns the kernel's command line and environment,
+    and the mode reached (``root``, ``user namespace`` or ``limits only``)."""
     cwd = Path.cwd()  # nbgrader starts the kernel in autograded/<student>/<assignment>
     student = cwd.parent.name if cwd.parent.parent.name == "autograded" else None
     empty = args.work / "empty"
@@ -401,28 +526,51 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[li
     uid = int(env.get("TRANSLAB_SANDBOX_UID", UID_BASE)) if root else os.getuid()
     index = kernel.index("-f") + 1
     sockets = _socket_folder(kernel[index], args.work, uid if root else None)
-    private_connection_file, home = _private_home(uid, args.work, kernel[index])
+    connection = Path(kernel[index]).read_bytes()  # nbgrader's runtime folder may be hidden below (root's home)
+    home = _new_home(uid, args.work)
     # no network only where nbgrader reaches the kernel through Unix sockets: over TCP it could not
     if not _private_namespace(network=sockets is not None, user=not root):
-        print("[translab.sandbox] this machine refuses unprivileged user namespaces: student code runs with "
-              "the limits only, with your permissions and network (grade as root, or allow user namespaces)",
-              file=sys.stderr, flush=True)
-        return kernel, env
-    kernel[index] = private_connection_file
-    if not root:
-        _read_only_everywhere()
-        _writable(cwd)
+        return kernel, env, "limits only"
+    # Everything read-only (root's files and the instructor's alike: no world-writable lock folder or spool
+    # to leave things in), the secrets hidden, then the few places the kernel writes: its sockets, and private
+    # tmpfs of a bounded size for HOME, /tmp, /var/tmp and /dev/shm, which vanish with the kernel.
+    _read_only_everywhere()
     _hide(hidden_paths(args.root.resolve(), student), empty)
-    _private_views(home, sockets, args.root)
+    _private_views(home, sockets, args.root, cwd)
+    if sockets is not None:
+        _writable(sockets)
+    kernel[index] = _own_home(home, uid, kernel[index], connection)
+    os.chdir(cwd)  # the working folder as mounted now, not the directory we started in
     if root:
         _drop_to(uid)
-    else:
-        for path in filter(None, (home, sockets)):
-            _writable(path)
-        os.chdir(cwd)  # the working folder as mounted now, not the directory we started in
     env.update(HOME=str(home), TMPDIR=str(home), MPLCONFIGDIR=str(home / "matplotlib"),
                IPYTHONDIR=str(home / "ipython"), JUPYTER_RUNTIME_DIR=str(home / "runtime"))
-    return kernel, env
+    return kernel, env, "root" if root else "user namespace"
+
+
+class _Status:
+    """The launcher's report to the batch (``launch_records``), written through descriptors opened before any
+    isolation (the folder is out of the kernel's reach, the descriptors are closed on exec), and the file that
+    becomes the kernel's stdout and stderr, so nothing a kernel prints reaches nbgrader's log."""
+
+    def __init__(self, folder: str | None):
+        self.records = self.output = None
+        if folder:
+            path = Path(folder)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+            self.records = os.open(path / LAUNCH_RECORDS, flags, 0o600)
+            self.output = os.open(path / f"kernel-{os.getpid()}.out", flags, 0o600)
+
+    def write(self, **record) -> None:
+        if self.records is not None:
+            os.write(self.records, (json.dumps({"pid": os.getpid(), **record}) + "\n").encode())
+        elif not record.get("ok"):
+            print(f"[translab.sandbox] {record}", file=sys.stderr, flush=True)
+
+    def become_kernel_output(self) -> None:
+        if self.output is not None:
+            for fd in (1, 2):
+                os.dup2(self.output, fd)  # dup2's copy is inheritable: the kernel's stdout and stderr
 
 
 def launch(argv: list[str]) -> None:
@@ -433,16 +581,23 @@ def launch(argv: list[str]) -> None:
     parser.add_argument("kernel", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     kernel = args.kernel[1:] if args.kernel[:1] == ["--"] else args.kernel
-    kernel, env = _isolate(args, kernel, {**os.environ, "TRANSLAB_SANDBOX": "1"})
-    Limits(**json.loads(args.limits)).apply()
-    os.execve(kernel[0], kernel, env)
+    env = {**os.environ, "TRANSLAB_SANDBOX": "1"}
+    status = _Status(env.pop("TRANSLAB_SANDBOX_STATUS", None))
+    stage = "isolating"
+    try:
+        kernel, env, mode = _isolate(args, kernel, env)
+        stage = "limits"
+        Limits(**json.loads(args.limits)).apply()
+        status.write(ok=True, mode=mode)
+        status.become_kernel_output()
+        stage = "exec"
+        os.execve(kernel[0], kernel, env)
+    except Exception as error:  # before any student code ran
+        import traceback
+        status.write(ok=False, stage=stage, error=repr(error),
+                     errno=getattr(error, "errno", None), traceback=traceback.format_exc()[-3000:])
+        sys.exit(1)
 
 
 if __name__ == "__main__":
-    try:
-        launch(sys.argv[1:])
-    except Exception as error:  # before any student code ran: the grading machinery is at fault
-        import traceback
-        traceback.print_exc()
-        print(f"[translab.sandbox] cannot start the grading kernel: {error!r}", file=sys.stderr, flush=True)
-        sys.exit(1)
+    launch(sys.argv[1:])

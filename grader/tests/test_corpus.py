@@ -4,7 +4,8 @@ One temporary course; every case is one student.  The scores each case must get 
 ``grader/expected_scores.csv`` (one row per case, the auto-graded points per notebook, the notebooks that must
 come out flagged for the instructor, and known holes, which are strict xfails: fixing one makes the test
 fail until the table says so).  The per-cell timeout is lowered to 20 s for this course only (the lab's 60 s
-would make the infinite-loop case cost a minute).
+would make the infinite-loop case cost a minute), and so are the time budgets: 40 s a notebook (the lab's 180),
+90 s a student (the lab's 600), which the cases that spend them reach.
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ pytestmark = pytest.mark.slow
 TABLE = REPO_ROOT / "grader" / "expected_scores.csv"
 NOTEBOOKS = sorted(p.stem for p in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
 TIMEOUT_ARG = "--Execute.timeout=20"
+NOTEBOOK_BUDGET, STUDENT_BUDGET = 40, 90
+BUDGET_ARGS = [f"--GuardedExecute.notebook_budget={NOTEBOOK_BUDGET}", "--student-timeout", str(STUDENT_BUDGET)]
 # students also graded by plain `nbgrader autograde` (one process, no sandbox) to compare cell by cell
 PLAIN = ["solution_01", "syntax_error", "hard_coded"]
 
@@ -45,8 +48,16 @@ EXPECTED = _table()
 
 
 def _hashes(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    """Every entry below ``folder``: a file's sha256, a link's target (never followed), a special file's type."""
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            found[str(path.relative_to(folder))] = "link to " + os.readlink(path)
+        elif path.is_file():
+            found[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
+        elif not path.is_dir():
+            found[str(path.relative_to(folder))] = "special file"
+    return found
 
 
 def _course(root: Path) -> None:
@@ -68,7 +79,7 @@ def graded(tmp_path_factory):
     start = time.time()
     with _Listener(corpus.INSTRUCTOR_PORT) as listener:  # what the network case aims at
         process = subprocess.run([sys.executable, "-m", "translab.grading", "--root", str(root), "autograde",
-                                  "--jobs", "2", TIMEOUT_ARG], text=True, capture_output=True)
+                                  "--jobs", "2", TIMEOUT_ARG, *BUDGET_ARGS], text=True, capture_output=True)
     seconds = time.time() - start
     return root, process, before, seconds, listener.received
 
@@ -121,11 +132,46 @@ def test_the_batch_completes(graded):
     output = process.stdout + process.stderr
     assert process.returncode == 0, output[-5000:]
     assert f"autograded {len(corpus.CASES)} student(s)" in output, output[-3000:]
-    with open(root / "autograded" / REPORT_NAME, newline="", encoding="utf-8") as handle:
-        report = {row["student_id"]: row for row in csv.DictReader(handle)}
-    assert sorted(report) == sorted(corpus.CASES)
+    report = _report(root)
+    assert sorted(report) == sorted(corpus.CASES), "a student was cancelled or not graded"
     assert not [name for name, row in report.items() if row["status"] == "infrastructure"]
     print(f"\n[corpus] {len(corpus.CASES)} cases graded with --jobs 2 in {seconds:.0f} s")
+
+
+def _report(root: Path) -> dict[str, dict]:
+    with open(root / "autograded" / REPORT_NAME, newline="", encoding="utf-8") as handle:
+        return {row["student_id"]: row for row in csv.DictReader(handle)}
+
+
+def test_one_student_costs_the_batch_at_most_its_budget(graded):
+    """The worst case: a student costs at most --student-timeout (plus the kill and the clean-up)."""
+    report = _report(graded[0])
+    slowest = max(report.values(), key=lambda row: float(row["seconds"]))
+    assert float(slowest["seconds"]) <= STUDENT_BUDGET + 20, slowest
+    assert report["slow_everywhere"]["budget_spent"] == "yes"
+    assert not [name for name, row in report.items() if row["budget_spent"] and name != "slow_everywhere"]
+
+
+def test_links_and_special_files_are_refused_never_read(graded):
+    root, *_ = graded
+    refused = _report(root)["symlinks"]["refused"]
+    for entry in ("01_mask_and_positional_encoding.ipynb: a symbolic link", "gradebook.db: a symbolic link",
+                  "shadow: a symbolic link", "pipe: a FIFO"):
+        assert entry in refused, refused
+    copied = [p.name for p in (root / "autograded" / "symlinks").rglob("*") if p.is_file() or p.is_symlink()]
+    assert not {"gradebook.db", "shadow", "pipe"} & set(copied), copied
+    log = root / "autograded" / "symlinks" / "autograde.log"
+    assert log.stat().st_mode & 0o077 == 0, "the autograde log quotes submissions: the instructor's only"
+
+
+def test_nothing_of_a_student_outlives_the_batch(graded):
+    """Processes, SysV IPC objects and files of the students' uids; the files the leave_behind case wrote."""
+    root, *_ = graded
+    report = _report(root)
+    assert not {name: row["leftovers"] for name, row in report.items() if row["leftovers"]}
+    assert f"{corpus.LEFTOVER_KEY:d}" not in Path("/proc/sysvipc/shm").read_text().split(), \
+        "the leave_behind case's SysV segment outlived its kernel"
+    assert not [str(p) for p in corpus.LEFTOVER_FILES if p.exists()]
 
 
 def _flagged(root: Path, student: str) -> set[str]:
@@ -176,7 +222,9 @@ def test_student_code_reached_no_network(graded):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="students have uids of their own only when grading as root")
 def test_no_student_process_survives_the_batch(graded):
-    alive = [p["Pid"] for index in range(len(corpus.CASES)) for p in sandbox.processes_of(sandbox.UID_BASE + index)
+    uids = [int(row["uid"]) for row in _report(graded[0]).values()]
+    assert len(set(uids)) == len(corpus.CASES), "every student has a uid of its own"
+    alive = [p["Pid"] for uid in uids for p in sandbox.processes_of(uid)
              if not p["State"].startswith("Z")]  # killed children wait a moment for init to reap them
     assert not alive, f"processes of students still running: {alive[:10]}"
 

@@ -19,6 +19,7 @@ import pytest
 from translab import sandbox
 from translab.paths import REPO_ROOT
 
+STUDENT_UID = sandbox.UID_BASE + sandbox.UID_BLOCK * sandbox.UID_BLOCKS + 7  # outside every batch's block
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="hiding paths and dropping privileges need root")
 
 
@@ -52,6 +53,7 @@ def _course(tmp_path: Path):
     work = tmp_path / "work"
     work.mkdir()
     sandbox.grading_kernel(root, work)  # creates work/homes with the permissions the launcher expects
+    sandbox.status_folder(work, 7)
     # as nbgrader writes it with the IPC transport (sandbox.student_args): sockets below the batch folder
     (work / "connection.json").write_text(json.dumps({"key": "secret", "transport": "ipc",
                                                       "ip": str(sandbox._socket_prefix(work, 7))}))
@@ -68,12 +70,15 @@ def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: 
     command = [*as_user, python, "-m", "translab.sandbox", "--root", str(root), "--work", str(work),
                "--limits", json.dumps(limits.__dict__), "--", python, "-c", script,
                "-f", str(work / "connection.json")]
-    env = {**os.environ, **sandbox.student_env(7), "PYTHONPATH": str(package)}
+    env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(package)}
     done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env,
                           capture_output=True, text=True, timeout=timeout)
     sandbox.kill_leftovers(env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    records = sandbox.launch_records(work / "status" / "7")
+    assert done.returncode == 0 and records and records[-1]["ok"], (done.stderr[-3000:], records)
+    output = sandbox.kernel_output_tail(work / "status" / "7", limit=10 ** 6)
+    assert done.stdout == "", "the kernel's output must go to its file in the status folder, not to nbgrader"
+    return json.loads(output.strip().splitlines()[-1])
 
 
 PROBE = r'''
@@ -141,7 +146,7 @@ def test_limits_are_set_and_cannot_be_raised(course, probe_env):
 @ROOT_ONLY
 def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(course, probe_env):
     report = _launch(course, PROBE)
-    assert report["uid"] == sandbox.UID_BASE + 7
+    assert report["uid"] == STUDENT_UID
     assert report["gradebook"] == "", "the gradebook must look empty to student code"
     assert (course[0] / "solutions" / "transfer_learning" / "answer.txt").stat().st_mode & 0o004, \
         "the test is only meaningful if the solutions are world-readable on disk"
@@ -172,7 +177,7 @@ def test_fork_storm_is_bounded_and_cleaned_up(course):
               "print(json.dumps({'children': children, 'result': result}))\n")
     report = _launch(course, script, sandbox.Limits(processes=64))
     assert report["result"] == "BlockingIOError" and report["children"] <= 64
-    left = [p for p in sandbox.processes_of(sandbox.UID_BASE + 7) if not p["State"].startswith("Z")]
+    left = [p for p in sandbox.processes_of(STUDENT_UID) if not p["State"].startswith("Z")]
     assert not left, f"{len(left)} processes of the student's uid survived kill_leftovers"
 
 
@@ -240,9 +245,83 @@ def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(
     # private /tmp, never on disk (checked below)
     assert report["write_outside_course"] in ("PermissionError", "OSError") or Path("/tmp") in mine.parents, \
         report["write_outside_course"]
-    assert report["write_own_folder"] == "ok" and report["write_home"] == "ok" and report["write_tmp"] == "ok"
+    assert report["write_own_folder"] in ("PermissionError", "OSError"), "the kernel's folder is read-only (as root)"
+    assert report["write_home"] == "ok" and report["write_tmp"] == "ok"
     assert report["bind_ipc_socket"] == "ok"
     assert report["connect_loopback"] == "OSError", f"no network for student code: {report['connect_loopback']}"
     assert (root / "gradebook.db").read_bytes() == b"hidden tests" and outside.read_text() == "mine"
     assert not (root / "pwned").exists() and not Path("/tmp/pwned_by_test_sandbox").exists()
-    assert (root / "autograded" / "alice" / "transfer_learning" / "own_output.txt").read_text() == "x"
+    assert not (root / "autograded" / "alice" / "transfer_learning" / "own_output.txt").exists()
+
+
+LEAVE_BEHIND = r'''
+import ctypes, json, os
+from pathlib import Path
+libc = ctypes.CDLL(None, use_errno=True)
+IPC_CREAT = 0o1000
+def attempt(action):
+    try:
+        return action()
+    except OSError as error:
+        return type(error).__name__ + ":" + (os.strerror(error.errno) if error.errno else "")
+def fill(folder):
+    """Write 1 MB chunks into folder until the write fails or 400 MB are written."""
+    written = 0
+    try:
+        with open(Path(folder) / "fill.bin", "wb") as handle:
+            while written < 400:
+                handle.write(b"x" * 2 ** 20)
+                handle.flush()
+                written += 1
+    except OSError as error:
+        return {"written_mb": written, "error": type(error).__name__}
+    return {"written_mb": written, "error": None}
+segment = libc.shmget(0x7a11ab, 2 ** 20, IPC_CREAT | 0o666)
+print(json.dumps({
+    "shm": segment,
+    "run_lock": attempt(lambda: Path("/run/lock/translab-student").write_text("x")),
+    "var_tmp": attempt(lambda: Path("/var/tmp/translab-student").write_text("x") and "ok"),
+    "home": fill(Path.home()),
+    "tmp": fill("/tmp"),
+}))
+'''
+
+
+def test_the_kernel_leaves_nothing_behind_and_cannot_fill_the_disk(course):
+    """SysV shared memory dies with the kernel's IPC namespace, lock folders are read-only, HOME and /tmp are
+    tmpfs of a bounded size (PRIVATE_SIZE), and nothing of the student's uid remains afterwards."""
+    report = _launch(course, LEAVE_BEHIND)
+    assert report["shm"] >= 0, "the kernel may use shared memory inside its own IPC namespace"
+    assert report["run_lock"].startswith(("OSError", "PermissionError")), report["run_lock"]
+    assert report["var_tmp"] == "ok" and not Path("/var/tmp/translab-student").exists()
+    for place in ("home", "tmp"):
+        assert report[place]["error"] == "OSError" and report[place]["written_mb"] <= 256, (place, report[place])
+    segments = Path("/proc/sysvipc/shm").read_text()
+    assert f"{0x7a11ab:d}" not in segments.split(), "a SysV segment outlived the kernel"
+    assert not Path("/run/lock/translab-student").exists()
+    if os.geteuid() == 0:
+        assert sandbox.leftovers(STUDENT_UID, skip=course[1]) == []
+
+
+@ROOT_ONLY
+def test_two_batches_hold_different_uid_blocks():
+    with sandbox.UidBlock() as first, sandbox.UidBlock() as second:
+        assert first.base != second.base
+        assert {first.uid(0), first.uid(sandbox.UID_BLOCK - 1)}.isdisjoint({second.uid(0), second.uid(sandbox.UID_BLOCK - 1)})
+        with pytest.raises(ValueError):
+            first.uid(sandbox.UID_BLOCK)
+    with sandbox.UidBlock() as again:  # released blocks are reused
+        assert again.base == first.base
+
+
+def test_a_failed_start_is_reported_in_the_status_folder_not_in_the_output(course):
+    """What the batch reads to tell the machine's failures from the students': the launcher's own records."""
+    root, work = course
+    status = work / "status" / "7"
+    command = [sys.executable, "-m", "translab.sandbox", "--root", str(root), "--work", str(work), "--",
+               "/nonexistent/python", "-f", str(work / "connection.json")]
+    done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", capture_output=True,
+                          text=True, env={**os.environ, **sandbox.student_env(STUDENT_UID, status)}, timeout=60)
+    assert done.returncode == 1
+    records = sandbox.launch_records(status)
+    assert records[-1]["ok"] is False and records[-1]["stage"] == "exec" and "FileNotFoundError" in records[-1]["error"]

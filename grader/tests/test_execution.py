@@ -1,0 +1,59 @@
+"""GuardedExecute (translab.execution) on tiny notebooks in a plain python3 kernel: a notebook's budget, a
+kernel that dies, a kernel that ignores the interrupt.  The cells that ran keep their outputs; every code
+cell that did not run carries an error output (so nbgrader scores it 0, never full marks)."""
+from __future__ import annotations
+
+import time
+
+import nbformat
+import pytest
+
+from translab.execution import INCIDENTS, GuardedExecute
+
+pytestmark = pytest.mark.slow
+
+
+def _run(sources: list[str], **traits) -> tuple[list, list[str], float]:
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    executor = GuardedExecute(kernel_name="python3", **traits)
+    start = time.monotonic()
+    notebook, resources = executor.preprocess(notebook, {"metadata": {"path": "."}})
+    return notebook.cells, resources[INCIDENTS], time.monotonic() - start
+
+
+def _errors(cell) -> list[str]:
+    return [output.ename for output in cell.outputs if output.output_type == "error"]
+
+
+def test_an_ordinary_notebook_runs_as_with_nbgrader():
+    cells, incidents, _ = _run(["x = 1", "print(x + 1)", "raise ValueError('student bug')", "x"], notebook_budget=60)
+    assert incidents == []
+    assert [_errors(c) for c in cells] == [[], [], ["ValueError"], []]
+    assert cells[1].outputs[0].text == "2\n"
+
+
+def test_the_notebook_budget_stops_the_cells_after_it():
+    cells, incidents, seconds = _run(["import time\npassed = 1", "time.sleep(2)", "time.sleep(30)", "passed"],
+                                     notebook_budget=5, timeout=60)
+    assert [_errors(c) for c in (cells[0], cells[1], cells[3])] == [[], [], ["CellNotRun"]]
+    assert _errors(cells[2])[-1] == "TimeBudgetExceeded"  # after the interrupt's KeyboardInterrupt
+    assert "time budget of 5 s" in cells[3].outputs[0].evalue
+    assert len(incidents) == 1 and incidents[0].startswith("cell 2:")
+    assert seconds < 20, f"the budget did not bound the notebook: {seconds:.0f} s"
+
+
+def test_a_dead_kernel_keeps_what_ran_before():
+    cells, incidents, _ = _run(["earned = 1", "import os\nos._exit(1)", "earned", "print('after')"], notebook_budget=60)
+    assert [_errors(c) for c in cells] == [[], ["DeadKernelError"], ["CellNotRun"], ["CellNotRun"]]
+    assert "kernel died" in cells[2].outputs[0].evalue
+    assert len(incidents) == 1 and incidents[0].startswith("cell 1:")
+
+
+def test_a_kernel_that_ignores_the_interrupt_is_given_up():
+    cells, incidents, seconds = _run(["earned = 1", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                      "while True:\n    pass", "earned"], notebook_budget=60, timeout=3)
+    assert _errors(cells[0]) == [] and _errors(cells[2]) == ["CellNotRun"]
+    assert _errors(cells[1])[-1] == "UnresponsiveKernel"
+    assert len(incidents) == 1
+    assert seconds < 40
