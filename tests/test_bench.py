@@ -55,16 +55,19 @@ def test_quick_bench_writes_sane_json(tmp_path):
     assert "skipped" in result["isolation_overhead"]["reason"]
 
 
-def test_a_class_mixes_complete_solutions_with_every_corpus_case(tmp_path):
+def test_a_class_mixes_complete_solutions_with_every_realistic_corpus_case(tmp_path):
     from translab import corpus
     course = tmp_path / "course"
     bench._course_copy(course)
-    students = 2 * (len(corpus.CASES) + 1) + 1
+    realistic = [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]
+    students = 2 * (len(realistic) + 1) + 1
     mix = bench.build_class(course / "submitted", course, students, full_every=2)
     folders = sorted((course / "submitted").iterdir())
     assert len(folders) == students == sum(mix.values())
     assert mix["complete_solutions"] == students // 2 + 1
-    assert all(mix[case] >= 1 for case in corpus.CASES), "every case of the corpus is in the class"
+    assert all(mix[case] >= 1 for case in realistic), "every case of the corpus is in the class"
+    assert corpus.SPEND_BUDGET and not set(mix) & corpus.SPEND_BUDGET, \
+        "cases built to spend a time budget cost that budget each: not in a realistic class"
     complete = course / "submitted" / "student000" / "transfer_learning"
     assert sorted(p.name for p in complete.glob("*.ipynb")) == sorted(
         p.name for p in (course / "solutions" / "transfer_learning").glob("*.ipynb"))

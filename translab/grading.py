@@ -203,6 +203,7 @@ class StudentResult:
     leftovers: list[str] = field(default_factory=list)  # what the student's uid still had after the student
     infrastructure: str = ""  # set when the failure is not the student's (decided by the canary, never by output)
     budget_spent: bool = False
+    sandbox_modes: list[str] = field(default_factory=list)  # how isolated its kernels ran (launch records)
     uid: int | None = None
     log: Path | None = None
 
@@ -481,6 +482,7 @@ def _grade_student(job: StudentJob) -> StudentResult:
         from .sandbox import kernel_output_tail, launch_records
         records = launch_records(job.status)
         result.launch_failures = [f"{r.get('stage')}: {r.get('error')}" for r in records if not r.get("ok")]
+        result.sandbox_modes = sorted({r["mode"] for r in records if r.get("ok") and r.get("mode")})
         outputs.append("launcher records (written outside the kernel's reach):\n" + "\n".join(map(json.dumps, records)))
         outputs.append("kernel stdout/stderr (student-controlled, never interpreted):\n" + kernel_output_tail(job.status))
     if result.refused:
@@ -768,6 +770,10 @@ def main(argv: list[str] | None = None) -> int:
             for r in failed:
                 print(f"  needs a look: {r.student}: nbgrader could not run {', '.join(r.failed_notebooks)} "
                       f"(scored 0, flagged; log {r.log})")
+            if any("limits only" in r.sandbox_modes for r in report.results):
+                print("warning: this machine refuses unprivileged user namespaces, so student code ran with the "
+                      "resource limits only, with your permissions and network: grade untrusted work as root in a "
+                      "container or a VM, or allow user namespaces", file=sys.stderr)
             for r in report.results:
                 if r.budget_spent:
                     print(f"  needs a look: {r.student}: the student's {args.student_timeout:.0f} s budget ran out")
