@@ -1,4 +1,4 @@
-"""`make lab` really serves the five student notebooks, with nbgrader's extension and formgrader."""
+"""`make lab` really serves the six student notebooks, with nbgrader's extension and formgrader."""
 from __future__ import annotations
 
 import json
@@ -60,8 +60,8 @@ def _get(url: str) -> tuple[int, bytes]:
         return response.status, response.read()
 
 
-def test_lab_lists_the_five_notebooks(lab_url):
-    assert len(NOTEBOOKS) == 5
+def test_lab_lists_the_six_notebooks(lab_url):
+    assert len(NOTEBOOKS) == 6
     base, token = lab_url.split("/lab?token=")
     status, body = _get(f"{base}/api/contents/?token={token}")
     assert status == 200

@@ -20,12 +20,17 @@ class Budget:
     finetune_train_size: int   # labeled sentences used for fine-tuning in notebook 04
     eval_size: int             # valid/test sentences scored per evaluation in notebook 04
     mlm_steps: int             # optimizer steps of the MLM demo in notebook 05
+    bert_train_size: int       # labeled sentences for fine-tuning the pretrained BERT in notebook 06
+    bert_epochs: int           # its epochs
+    bert_eval_size: int        # validation sentences it is scored on after each epoch
 
 
 FULL = Budget("full", pretrain_steps=150, pretrain_reviews=300, lm_eval_batches=20, finetune_epochs=6,
-              finetune_train_size=1600, eval_size=2000, mlm_steps=60)
+              finetune_train_size=1600, eval_size=2000, mlm_steps=60, bert_train_size=400, bert_epochs=2,
+              bert_eval_size=400)
 FAST = Budget("fast", pretrain_steps=8, pretrain_reviews=20, lm_eval_batches=2, finetune_epochs=2,
-              finetune_train_size=64, eval_size=64, mlm_steps=4)
+              finetune_train_size=64, eval_size=64, mlm_steps=4, bert_train_size=16, bert_epochs=1,
+              bert_eval_size=32)
 
 
 def is_fast() -> bool:

@@ -130,3 +130,65 @@ def load_results(path: Path) -> dict | None:
     if not path.exists():
         return None
     return json.loads(path.read_text())
+
+
+def validation_by_size(results: dict) -> list[dict]:
+    """Part 4's validation accuracies (``results/transfer.json``), per number of labeled sentences: mean and sd over
+    seeds of the pretrained and the from-scratch Transformer and of naive Bayes, with ``n_train``."""
+    rows = []
+    for row in results["learning_curve"]:
+        size = row["size"]
+        entry = {"size": size, "n_train": row["n_train"]}
+        for init in ("pretrained", "scratch"):
+            values = [run["valid_accuracy"] for run in results["runs"] if run["size"] == size and run["init"] == init]
+            entry[init] = (float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0)
+        values = [b["naive_bayes"]["valid_accuracy"] for b in results["baselines"] if b["size"] == size]
+        entry["naive_bayes"] = (float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0)
+        rows.append(entry)
+    return rows
+
+
+def plot_bert_beside_part4(history: dict, n_train: int, results: dict | None, reference_runs: list | None = None,
+                           axes=None, name: str = "BERT (all-MiniLM-L6-v2), your run"):
+    """Two panels of validation accuracy (%).  Left, against the number of labeled sentences: part 4's pretrained
+    and from-scratch Transformers and naive Bayes (mean +- sd over seeds, from ``results``) and this run's kept
+    epoch (``reference_runs``: the same recipe's other seeds, from ``results/bert_finetune.json``).  Right, against
+    the training sentences seen: part 4's per-epoch curves and this run's epochs."""
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    left, right = axes
+    styles = {"pretrained": ("C0", "o", "part 4: pretrained Transformer"),
+              "scratch": ("C1", "s", "part 4: Transformer from scratch"),
+              "naive_bayes": ("C2", "", "part 4: naive Bayes (bag of words)")}
+    best = history["valid_accuracy"][history["best_epoch"] - 1] if history.get("best_epoch") else None
+    if results is not None:
+        rows = validation_by_size(results)
+        x = [row["n_train"] for row in rows]
+        for key, (color, marker, label) in styles.items():
+            left.errorbar(x, [100 * row[key][0] for row in rows], yerr=[100 * row[key][1] for row in rows], color=color,
+                          marker=marker or None, linestyle="-" if marker else "--", capsize=3, label=label)
+        for init in ("pretrained", "scratch"):
+            color, _, label = styles[init]
+            size = results.get("epoch_curve_size")
+            seen_per_epoch = next((row["n_train"] for row in rows if row["size"] == size), None)
+            for i, curve in enumerate((results.get("epoch_curves") or {}).get(init, [])):
+                right.plot([e * seen_per_epoch for e in curve["epoch"]], [100 * a for a in curve["valid_accuracy"]],
+                           color=color, alpha=0.7, marker=".", label=f"{label}, {size} labels" if i == 0 else None)
+    if reference_runs:
+        for i, run in enumerate(reference_runs):
+            kept = run["valid_accuracy"][run["best_epoch"] - 1]
+            left.plot([n_train], [100 * kept], "x", color="gray", label=f"BERT, same recipe, {len(reference_runs)} seeds" if i == 0 else None)
+    if best is not None:
+        left.plot([n_train], [100 * best], "*", color="C3", markersize=14, label=name)
+    right.plot(history["seen"], [100 * a for a in history["valid_accuracy"]], "*-", color="C3", markersize=10,
+               label=f"{name}, {n_train} labels")
+    for ax, xlabel in ((left, "labeled training sentences"), (right, "training sentences seen (epochs x labels)")):
+        ax.axhline(50, color="gray", lw=0.8, ls=":", label="chance")
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("validation accuracy (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    left.set_title("after fine-tuning (kept epoch)")
+    right.set_title("during fine-tuning")
+    return axes

@@ -4,8 +4,8 @@ Students (all in ``submitted/`` of the copy; two of them arrive through an LMS z
 
 * ``alice``   the solution notebooks, submitted as they are (must get full marks);
 * ``blank``   the released student notebooks, untouched (must get 0 on every test cell);
-* ``bob``     the solutions with four typical mistakes (must lose exactly those cells);
-* ``mallory`` notebooks 01 and 02 only, answers that call translab or hard-code the visible numbers.
+* ``bob``     the solutions with five typical mistakes (must lose exactly those cells);
+* ``mallory`` notebooks 01, 02 and 06 only, answers that call translab or hard-code the visible numbers.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pytest
 from translab.grading import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
-# The four typical mistakes: notebook -> {answer cell: wrong source}; and the test cells that must fail.
+# The five typical mistakes: notebook -> {answer cell: wrong source}; and the test cells that must fail.
 MISTAKES = {
     "01_mask_and_positional_encoding": {
         "mask_answer": "def generate_square_subsequent_mask(sz):\n    return torch.tril(torch.ones(sz, sz))\n",
@@ -48,17 +48,39 @@ MISTAKES = {
                         "    probabilities = torch.softmax(logits, dim=-1)\n"
                         "    return nn.CrossEntropyLoss(ignore_index=PAD_ID)(probabilities.reshape(-1, probabilities.size(-1)), targets.reshape(-1))\n"),
     },
+    "06_transfer_at_scale": {  # query and key swapped when packing in_proj_weight / in_proj_bias
+        "mapping_answer": (
+            "def convert_checkpoint(checkpoint, config):\n"
+            "    state = {'word_embeddings.weight': checkpoint['embeddings.word_embeddings.weight'],\n"
+            "             'position_embeddings.weight': checkpoint['embeddings.position_embeddings.weight'],\n"
+            "             'token_type_embeddings.weight': checkpoint['embeddings.token_type_embeddings.weight'],\n"
+            "             'embedding_norm.weight': checkpoint['embeddings.LayerNorm.weight'],\n"
+            "             'embedding_norm.bias': checkpoint['embeddings.LayerNorm.bias']}\n"
+            "    for i in range(config.num_hidden_layers):\n"
+            "        theirs, ours = f'encoder.layer.{i}.', f'encoder.layers.{i}.'\n"
+            "        for kind in ('weight', 'bias'):\n"
+            "            state[f'{ours}self_attn.in_proj_{kind}'] = torch.cat(\n"
+            "                [checkpoint[f'{theirs}attention.self.{part}.{kind}'] for part in ('key', 'query', 'value')])\n"
+            "            state[f'{ours}self_attn.out_proj.{kind}'] = checkpoint[f'{theirs}attention.output.dense.{kind}']\n"
+            "            state[f'{ours}norm1.{kind}'] = checkpoint[f'{theirs}attention.output.LayerNorm.{kind}']\n"
+            "            state[f'{ours}linear1.{kind}'] = checkpoint[f'{theirs}intermediate.dense.{kind}']\n"
+            "            state[f'{ours}linear2.{kind}'] = checkpoint[f'{theirs}output.dense.{kind}']\n"
+            "            state[f'{ours}norm2.{kind}'] = checkpoint[f'{theirs}output.LayerNorm.{kind}']\n"
+            "    return state\n"),
+    },
 }
 MISTAKE_CELLS = {
     "01_mask_and_positional_encoding": {"mask_visible", "mask_hidden"},
     "02_model_and_parameters": {"heads_visible", "heads_hidden", "count_visible", "count_hidden", "numbers_visible"},
     "03_pretraining_and_generation": {"loss_visible", "loss_hidden"},
+    "06_transfer_at_scale": {"mapping_visible", "mapping_hidden"},
 }
 # What bob's feedback must say about each mistake.
 MISTAKE_MESSAGES = {
     "01_mask_and_positional_encoding": ["a mask of 1s"],
     "02_model_and_parameters": ["which is padding for shorter sentences", "without biases"],
     "03_pretraining_and_generation": ["softmax was applied before CrossEntropyLoss"],
+    "06_transfer_at_scale": ["packed in the order (key, query, value)"],
 }
 
 CHEATS = {
@@ -71,10 +93,16 @@ CHEATS = {
         "count_answer": ("def count_parameters(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses=None):\n"
                          "    return 1_008_100 if nclasses is None else 988_402\n"),
     },
+    "06_transfer_at_scale": {
+        "mapping_answer": "from translab.bert import convert_checkpoint\n",
+        "bert_count_answer": ("def count_bert_parameters(config, pooler=False):\n"
+                              "    return 22_713_216 if pooler else 22_565_376\n"),
+    },
 }
 CHEAT_FAILS = {
     "01_mask_and_positional_encoding": {"mask_visible", "mask_hidden", "pe_visible", "pe_hidden"},
     "02_model_and_parameters": {"count_hidden"},
+    "06_transfer_at_scale": {"mapping_visible", "mapping_hidden", "bert_count_hidden"},
 }
 
 

@@ -10,16 +10,16 @@ from translab.paths import REPO_ROOT
 
 SOLUTIONS = sorted((REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
 POINTS = {"01_mask_and_positional_encoding": 8, "02_model_and_parameters": 17, "03_pretraining_and_generation": 6,
-          "04_transfer_experiment": 8, "05_masked_language_modeling": 9}
+          "04_transfer_experiment": 8, "05_masked_language_modeling": 9, "06_transfer_at_scale": 12}
 WRITTEN = {"written_mask_pe": 4, "written_heads": 2, "written_parameters": 6, "written_interpretation": 4,
-           "written_mlm": 4}
+           "written_mlm": 4, "written_scale": 4}
 
 
 def test_references_are_up_to_date_with_translab():
     assert references.stale() == [], "grader/references/ differ from translab: run `make references` and commit"
 
 
-def test_five_solution_notebooks():
+def test_six_solution_notebooks():
     assert [p.stem for p in SOLUTIONS] == list(POINTS)
 
 
@@ -47,7 +47,7 @@ def test_points_per_notebook(path):
 def test_written_weights_and_total():
     written = {gid: points for path in SOLUTIONS for gid, points, cell in _grades(path) if cell.cell_type == "markdown"}
     assert written == WRITTEN
-    assert sum(POINTS.values()) == 48
+    assert sum(POINTS.values()) == 60
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
