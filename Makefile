@@ -11,7 +11,7 @@ JOBS     ?= 1
 ARGS     ?=
 PORT     ?= 8888
 
-.PHONY: help setup browser data test test-fast lab release references autograde feedback grades collect \
+.PHONY: help setup browser data test test-fast lab release references autograde feedback grades report collect \
         pretrain tokenizer experiment bench clean
 
 help: ## list the targets
@@ -54,8 +54,11 @@ autograde: $(VENV)/.installed ## grade every submission in submitted/ (JOBS=N in
 feedback: $(VENV)/.installed ## write HTML feedback (hidden tests removed) to feedback/
 	$(PY) -m translab.grading feedback
 
-grades: $(VENV)/.installed ## export the gradebook to grades.csv
+grades: $(VENV)/.installed ## export the gradebook to grades.csv (per notebook and per task)
 	$(PY) -m translab.grading grades
+
+report: $(VENV)/.installed ## what to re-teach: reports/ (per task passed, misconceptions ranked; CSV and HTML)
+	$(PY) -m translab.grading report
 
 collect: $(VENV)/.installed ## unpack an LMS zip into submitted/: make collect ZIP=path/to/file.zip
 	@test -n "$(ZIP)" || { echo "usage: make collect ZIP=path/to/submissions.zip"; exit 2; }
@@ -74,4 +77,4 @@ bench: $(VENV)/.installed ## measure training throughput and autograde time into
 	$(PY) -m translab.bench
 
 clean: ## remove grading working folders (keeps .venv, data and artifacts)
-	rm -rf autograded feedback gradebook.db grades.csv .pytest_cache
+	rm -rf autograded feedback reports gradebook.db grades.csv .pytest_cache

@@ -149,7 +149,7 @@ def autograde_time(timeout: float = 1800) -> dict:
 
 
 def build_class(submitted: Path, course: Path, students: int, full_every: int = 3) -> dict:
-    """``students`` submissions: every ``full_every``-th the complete solutions (all five notebooks),
+    """``students`` submissions: every ``full_every``-th the complete solutions (every notebook),
     the others the corpus of broken and hostile cases in turn (``translab.corpus``).  Returns the mix."""
     from . import corpus
     from .grading import ASSIGNMENT
@@ -210,10 +210,12 @@ def isolation_overhead(students: int = 2, rounds: int = 2, timeout: float = 3600
     return {"students": students, "rounds": rounds, "submission": "the solution notebooks", "jobs": 1,
             "seconds": runs, "overhead_per_submission_s": round((sandboxed - plain) / students, 1),
             "overhead_ratio": round(sandboxed / plain, 3),
-            "isolation": ("rlimits, mount namespace, uid per student, network namespace (IPC transport)"
+            "isolation": ("rlimits; mount, IPC and network namespaces (IPC transport); read-only filesystem, "
+                          "hidden paths, 256 MB tmpfs for HOME and /tmp; a uid per student, checked for leftovers"
                           if os.geteuid() == 0 else
-                          "rlimits, user namespace: read-only filesystem, hidden paths, no network (where the "
-                          "machine allows user namespaces; rlimits only where it refuses them)")}
+                          "rlimits; a user namespace with mount, IPC and network namespaces: read-only filesystem, "
+                          "hidden paths, tmpfs HOME and /tmp, no network (where the machine allows user "
+                          "namespaces; rlimits only where it refuses them)")}
 
 
 def notebook_times(timeout: float = 3600) -> dict:

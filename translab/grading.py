@@ -24,6 +24,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -65,7 +66,9 @@ class HideHiddenTestTracebacks(NbGraderPreprocessor):
         if cell.cell_type == "code" and "BEGIN HIDDEN TESTS" in cell.source:
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
-                    output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
+                    # the message only; its machine-readable diagnosis line is for `make report`, not the student
+                    message = re.sub(r"\n?\[diagnosis: [^\]\n]*\]\s*$", "", output.get("evalue", ""))
+                    output["traceback"] = [f"{output.get('ename', 'Error')}: {message}"]
         return cell, resources
 
 
@@ -431,6 +434,7 @@ class StudentJob:
     index: int = 0
     uid: int | None = None
     work: Path | None = None
+    shared_folders: list[Path] | None = None  # where a uid could leave files (sandbox.world_writable_folders)
 
 
 def _grade_student(job: StudentJob) -> StudentResult:
@@ -506,7 +510,7 @@ def _clean_up_student(job: StudentJob, result: StudentResult) -> None:
             shutil.rmtree(folder, ignore_errors=True)
     if job.uid is not None:
         for _ in range(20):  # killed processes take a moment to go
-            result.leftovers = leftovers(job.uid, skip=job.work)
+            result.leftovers = leftovers(job.uid, job.shared_folders)
             if not result.leftovers:
                 break
             kill_leftovers(job.env)
@@ -606,6 +610,7 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
             env = _nbgrader_env({**extra_env, **kernel_sandbox.student_env(uids.uid(index), status)})
             return env, options(kernel_args + kernel_sandbox.student_args(work, index)), status
 
+        shared_folders = kernel_sandbox.world_writable_folders(skip=work) if sandbox else None
         canary_env, canary_args, _ = student_settings(len(names))
         canary = _Canary(root, work, canary_env, canary_args)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -615,7 +620,7 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
                 _sqlite_copy(main_db, db)
                 env, args, status = student_settings(index)
                 job = StudentJob(root, name, db, staged, status, env, args, student_timeout, index,
-                                 uids.uid(index) if sandbox else None, work)
+                                 uids.uid(index) if sandbox else None, work, shared_folders)
                 futures[pool.submit(_grade_student, job)] = db
             for future in as_completed(futures):
                 if future.cancelled():
@@ -669,8 +674,24 @@ def feedback(root: Path) -> list[Path]:
 
 
 def grades(root: Path, out: Path | None = None) -> Path:
-    """One row per student: the score of each notebook, the total, the maximum, manual grading left."""
+    """One row per student: the score of each notebook, the total, the maximum, manual grading left, then one
+    column per graded cell, ``<notebook>/<grade_id>`` (empty while a written answer awaits its manual grade)."""
+    import nbformat
     from nbgrader.api import Gradebook, MissingEntry
+
+    def task_order(notebook: str, names: list[str]) -> list[str]:
+        """The graded cells of a notebook in the source notebook's order (by name for cells it does not have)."""
+        order: list[str] = []
+        source = root / "solutions" / ASSIGNMENT / f"{notebook}.ipynb"
+        try:
+            for cell in nbformat.read(source, as_version=4).cells if source.exists() else ():
+                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                if grade_id in names and grade_id not in order:
+                    order.append(grade_id)
+        except Exception:  # noqa: BLE001 - an unreadable source only costs the order
+            order = []
+        return order + sorted(set(names) - set(order))
+
     out = Path(out) if out is not None else root / "grades.csv"
     db = root / "gradebook.db"
     if not db.exists():
@@ -678,6 +699,8 @@ def grades(root: Path, out: Path | None = None) -> Path:
     with Gradebook(f"sqlite:///{db}") as gradebook:
         assignment = gradebook.find_assignment(ASSIGNMENT)
         notebooks = sorted(nb.name for nb in assignment.notebooks)
+        tasks = [(nb.name, cell) for nb in sorted(assignment.notebooks, key=lambda nb: nb.name)
+                 for cell in task_order(nb.name, [c.name for c in nb.grade_cells])]
         rows = []
         for student in sorted(s.id for s in gradebook.students):
             try:
@@ -685,21 +708,29 @@ def grades(root: Path, out: Path | None = None) -> Path:
             except MissingEntry:
                 continue
             row = {"student_id": student}
+            cells = {}
             for name in notebooks:
                 try:
-                    row[name] = gradebook.find_submission_notebook(name, ASSIGNMENT, student).score
+                    notebook = gradebook.find_submission_notebook(name, ASSIGNMENT, student)
                 except MissingEntry:
                     row[name] = 0.0
+                    continue
+                row[name] = notebook.score
+                cells.update({(name, grade.name): grade.score for grade in notebook.grades})
             row.update(total=submission.score, max_score=submission.max_score,
                        auto_score=submission.code_score, written_score=submission.written_score,
                        needs_manual_grade=bool(submission.needs_manual_grade))
+            for name, cell in tasks:
+                score = cells.get((name, cell), 0.0)
+                row[f"{name}/{cell}"] = "" if score is None else score
             rows.append(row)
     with open(out, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=["student_id", *notebooks, "total", "max_score", "auto_score",
-                                                    "written_score", "needs_manual_grade"])
+                                                    "written_score", "needs_manual_grade",
+                                                    *(f"{name}/{cell}" for name, cell in tasks)])
         writer.writeheader()
         writer.writerows(rows)
-    print(f"wrote {out} ({len(rows)} students)")
+    print(f"wrote {out} ({len(rows)} students, {len(tasks)} tasks)")
     return out
 
 
@@ -744,6 +775,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("feedback", help="write feedback/ (HTML, hidden tests removed)")
     export = commands.add_parser("grades", help="write grades.csv, one row per student")
     export.add_argument("--out", type=Path)
+    commands.add_parser("report", help="reports/: per task who passed, the diagnosed misconceptions ranked (CSV, HTML)")
     zipped = commands.add_parser("collect", help="unpack an LMS zip into submitted/")
     zipped.add_argument("zip", type=Path)
     args, extra = parser.parse_known_args(argv)
@@ -802,6 +834,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"feedback {page.relative_to(root)}")
         elif args.command == "grades":
             grades(root, args.out)
+        elif args.command == "report":
+            from . import report
+            try:
+                print(report.summary(report.write(root)))
+            except FileNotFoundError as error:
+                raise GradingError(str(error)) from error
         elif args.command == "collect":
             collect(root, args.zip)
     except GradingError as error:

@@ -21,7 +21,8 @@ from .data import EOS_ID, PAD_ID
 from .paths import GRADER_DIR
 
 NAMES = ("mask", "positional_encoding", "transformer", "heads", "model", "parameters",
-         "lm_targets", "lm_loss", "greedy", "accuracy", "transfer", "mlm_loss")
+         "lm_targets", "lm_loss", "greedy", "accuracy", "transfer", "mlm_loss",
+         "bert_base", "bert_mapping", "bert_parameters", "bert_classifier")
 
 MASK_SIZES = {"visible": [5], "hidden": [1, 7, 13]}
 PE_CONFIGS = {"visible": [(16, 50)], "hidden": [(6, 11), (48, 100)]}
@@ -170,26 +171,17 @@ def build_model() -> dict:
     return out
 
 
+PARAMETER_VARIANTS = ("no_biases", "no_layer_norms", "one_layer_norm", "no_out_projection", "attention_times_heads",
+                      "no_head", "no_embedding", "trainable_positional_encoding", "one_layer", "qkv_once")
+
+
 def _variants(cfg: dict) -> dict:
-    """The parameter count and its usual wrong versions, by name."""
-    ntoken, nhid, nlayers, nhead = cfg["ntoken"], cfg["nhid"], cfg["nlayers"], cfg["nhead"]
-    ff, nclasses = cfg["dim_feedforward"], cfg["nclasses"]
-    out_dim = ntoken if nclasses is None else nclasses
-    right = P.count_parameters_formula(ntoken, nhid, nlayers, nhead, ff, nclasses)
-    linear_biases = 3 * nhid + nhid + ff + nhid  # in-projection, out-projection, the two feed-forward Linears
-    return {
-        "expected": right,
-        "no_biases": right - nlayers * linear_biases - out_dim,
-        "no_layer_norms": right - nlayers * 4 * nhid,
-        "one_layer_norm": right - nlayers * 2 * nhid,
-        "no_out_projection": right - nlayers * (nhid * nhid + nhid),
-        "attention_times_heads": right + nlayers * (nhead - 1) * (4 * nhid * nhid + 4 * nhid),
-        "no_head": right - (nhid * out_dim + out_dim),
-        "no_embedding": right - ntoken * nhid,
-        "trainable_positional_encoding": right + 5000 * nhid,
-        "one_layer": right - (nlayers - 1) * P.encoder_layer_parameters(nhid, ff),
-        "qkv_once": right - nlayers * (2 * nhid * nhid + 2 * nhid),
-    }
+    """The parameter count and its usual wrong versions, by name: the mistakes of ``translab.diagnosis`` applied to
+    the terms of ``translab.params`` (the checks diagnose by probing; these stay for the instructor's eyes)."""
+    from .diagnosis import mistaken_count
+    right = P.count_parameters_formula(cfg["ntoken"], cfg["nhid"], cfg["nlayers"], cfg["nhead"],
+                                       cfg["dim_feedforward"], cfg["nclasses"])
+    return {"expected": right, **{name: int(round(mistaken_count(cfg, f"count.{name}"))) for name in PARAMETER_VARIANTS}}
 
 
 def build_parameters() -> dict:
@@ -302,6 +294,233 @@ def build_mlm_loss() -> dict:
                                                             ignore_index=PAD_ID),
                       "all_positions": nn.functional.cross_entropy(lm(inputs, padding, causal=False).reshape(-1, cfg["ntoken"]),
                                                                    ids.reshape(-1))}
+    return out
+
+
+# ----------------------------------------------------------------- notebook 06: a real BERT
+
+# Small BERT shapes for the checks of BertBase and BertClassifier: the hidden ones change every size, the
+# LayerNorm epsilon, the number of token types, and use token types other than 0.
+BERT_CONFIGS = {
+    "visible": [dict(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                     max_position_embeddings=24, type_vocab_size=2)],
+    "hidden": [dict(vocab_size=41, hidden_size=24, num_hidden_layers=3, num_attention_heads=4, intermediate_size=40,
+                    max_position_embeddings=16, type_vocab_size=3, layer_norm_eps=1e-7),
+               dict(vocab_size=17, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8,
+                    max_position_embeddings=10, type_vocab_size=1)],
+}
+BERT_CLASSES = {"visible": [2], "hidden": [3, 5]}
+# A checkpoint of another shape for the hidden check of the weight mapping (a fixed layer count fails it).
+BERT_SYNTHETIC = dict(vocab_size=40, hidden_size=12, num_hidden_layers=3, num_attention_heads=3, intermediate_size=20,
+                      max_position_embeddings=16, type_vocab_size=2)
+# Sentences run through the real checkpoint.  The visible ones are the notebook's; the hidden ones are never shown
+# (only their token ids are stored), one of them a sentence pair with token types 0 and 1.
+BERT_SENTENCES = {
+    "visible": ["a gorgeous , witty , seductive movie .", "the plot is a mess and the jokes fall flat .",
+                "he drove to the stadium ."],
+    "hidden": ["an uneven but often touching portrait of two brothers .",
+               "nothing here rings true , least of all the ending .",
+               "quiet , patient and quite beautiful .",
+               "i wanted to like it more than i did .",
+               ("was the soundtrack any good ?", "it was the best thing in the film .")],
+}
+BERT_MAX_LENGTH = 64
+
+
+def _bert_config(fields: dict):
+    from .bert import BertConfig
+    return BertConfig(**fields)
+
+
+def _random_bert(config, seed: int):
+    """A BertEncoder with random weights, LayerNorms included (else a forgotten or swapped LayerNorm, still at
+    weight 1 and bias 0, could not be told from the right one), at a scale where every mistake shows."""
+    from .bert import BertEncoder
+    torch.manual_seed(seed)
+    model = BertEncoder(replace_config(config, initializer_range=0.2))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.dim() == 1:
+                param.add_(0.2 * torch.randn_like(param))
+    return model.eval()
+
+
+def replace_config(config, **changes):
+    from dataclasses import replace
+    return replace(config, **changes)
+
+
+def _bert_inputs(config, seed: int, lengths=(7, 4, 2)) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, config.vocab_size, (len(lengths), max(lengths)), generator=g)
+    padding = torch.zeros_like(ids, dtype=torch.bool)
+    types = torch.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        ids[row, length:] = 0
+        padding[row, length:] = True
+        if config.type_vocab_size > 1:  # a second segment, of a type other than 0
+            types[row, length // 2:length] = torch.randint(1, config.type_vocab_size, (1,), generator=g)
+    return ids, padding, types
+
+
+@torch.no_grad()
+def _bert_base_variants(model, ids, padding, types) -> dict:
+    """What a BertBase outputs when it gets one of BERT's differences from part 2 wrong, by name."""
+    import torch.nn.functional as F
+    config = model.config
+    d = config.hidden_size
+    positions = model.position_embeddings(torch.arange(ids.size(1)))
+    word, kind = model.word_embeddings(ids), model.token_type_embeddings(types)
+
+    def encoder_like(**changes):
+        settings = {"activation": "gelu", "layer_norm_eps": config.layer_norm_eps, "norm_first": False, **changes}
+        layer = nn.TransformerEncoderLayer(d, config.num_attention_heads, config.intermediate_size,
+                                           config.hidden_dropout_prob, batch_first=True, **settings)
+        encoder = nn.TransformerEncoder(layer, config.num_hidden_layers, enable_nested_tensor=False)
+        encoder.load_state_dict(model.encoder.state_dict())
+        return encoder.eval()
+
+    def run(x, encoder=model.encoder, mask=padding):
+        return encoder(x, src_key_padding_mask=mask)
+
+    norm = model.embedding_norm
+    return {
+        "scaled": run(norm(word * math.sqrt(d) + positions + kind)),
+        "no_embedding_norm": run(word + positions + kind),
+        "no_positions": run(norm(word + kind)),
+        "no_token_types": run(norm(word + positions)),
+        "types_ignored": run(norm(word + positions + model.token_type_embeddings(torch.zeros_like(types)))),
+        "relu": run(norm(word + positions + kind), encoder_like(activation="relu")),
+        "tanh_gelu": run(norm(word + positions + kind),
+                         encoder_like(activation=lambda t: F.gelu(t, approximate="tanh"))),
+        "pre_ln": run(norm(word + positions + kind), encoder_like(norm_first=True)),
+        "no_padding_mask": run(norm(word + positions + kind), mask=None),
+    }
+
+
+@torch.no_grad()
+def build_bert_base() -> dict:
+    out = {}
+    for split, configs in BERT_CONFIGS.items():
+        out[split] = []
+        for i, fields in enumerate(configs):
+            config = _bert_config(fields)
+            model = _random_bert(config, 3000 + 10 * i + (split == "hidden"))
+            ids, padding, types = _bert_inputs(config, 3100 + 10 * i + (split == "hidden"))
+            out[split].append({"config": fields, "state_dict": _state(model), "ids": ids, "padding": padding,
+                               "types": types, "expected": model(ids, padding, types),
+                               "expected_no_masks": model(ids), **_bert_base_variants(model, ids, padding, types)})
+    return out
+
+
+def to_checkpoint(model) -> dict:
+    """The inverse of the weight mapping: a BertEncoder's weights under the checkpoint's names, plus the two
+    tensors a checkpoint has that the encoder does not use (``position_ids`` and the pooler)."""
+    from .bert import weight_mapping
+    params = dict(model.named_parameters())
+    checkpoint = {}
+    for name, keys in weight_mapping(model.config).items():
+        for key, part in zip(keys, params[name].detach().chunk(len(keys))):
+            checkpoint[key] = part.clone()
+    d = model.config.hidden_size
+    g = torch.Generator().manual_seed(d)
+    checkpoint.update({"embeddings.position_ids": torch.arange(model.config.max_position_embeddings)[None],
+                       "pooler.dense.weight": torch.randn(d, d, generator=g), "pooler.dense.bias": torch.randn(d, generator=g)})
+    return checkpoint
+
+
+@torch.no_grad()
+def build_bert_mapping() -> dict:
+    """Outputs of the real all-MiniLM-L6-v2 (loaded by translab's mapping) on the visible and hidden sentences,
+    and, hidden, a small checkpoint of another shape with its outputs.  Only token ids are stored."""
+    from .bert import load_minilm, tokenize
+    minilm, tokenizer = load_minilm(max_length=BERT_MAX_LENGTH)
+    out = {}
+    for split, sentences in BERT_SENTENCES.items():
+        single = [s for s in sentences if isinstance(s, str)]
+        pairs = [s for s in sentences if not isinstance(s, str)]
+        encodings = tokenizer.encode_batch(single + pairs)
+        ids, padding, types = tokenize(tokenizer, single) if not pairs else (
+            torch.tensor([e.ids for e in encodings]), torch.tensor([e.attention_mask for e in encodings]) == 0,
+            torch.tensor([e.type_ids for e in encodings]))
+        out[split] = [{"config": None, "checkpoint": None, "ids": ids, "padding": padding, "types": types,
+                       "expected": minilm(ids, padding, types)}]
+    config = _bert_config(BERT_SYNTHETIC)
+    model = _random_bert(config, 3300)
+    ids, padding, types = _bert_inputs(config, 3301, lengths=(9, 5, 3, 9))
+    out["hidden"].append({"config": BERT_SYNTHETIC, "checkpoint": to_checkpoint(model), "ids": ids, "padding": padding,
+                          "types": types, "expected": model(ids, padding, types)})
+    return out
+
+
+def _bert_count_variants(fields: dict, pooler: bool) -> dict:
+    """The parameter count of a BERT encoder and its usual wrong versions, by name."""
+    from .bert import count_parameters_formula
+    config = _bert_config(fields)
+    d, f, layers, heads = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.num_attention_heads
+    right = count_parameters_formula(config, pooler)
+    layer = count_parameters_formula(replace_config(config, num_hidden_layers=1)) \
+        - count_parameters_formula(replace_config(config, num_hidden_layers=0))
+    return {
+        "config": fields, "pooler": pooler, "expected": right,
+        "pooler_flipped": count_parameters_formula(config, not pooler),
+        "no_biases": right - layers * (3 * d + d + f + d) - (d if pooler else 0),
+        "no_layer_norms": right - layers * 4 * d,
+        "one_layer_norm": right - layers * 2 * d,
+        "no_embedding_norm": right - 2 * d,
+        "no_position_embeddings": right - config.max_position_embeddings * d,
+        "no_token_types": right - config.type_vocab_size * d,
+        "position_ids_counted": right + config.max_position_embeddings,
+        "feed_forward_of_width_d": count_parameters_formula(replace_config(config, intermediate_size=d), pooler),
+        "attention_times_heads": right + layers * (heads - 1) * (4 * d * d + 4 * d),
+        "qkv_once": right - layers * (2 * d * d + 2 * d),
+        "no_out_projection": right - layers * (d * d + d),
+        "one_layer": right - (layers - 1) * layer,
+    }
+
+
+BERT_COUNT_CONFIGS = {
+    "visible": [dict()],  # all-MiniLM-L6-v2 itself (BertConfig's defaults)
+    "hidden": [BERT_CONFIGS["hidden"][0], BERT_SYNTHETIC,
+               dict(vocab_size=28996, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                    intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)],
+}
+
+
+def build_bert_parameters() -> dict:
+    return {split: [_bert_count_variants(fields, pooler) for fields in configs for pooler in (False, True)]
+            for split, configs in BERT_COUNT_CONFIGS.items()}
+
+
+@torch.no_grad()
+def build_bert_classifier() -> dict:
+    from .bert import BertClassifier, mean_pool
+    out = {}
+    for split, configs in BERT_CONFIGS.items():
+        out[split] = []
+        for i, (fields, nclasses) in enumerate(zip(configs, BERT_CLASSES[split])):
+            config = _bert_config(fields)
+            encoder = _random_bert(config, 3400 + 10 * i + (split == "hidden"))
+            torch.manual_seed(3500 + i)
+            classifier = BertClassifier(encoder, nclasses).eval()
+            ids, padding, types = _bert_inputs(config, 3600 + 10 * i + (split == "hidden"), lengths=(6, 2, 4, 6))
+            hidden = encoder(ids, padding, types)
+            head = classifier.head
+            lengths = (~padding).sum(dim=1)
+            keep = (~padding).unsqueeze(-1).float()
+            out[split].append({
+                "config": fields, "nclasses": nclasses, "encoder_state": _state(encoder),
+                "head_state": _state(head), "ids": ids, "padding": padding, "types": types,
+                "expected": classifier(ids, padding, types), "expected_no_masks": classifier(ids),
+                "mean_with_padding": head(hidden.mean(dim=1)),
+                "first_token": head(hidden[:, 0]),
+                "last_real_token": head(hidden[torch.arange(len(ids)), lengths - 1]),
+                "last_position": head(hidden[:, -1]),
+                "sum": head((hidden * keep).sum(dim=1)),
+                "max": head(hidden.masked_fill(padding.unsqueeze(-1), float("-inf")).max(dim=1).values),
+                "no_padding_mask": head(mean_pool(encoder(ids, None, types), padding)),
+                "types_ignored": head(mean_pool(encoder(ids, padding), padding)),
+            })
     return out
 
 

@@ -150,6 +150,7 @@ def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
             assert scores[(notebook, cell)][0] == 0, (notebook, cell, scores[(notebook, cell)])
     # hard-coding the two visible numbers passes the visible check, not the hidden one
     assert scores[("02_model_and_parameters", "count_visible")][0] == 1
+    assert scores[("06_transfer_at_scale", "bert_count_visible")][0] == 1
     text = _feedback_text(root, "mallory", "01_mask_and_positional_encoding")
     assert "calls translab&#39;s own" in text or "calls translab's own" in text
 
@@ -164,6 +165,33 @@ def test_grades_csv_has_one_row_per_student(course):
     assert float(by_student["blank"]["total"]) == 0
     assert float(by_student["alice"]["max_score"]) == float(by_student["blank"]["max_score"])
     assert float(by_student[BOB]["auto_score"]) < float(by_student["alice"]["auto_score"])
+
+
+def test_grades_csv_has_one_column_per_task(course):
+    """Besides the per-notebook totals, one column per graded cell, ``<notebook>/<grade_id>``, in notebook order;
+    a student's task scores add up to the notebook's score."""
+    root, _ = course
+    with open(root / "grades.csv", newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        rows = {row["student_id"]: row for row in reader}
+        columns = reader.fieldnames
+    scores = cell_scores(root, "alice")
+    tasks = [f"{notebook}/{cell}" for notebook, cell in scores]
+    assert sorted(c for c in columns if "/" in c) == sorted(tasks)
+    assert columns.index("01_mask_and_positional_encoding/mask_visible") < \
+        columns.index("01_mask_and_positional_encoding/mask_hidden") < \
+        columns.index("01_mask_and_positional_encoding/pe_visible")
+    for student, row in rows.items():
+        for notebook in NOTEBOOKS:
+            total = sum(float(row[c] or 0) for c in columns if c.startswith(f"{notebook}/"))
+            assert total == pytest.approx(float(row[notebook])), (student, notebook)
+    lost = {(nb, cell) for nb, cells in MISTAKE_CELLS.items() for cell in cells}
+    for (notebook, cell), (score, max_score, is_code) in cell_scores(root, BOB).items():
+        if is_code:
+            assert float(rows[BOB][f"{notebook}/{cell}"]) == (0 if (notebook, cell) in lost else max_score)
+    assert float(rows["alice"]["02_model_and_parameters/count_hidden"]) == 1
+    assert float(rows["mallory"]["02_model_and_parameters/count_visible"]) == 1
+    assert float(rows["mallory"]["02_model_and_parameters/count_hidden"]) == 0
 
 
 def test_grading_commands_are_idempotent(course):

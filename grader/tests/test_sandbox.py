@@ -300,7 +300,7 @@ def test_the_kernel_leaves_nothing_behind_and_cannot_fill_the_disk(course):
     assert f"{0x7a11ab:d}" not in segments.split(), "a SysV segment outlived the kernel"
     assert not Path("/run/lock/translab-student").exists()
     if os.geteuid() == 0:
-        assert sandbox.leftovers(STUDENT_UID, skip=course[1]) == []
+        assert sandbox.leftovers(STUDENT_UID, sandbox.world_writable_folders(skip=course[1])) == []
 
 
 @ROOT_ONLY
@@ -325,3 +325,17 @@ def test_a_failed_start_is_reported_in_the_status_folder_not_in_the_output(cours
     assert done.returncode == 1
     records = sandbox.launch_records(status)
     assert records[-1]["ok"] is False and records[-1]["stage"] == "exec" and "FileNotFoundError" in records[-1]["error"]
+
+
+@ROOT_ONLY
+def test_leftovers_finds_what_a_uid_left_in_a_world_writable_folder(tmp_path):
+    shared = Path(tempfile.mkdtemp(prefix="translab-test-shared-", dir="/tmp"))
+    try:
+        os.chmod(shared, 0o1777)
+        (shared / "left.txt").write_text("x")
+        os.chown(shared / "left.txt", STUDENT_UID, STUDENT_UID)
+        folders = sandbox.world_writable_folders()
+        assert shared in folders
+        assert sandbox.leftovers(STUDENT_UID, folders) == [str(shared / "left.txt")]
+    finally:
+        shutil.rmtree(shared)

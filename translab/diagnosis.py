@@ -1,0 +1,470 @@
+"""What a wrong answer most likely got wrong, for the checks' feedback (``translab.checks``) and the report.
+
+Parameter counts are diagnosed by structure.  The right count is the sum of ``translab.params.TERMS``; the usual
+mistakes (``COUNT_MISTAKES``) leave terms out, count extra ones, scale some by nlayers or nhead or size them with
+the wrong variable.  ``explain_counts`` finds the smallest combinations of mistakes that give exactly the numbers a
+student's formula gives at several configurations (``PROBES``: sizes chosen so that the terms separate), and
+returns every combination of that size: numerically identical explanations are stated together.
+
+Every misconception a check names has a stable key (``KEYS`` and the count mistakes' keys): a failing check
+ends its error value with ``[diagnosis: key ...]`` (alternatives that give identical numbers joined by ``|``), which
+``translab.report`` counts.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .params import TERMS, TERM_KEYS, term_sizes
+
+# ----------------------------------------------------------------- the parameter count
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One way to get the count wrong.  ``omit``: the terms are left out; ``extra``: ``extra(cfg)`` parameters are
+    added; ``scale``: each term is multiplied by ``factor(cfg, term)`` (per layer instead of once, by nhead, another
+    variable in place of the right one)."""
+    key: str
+    text: str
+    kind: str
+    terms: tuple[str, ...] = ()
+    factor: Callable | None = field(default=None, compare=False)
+    extra: Callable | None = field(default=None, compare=False)
+
+
+def _keys(**where) -> tuple[str, ...]:
+    return tuple(t.key for t in TERMS if all(getattr(t, name) == value for name, value in where.items()))
+
+
+def _outputs(cfg: dict) -> int:
+    return cfg["ntoken"] if cfg.get("nclasses") is None else cfg["nclasses"]
+
+
+LINEAR_BIASES = tuple(t.key for t in TERMS if t.kind == "bias" and t.component != "layer_norm")
+LAYER_TERMS = _keys(per_layer=True)
+ATTENTION = _keys(component="attention")
+FEED_FORWARD = _keys(component="feed_forward")
+LAYER_NORMS = _keys(component="layer_norm")
+HEAD = _keys(component="head")
+WHY_NHEAD = ("the number of heads does not change the count: the heads split nhid into nhead slices of nhid/nhead, "
+             "so the Q, K, V and out-projections stay nhid x nhid whatever nhead is")
+
+
+def _omit(key, text, terms) -> Mistake:
+    return Mistake(f"count.{key}", text, "omit", tuple(terms))
+
+
+def _scale(key, text, terms, factor) -> Mistake:
+    return Mistake(f"count.{key}", text, "scale", tuple(terms), factor=factor)
+
+
+def _nhead_mistakes() -> list[Mistake]:
+    groups = {"the attention (in- and out-projection, weights and biases) is": ATTENTION,
+              "the Q, K, V in-projection is": ("in_proj.weight", "in_proj.bias"),
+              "the attention weights are": ("in_proj.weight", "out_proj.weight"),
+              "the out-projection is": ("out_proj.weight", "out_proj.bias"),
+              "the feed-forward is": FEED_FORWARD, "the LayerNorms are": LAYER_NORMS,
+              "each encoder layer is": LAYER_TERMS}
+    factors = {"multiplied by nhead": lambda c, t: c["nhead"], "divided by nhead": lambda c, t: 1 / c["nhead"],
+               "multiplied by nhead/2 (right only when nhead = 2)": lambda c, t: c["nhead"] / 2,
+               "multiplied by 2/nhead (right only when nhead = 2)": lambda c, t: 2 / c["nhead"]}
+    out = []
+    for label, terms in groups.items():
+        for how, factor in factors.items():
+            out.append(_scale("depends_on_nhead", f"{label} {how}; {WHY_NHEAD}", terms, factor))
+    return out
+
+
+def _term_factor(term_key: str, variable: str, replacement: Callable) -> Callable:
+    """Factor that sizes a term with ``replacement(cfg)`` in place of ``variable``."""
+    term = next(t for t in TERMS if t.key == term_key)
+
+    def factor(cfg, _key):
+        right = cfg[variable] if variable != "outputs" else _outputs(cfg)
+        return (replacement(cfg) / right) ** term.factors.count(variable)
+    return factor
+
+
+def _replace(key, text, terms, variable, replacement) -> Mistake:
+    factors = {t: _term_factor(t, variable, replacement) for t in terms}
+    return _scale(key, text, terms, lambda cfg, t: factors[t](cfg, t))
+
+
+COUNT_MISTAKES: tuple[Mistake, ...] = (
+    _omit("no_biases", "weights counted without biases: every nn.Linear has a bias (Q, K, V in-projection: 3*nhid, "
+          "out-projection: nhid, feed-forward: dim_feedforward + nhid, head: its number of outputs)", LINEAR_BIASES),
+    _omit("no_layer_norms", "the two LayerNorms of each layer are missing (each has a weight and a bias of size nhid: "
+          "4*nhid per layer)", LAYER_NORMS),
+    _omit("layer_norm_as_nhid", "each LayerNorm counted as nhid: it has a weight AND a bias, 2*nhid, so the two "
+          "LayerNorms of a layer make 4*nhid", ("norm1.bias", "norm2.bias")),
+    _omit("one_layer_norm", "only one LayerNorm per layer; an encoder layer has two (after attention, after "
+          "feed-forward), 2*nhid each", ("norm2.weight", "norm2.bias")),
+    _omit("no_attention_biases", "the attention's biases are missing: in_proj_bias (3*nhid) and the out-projection's "
+          "bias (nhid), per layer", ("in_proj.bias", "out_proj.bias")),
+    _omit("no_feed_forward_biases", "the feed-forward's biases are missing: linear1's (dim_feedforward) and linear2's "
+          "(nhid), per layer", ("linear1.bias", "linear2.bias")),
+    _omit("no_out_projection", "the attention output projection is missing (nhid*nhid + nhid per layer)",
+          ("out_proj.weight", "out_proj.bias")),
+    _scale("qkv_once", "one projection counted instead of three (Q, K and V each have nhid*nhid + nhid)",
+           ("in_proj.weight", "in_proj.bias"), lambda c, t: 1 / 3),
+    _scale("attention_times_heads", "the attention is multiplied by the number of heads; " + WHY_NHEAD,
+           ATTENTION, lambda c, t: c["nhead"]),
+    _omit("no_attention", "the attention (in- and out-projection: 4*(nhid*nhid + nhid) per layer) is missing", ATTENTION),
+    _omit("no_feed_forward", "the feed-forward (nhid*ff + ff + ff*nhid + nhid per layer) is missing", FEED_FORWARD),
+    _omit("no_head", "the head (nhid*outputs + outputs) is missing", HEAD),
+    _omit("no_embedding", "the embedding (ntoken*nhid) is missing", ("embedding",)),
+    Mistake("count.trainable_positional_encoding", "the positional encoding is counted (max_len*nhid); it is a fixed "
+            "buffer (register_buffer), not a parameter", "extra", extra=lambda c: 5000 * c["nhid"]),
+    _scale("one_layer", "only one encoder layer counted; multiply by nlayers", LAYER_TERMS, lambda c, t: 1 / c["nlayers"]),
+    _scale("layer_norms_once", "the LayerNorms counted once, not in every layer (each layer has its own two)",
+           LAYER_NORMS, lambda c, t: 1 / c["nlayers"]),
+    _scale("attention_once", "the attention counted once, not in every layer (each layer has its own)",
+           ATTENTION, lambda c, t: 1 / c["nlayers"]),
+    _scale("feed_forward_once", "the feed-forward counted once, not in every layer (each layer has its own)",
+           FEED_FORWARD, lambda c, t: 1 / c["nlayers"]),
+    _scale("embedding_per_layer", "the embedding counted in every layer; there is one embedding, before the layers",
+           ("embedding",), lambda c, t: c["nlayers"]),
+    _scale("head_per_layer", "the head counted in every layer; there is one head, after the layers", HEAD,
+           lambda c, t: c["nlayers"]),
+    _replace("feed_forward_width_nhid", "the feed-forward counted with width nhid: its hidden size is "
+             "dim_feedforward (nhid -> dim_feedforward -> nhid)", FEED_FORWARD, "dim_feedforward", lambda c: c["nhid"]),
+    _replace("head_ignores_nclasses", "the head always has ntoken outputs; a classifier's head has nclasses "
+             "(ntoken only for the language-model head, nclasses=None)", HEAD, "outputs", lambda c: c["ntoken"]),
+    *_nhead_mistakes(),
+    *(_omit(f"missing.{t.key}", f"{t.label} is missing ({t.formula})", (t.key,)) for t in TERMS),
+)
+MISTAKES_BY_KEY = {}
+for _mistake in COUNT_MISTAKES:
+    MISTAKES_BY_KEY.setdefault(_mistake.key, _mistake)
+
+# Configurations at which a student's count_parameters is tried: distinct, mostly prime sizes (nhid a multiple
+# of nhead), so that the terms separate; the last four differ only in nhead.
+PROBES: tuple[dict, ...] = (
+    dict(ntoken=101, nhid=26, nlayers=3, nhead=2, dim_feedforward=34, nclasses=7),
+    dict(ntoken=53, nhid=33, nlayers=5, nhead=3, dim_feedforward=19, nclasses=None),
+    dict(ntoken=71, nhid=35, nlayers=2, nhead=5, dim_feedforward=43, nclasses=11),
+    dict(ntoken=29, nhid=22, nlayers=7, nhead=1, dim_feedforward=17, nclasses=3),
+    dict(ntoken=113, nhid=28, nlayers=4, nhead=4, dim_feedforward=23, nclasses=None),
+    dict(ntoken=47, nhid=39, nlayers=6, nhead=3, dim_feedforward=29, nclasses=5),
+    dict(ntoken=61, nhid=60, nlayers=3, nhead=1, dim_feedforward=37, nclasses=2),
+    dict(ntoken=61, nhid=60, nlayers=3, nhead=2, dim_feedforward=37, nclasses=2),
+    dict(ntoken=61, nhid=60, nlayers=3, nhead=4, dim_feedforward=37, nclasses=2),
+    dict(ntoken=61, nhid=60, nlayers=3, nhead=5, dim_feedforward=37, nclasses=2),
+)
+NHEAD_PROBES = PROBES[-4:]
+
+
+def _sizes(cfg: dict) -> list[float]:
+    sizes = term_sizes(cfg["ntoken"], cfg["nhid"], cfg["nlayers"], cfg["nhead"], cfg["dim_feedforward"],
+                       cfg.get("nclasses"))
+    return [float(sizes[key]) for key in TERM_KEYS]
+
+
+def right_count(cfg: dict) -> int:
+    return int(sum(_sizes(cfg)))
+
+
+def mistaken_count(cfg: dict, *keys: str) -> float:
+    """The count a formula with these mistakes (keys of ``COUNT_MISTAKES``) gives at ``cfg``."""
+    return _count(cfg, [MISTAKES_BY_KEY[key] for key in keys])
+
+
+def _count(cfg: dict, mistakes) -> float:
+    sizes = dict(zip(TERM_KEYS, _sizes(cfg)))
+    multiplier = dict.fromkeys(TERM_KEYS, 1.0)
+    extra = 0.0
+    for mistake in mistakes:
+        if mistake.kind == "omit":
+            for key in mistake.terms:
+                multiplier[key] = 0.0
+        elif mistake.kind == "scale":
+            for key in mistake.terms:
+                multiplier[key] *= mistake.factor(cfg, key)
+        else:
+            extra += mistake.extra(cfg)
+    return sum(multiplier[k] * sizes[k] for k in TERM_KEYS) + extra
+
+
+def explain_counts(configs: list[dict], found: list[float], max_mistakes: int = 6, limit: int = 6,
+                   slack: int = 0):
+    """The smallest combinations of ``COUNT_MISTAKES`` that give exactly ``found`` at ``configs``.
+
+    Returns (explanations, total): up to ``limit`` tuples of mistakes (fewest mistakes first, then the most
+    plausible), and how many combinations fit.  With ``slack``, combinations of up to ``slack`` more mistakes than
+    the smallest are included.  ([], 0) when none fits; [()] when the counts are right."""
+    import numpy as np
+
+    sizes = np.array([_sizes(cfg) for cfg in configs])                      # configs x terms
+    target = np.array([float(v) for v in found])
+    if np.allclose(target, sizes.sum(1), rtol=0, atol=1e-6):
+        return [()], 1
+    index = {key: i for i, key in enumerate(TERM_KEYS)}
+    additive = [m for m in COUNT_MISTAKES if m.kind in ("omit", "extra")]
+    modifiers = [m for m in COUNT_MISTAKES if m.kind == "scale"]
+    order = {id(m): i for i, m in enumerate(COUNT_MISTAKES)}
+    # configurations that differ only in nhead and get the same count: the formula does not use nhead
+    families: dict = {}
+    for cfg, value in zip(configs, target):
+        families.setdefault(tuple((k, v) for k, v in sorted(cfg.items()) if k != "nhead"), []).append(round(value, 6))
+    varied = [values for values in families.values() if len(values) > 1]
+    nhead_free = bool(varied) and all(len(set(values)) == 1 for values in varied)
+    # with one nhead throughout, a factor of nhead cannot be told from a constant: leave nhead out of it
+    nhead_free = nhead_free or len({cfg["nhead"] for cfg in configs}) == 1
+    halves = _halves(additive)
+    found_sets: list[tuple[int, tuple]] = []
+    best = max_mistakes + 1
+    for modifier in [None, *modifiers]:
+        multiplier = np.ones_like(sizes)
+        if modifier is not None:
+            for key in modifier.terms:
+                multiplier[:, index[key]] = [modifier.factor(cfg, key) for cfg in configs]
+            if np.allclose(multiplier, 1.0) or (nhead_free and modifier.key == "count.depends_on_nhead"):
+                continue
+        scaled = multiplier * sizes
+        need = target - scaled.sum(1)
+        budget = min(best + slack, max_mistakes) - (modifier is not None)
+        if budget < 0:
+            continue
+        vectors = np.array([-scaled[:, [index[k] for k in m.terms]].sum(1) if m.kind == "omit"
+                            else [m.extra(cfg) for cfg in configs] for m in additive], dtype=float)
+        for combo in _subsets_summing_to(halves, vectors, need, budget):
+            mistakes = tuple(sorted((additive[i] for i in combo), key=lambda m: order[id(m)]))
+            if modifier is not None:
+                omitted = set().union(*(m.terms for m in mistakes if m.kind == "omit")) if mistakes else set()
+                if not set(modifier.terms) - omitted:
+                    continue  # the modifier would change only terms that are left out anyway
+                mistakes = tuple(sorted((*mistakes, modifier), key=lambda m: order[id(m)]))
+            cost = len(mistakes)
+            best = min(best, cost)
+            found_sets.append((cost, sum(order[id(m)] for m in mistakes), mistakes))
+    found_sets = [(prior, mistakes) for cost, prior, mistakes in sorted(found_sets, key=lambda item: item[:2])
+                  if cost <= best + slack]
+    unique = {}
+    for prior, mistakes in found_sets:
+        unique.setdefault(tuple(m.text for m in mistakes), mistakes)
+    explanations = list(unique.values())
+    return explanations[:limit], len(explanations)
+
+
+def _halves(items) -> tuple[list[tuple[int, ...]], list[frozenset]]:
+    """Every set of up to 3 of ``items`` whose terms do not overlap (an extra counts as a term of its own)."""
+    terms = [frozenset(m.terms) or frozenset({m.key}) for m in items]
+    combos, used = [()], [frozenset()]
+    for size in (1, 2, 3):
+        for combo in itertools.combinations(range(len(items)), size):
+            parts = [terms[i] for i in combo]
+            union = frozenset().union(*parts)
+            if sum(len(p) for p in parts) == len(union):
+                combos.append(combo)
+                used.append(union)
+    return combos, used
+
+
+def _subsets_summing_to(halves, vectors, need, max_size: int):
+    """Index sets of disjoint items of at most ``max_size`` whose ``vectors`` sum to ``need``: meet in the middle
+    over two halves of up to 3 items each.  Items whose vector is 0 (no effect here) are never used."""
+    import numpy as np
+    combos, used = halves
+    useless = set(np.flatnonzero(np.all(np.abs(vectors) < 1e-9, axis=1)).tolist())
+    keep = [i for i, combo in enumerate(combos) if len(combo) <= max_size and not useless.intersection(combo)]
+    incidence = np.zeros((len(keep), len(vectors)))
+    for row, i in enumerate(keep):
+        incidence[row, list(combos[i])] = 1.0
+    sums = np.round(incidence @ vectors, 3) + 0.0  # + 0.0: no negative zeros in the keys
+    rest = np.round(need - incidence @ vectors, 3) + 0.0
+    table: dict = {}
+    for row in range(len(keep)):
+        table.setdefault(sums[row].tobytes(), []).append(keep[row])
+    out = set()
+    for row, i in enumerate(keep):
+        for j in table.get(rest[row].tobytes(), ()):
+            if used[i] & used[j] or set(combos[i]) & set(combos[j]):
+                continue
+            union = tuple(sorted(set(combos[i]) | set(combos[j])))
+            if len(union) <= max_size:
+                out.add(union)
+    return sorted(out, key=len)
+
+
+def _join(parts: list[str]) -> str:
+    if len(parts) == 1:
+        return parts[0]
+    return "; ".join(f"({i}) {p}" for i, p in enumerate(parts, 1))
+
+
+def describe_explanations(explanations, total: int) -> tuple[str, str]:
+    """(text for the student, diagnosis keys) of ``explain_counts``'s result."""
+    if not explanations or explanations == [()]:
+        return "", ""
+    common = [m for m in explanations[0] if all(m in e for e in explanations)]
+    rests = [[m for m in e if m not in common] for e in explanations]
+    parts = [m.text for m in common]
+    keys = [m.key for m in common]
+    alternatives = [r for r in rests if r]
+    if alternatives:
+        texts = [" and ".join(m.text for m in r) for r in alternatives]
+        more = total - len(explanations)
+        tail = f", or {more} other combination{'s' if more > 1 else ''} of the same size" if more > 0 else ""
+        parts.append(", equivalently ".join(texts) + tail +
+                     " (these give exactly the same numbers, so the check cannot tell them apart)")
+        keys.append("|".join(dict.fromkeys("+".join(m.key for m in r) for r in alternatives)))
+    n = len(parts)
+    lead = {1: "", 2: "two things at once: ", 3: "three things at once: "}.get(n, f"{n} things at once: ")
+    return lead + _join(parts), " ".join(dict.fromkeys(keys))
+
+
+# ----------------------------------------------------------------- keys of the other checks' diagnoses
+
+KEYS = {
+    "not_written": "the answer is not written yet (NotImplementedError)",
+    "calls_translab": "the answer calls translab's own implementation",
+    "raised": "the answer raised an exception",
+    "stderr_warning": "the answer printed a warning to stderr",
+    "wrong_type": "the answer returns the wrong type (not a tensor / not a number)",
+    "wrong_dtype": "the answer returns the wrong dtype",
+    "wrong_device": "the answer returns a tensor on another device",
+    "wrong_shape": "the answer returns the wrong shape",
+    "checker_error": "the check could not compare the answer (an unexpected kind of answer)",
+    "mask.ones": "a 'keep' mask of 1s on and below the diagonal instead of 0 / -inf",
+    "mask.zero_one": "a mask of 0 and 1 instead of 0 / -inf",
+    "mask.boolean": "a boolean mask instead of an additive float mask",
+    "mask.integer": "an integer mask (cannot hold -inf)",
+    "mask.diagonal_blocked": "the diagonal is blocked (triu without diagonal=1)",
+    "mask.blocks_past": "the mask blocks the past instead of the future (tril instead of triu)",
+    "mask.nonzero_allowed": "allowed positions are not 0",
+    "mask.finite_negative": "a large negative number instead of -inf",
+    "pe.trainable": "the positional encoding is a trainable parameter instead of a buffer",
+    "pe.dtype": "the positional-encoding table is not float32 (e.g. float64)",
+    "pe.sin_cos_swapped": "sin and cos swapped",
+    "pe.exponent_i": "exponent i/d_model instead of 2i/d_model",
+    "pe.base_100": "base 100 instead of 10000",
+    "pe.halves": "sin in the first half, cos in the second, instead of interleaved",
+    "pe.positions_from_1": "positions counted from 1 instead of 0",
+    "pe.rows_order": "table rows reversed or transposed",
+    "pe.multiplied": "the encoding multiplies the input instead of being added",
+    "pe.not_batch_first": "the encoding is added along the wrong axis (not batch-first)",
+    "model.load_state": "the model's parameter names or sizes do not fit the skeleton",
+    "model.no_scale": "embeddings not multiplied by sqrt(nhid)",
+    "model.no_positions": "positional encoding not applied",
+    "model.no_causal_mask": "src_mask not passed to the encoder",
+    "model.no_padding_mask": "src_key_padding_mask not passed to the encoder",
+    "model.masks_not_optional": "forward(src) without masks fails or differs",
+    "heads.lm_softmax": "the LM head applies a softmax",
+    "heads.last_position": "the classifier reads position -1 (padding for short sentences)",
+    "heads.first_position": "the classifier reads the first position",
+    "heads.mean": "the classifier averages over all positions, padding included",
+    "heads.no_padding_mask_default": "the classifier without a padding mask does not read the last position",
+    "model.not_registered": "Model does not register base and head as submodules",
+    "model.not_causal": "Model(src) is not causal",
+    "model.causal_false_masks": "causal=False still masks the future",
+    "count.not_a_number": "the count is not a number (a string, a non-integral float, ...)",
+    "count.depends_on_nhead": "the count depends on nhead",
+    "count.unexplained": "a wrong count that matches no known combination of mistakes",
+    "targets.copy": "targets equal inputs",
+    "targets.swapped": "inputs and targets swapped",
+    "loss.not_scalar": "the loss is not a scalar tensor",
+    "loss.detached": "the loss is detached from the graph",
+    "loss.softmax_first": "softmax applied before CrossEntropyLoss",
+    "loss.log_softmax_first": "log-softmax applied before CrossEntropyLoss (harmless, but not asked)",
+    "loss.padding_counted": "padding positions counted in the loss",
+    "loss.sum": "the loss is summed instead of averaged",
+    "greedy.returns_prompt": "greedy generation returns the prompt too",
+    "greedy.includes_eos": "greedy generation includes the end token",
+    "greedy.no_stop": "greedy generation does not stop at the end token",
+    "greedy.no_eval": "greedy generation without model.eval() (dropout on)",
+    "accuracy.count": "accuracy returned as a count",
+    "accuracy.percentage": "accuracy returned as a percentage",
+    "accuracy.no_padding_mask": "accuracy ignores the padding mask",
+    "accuracy.no_eval": "accuracy without model.eval() / no_grad",
+    "transfer.changes_lm": "transfer changes the pretrained LM",
+    "transfer.not_pretrained": "the classifier's base does not hold the pretrained weights",
+    "transfer.shared_weights": "the classifier shares weights with the pretrained LM (no deepcopy)",
+    "transfer.keeps_lm_head": "the classifier keeps the LM head",
+    "transfer.frozen": "some parameters are frozen",
+    "masking.in_place": "mask_tokens modifies ids in place",
+    "masking.special_chosen": "special tokens chosen for prediction",
+    "masking.special_changed": "special tokens changed in the inputs",
+    "masking.labels_everywhere": "every position has a label",
+    "masking.wrong_labels": "labels at chosen positions are not the original tokens",
+    "masking.unchosen_changed": "tokens that were not chosen were changed",
+    "masking.out_of_vocabulary": "inputs hold ids outside the vocabulary",
+    "masking.no_generator": "masking not reproducible with the generator",
+    "masking.fixed_choice": "the same choice of tokens for every seed",
+    "masking.rate": "the wrong share of tokens chosen",
+    "masking.all_masked": "every chosen token replaced by MASK (no 80/10/10)",
+    "masking.no_random": "the random 10 % is missing",
+    "masking.random_20": "20 % random, none unchanged",
+    "masking.split": "the 80/10/10 split is off",
+    "masking.few_random_ids": "random replacements use few distinct ids",
+    "mlm.causal": "the MLM loss uses the causal mask",
+    "mlm.all_positions": "the MLM loss is computed at every position",
+    "mlm.detached": "the MLM loss carries no gradient",
+}
+
+
+# Keys that say why a check could not judge the answer rather than what the student misunderstood.
+NOT_MISCONCEPTIONS = frozenset({"not_written", "calls_translab", "raised", "checker_error", "count.unexplained"})
+
+
+def describe(key: str) -> str | None:
+    """A short description of a diagnosis key, for the instructor's report (None if unknown)."""
+    if key in KEYS:
+        return KEYS[key]
+    if "|" in key:
+        parts = [describe(k) for k in key.split("|")]
+        return " = ".join(p for p in parts if p) or None
+    if "+" in key:
+        parts = [describe(k) for k in key.split("+")]
+        return " and ".join(p for p in parts if p) or None
+    mistake = MISTAKES_BY_KEY.get(key)
+    if mistake is not None:
+        return mistake.text.split(";")[0].split(":")[0] if key != "count.depends_on_nhead" else KEYS[key]
+    return None
+
+
+def is_valid_key(key: str) -> bool:
+    import re
+    return bool(re.fullmatch(r"[a-z0-9_.+|-]{1,200}", key))
+
+
+def close_enough(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=0, abs_tol=1e-6)
+
+
+# ----------------------------------------------------------------- locating an unexplained count error
+
+LOCATE_BASE = dict(ntoken=53, nhid=30, nlayers=3, nhead=2, dim_feedforward=41, nclasses=7)
+LOCATE_STEPS = dict(ntoken=59, nhid=42, nlayers=5, nhead=3, dim_feedforward=47, nclasses=11)
+WHERE = {"nlayers": "the encoder layers (it grows with nlayers)", "nclasses": "the head",
+         "ntoken": "the embedding (or the LM head)", "dim_feedforward": "the feed-forward",
+         "nhead": "a term that uses nhead (none should)", "nhid": "a term of size nhid"}
+
+
+def error_dependence(count: Callable[[dict], float | None]) -> list[str] | None:
+    """The variables that a wrong count's error changes with, one variable changed at a time from
+    ``LOCATE_BASE``; None when the count cannot be evaluated there."""
+    base = count(LOCATE_BASE)
+    if base is None:
+        return None
+    error = base - right_count(LOCATE_BASE)
+    changes = []
+    for variable, value in LOCATE_STEPS.items():
+        cfg = {**LOCATE_BASE, variable: value}
+        found = count(cfg)
+        if found is None:
+            return None
+        if not close_enough(found - right_count(cfg), error):
+            changes.append(variable)
+    return changes
+
+
+def locate_text(variables: list[str]) -> str:
+    if not variables:
+        return "the error is the same whatever the sizes: a constant is added or missing"
+    others = [v for v in LOCATE_STEPS if v not in variables]
+    places = [WHERE[v] for v in ("nlayers", "dim_feedforward", "nclasses", "ntoken", "nhead") if v in variables]
+    return (f"the error changes with {', '.join(variables)}" + (f" but not with {', '.join(others)}" if others else "")
+            + (f": look at {'; '.join(places)}" if places else ""))
