@@ -23,7 +23,7 @@ from translab.grading import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 LAB = sorted(path.stem for path in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
-MASK, MODEL, PRETRAIN, TRANSFER, MLM = LAB
+MASK, MODEL, PRETRAIN, TRANSFER, MLM, *_ = LAB
 WHEN = (2026, 11, 20, 14, 3, 0)
 REGULAR = stat.S_IFREG | 0o644
 
