@@ -468,3 +468,13 @@ def test_a_kernel_nbgrader_and_the_feedback_html_show_the_message_only(tmp_path)
     [failed] = result["failed"]
     assert _clean(failed["raw_error"]).startswith("CheckFailed: the mask for sz=5")
     assert not leaks(_clean(failed["raw_error"]))
+
+
+def test_a_formula_that_writes_nhid_for_the_feed_forward_width_fails_the_hidden_check():
+    """In the notebook dim_feedforward == nhid, so only the hidden configurations can catch this one."""
+    def nhid_for_feed_forward(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses=None):
+        outputs = ntoken if nclasses is None else nclasses
+        layer = 4 * nhid * nhid + 4 * nhid + 2 * (nhid * nhid + nhid) + 4 * nhid  # nhid where dim_feedforward belongs
+        return ntoken * nhid + nlayers * layer + nhid * outputs + outputs
+    checks.check_parameter_formula(nhid_for_feed_forward)  # the visible configuration cannot tell
+    failure(checks.check_parameter_formula, nhid_for_feed_forward, split="hidden")
