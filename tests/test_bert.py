@@ -12,7 +12,7 @@ from torch import nn
 
 from translab import data
 from translab.bert import (IGNORED_KEYS, BertConfig, BertEncoder, WeightMappingError, embed, load_pretrained_weights,
-                           load_tokenizer, mean_pool, tokenize, weight_mapping)
+                           load_tokenizer, mean_pool, to_checkpoint, tokenize, weight_mapping)
 
 SENTENCES = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
 PUBLISHED = (0.6660, 0.1046, 0.1411)  # cosine of (0, 1), (0, 2), (1, 2): sentence-transformers' model card
@@ -156,25 +156,13 @@ TINY = BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=2, num_attenti
                   max_position_embeddings=12, type_vocab_size=2)
 
 
-def as_checkpoint(model: BertEncoder) -> dict[str, torch.Tensor]:
-    """The inverse of the mapping: the model's weights under the checkpoint's names (plus the ignored keys)."""
-    params = dict(model.named_parameters())
-    sd = {}
-    for name, keys in weight_mapping(model.config).items():
-        for key, part in zip(keys, params[name].detach().chunk(len(keys))):
-            sd[key] = part.clone()
-    d = model.config.hidden_size
-    sd.update({"embeddings.position_ids": torch.arange(model.config.max_position_embeddings)[None],
-               "pooler.dense.weight": torch.zeros(d, d), "pooler.dense.bias": torch.zeros(d)})
-    assert set(IGNORED_KEYS) <= sd.keys()
-    return sd
-
-
 def test_round_trip_fills_every_parameter():
     torch.manual_seed(0)
     source = BertEncoder(TINY)
     target = BertEncoder(TINY)
-    load_pretrained_weights(target, as_checkpoint(source))
+    checkpoint = to_checkpoint(source)
+    assert set(IGNORED_KEYS) <= checkpoint.keys(), "a checkpoint carries the tensors the mapping ignores"
+    load_pretrained_weights(target, checkpoint)
     for (name, a), (_, b) in zip(source.named_parameters(), target.named_parameters()):
         assert torch.equal(a, b), name
 
@@ -191,7 +179,7 @@ def test_round_trip_fills_every_parameter():
 def test_a_checkpoint_that_does_not_fit_is_refused_by_name(edit, message):
     model = BertEncoder(TINY)
     before = [p.clone() for p in model.parameters()]
-    sd = as_checkpoint(BertEncoder(TINY))
+    sd = to_checkpoint(BertEncoder(TINY))
     edit(sd)
     with pytest.raises(WeightMappingError) as caught:
         load_pretrained_weights(model, sd)
@@ -203,7 +191,7 @@ def test_an_incomplete_mapping_is_refused_by_name():
     mapping = weight_mapping(TINY)
     del mapping["encoder.layers.1.norm2.bias"]
     with pytest.raises(WeightMappingError, match=r"nothing fills: encoder\.layers\.1\.norm2\.bias"):
-        load_pretrained_weights(BertEncoder(TINY), as_checkpoint(BertEncoder(TINY)), mapping)
+        load_pretrained_weights(BertEncoder(TINY), to_checkpoint(BertEncoder(TINY)), mapping)
 
 
 def test_building_and_running_writes_nothing_to_stderr(capfd):

@@ -14,7 +14,7 @@ from translab.bert import (BertClassifier, BertConfig, BertEncoder, MINILM_TRAIN
                            load_pretrained_weights, minilm_tokenizer, pretraining_comparison, sentence_batches)
 from translab.budget import FAST, FULL
 from translab.paths import RESULTS_DIR
-from translab.references import to_checkpoint
+from translab.bert import to_checkpoint
 
 matplotlib.use("Agg")
 TINY = BertConfig(vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,

@@ -150,6 +150,21 @@ class WeightMappingError(ValueError):
     """The checkpoint does not fit the model; the message lists every missing, unexpected and mis-shaped key."""
 
 
+def to_checkpoint(model) -> dict:
+    """The inverse of the weight mapping: a BertEncoder's weights under the checkpoint's names, plus the two
+    tensors a checkpoint has that the encoder does not use (``position_ids`` and the pooler)."""
+    params = dict(model.named_parameters())
+    checkpoint = {}
+    for name, keys in weight_mapping(model.config).items():
+        for key, part in zip(keys, params[name].detach().chunk(len(keys))):
+            checkpoint[key] = part.clone()
+    d = model.config.hidden_size
+    g = torch.Generator().manual_seed(d)
+    checkpoint.update({"embeddings.position_ids": torch.arange(model.config.max_position_embeddings)[None],
+                       "pooler.dense.weight": torch.randn(d, d, generator=g), "pooler.dense.bias": torch.randn(d, generator=g)})
+    return checkpoint
+
+
 def load_pretrained_weights(model: BertEncoder, state_dict: dict[str, torch.Tensor],
                             mapping: dict[str, tuple[str, ...]] | None = None) -> None:
     """Copy a BERT checkpoint into ``model``, strictly: every parameter filled exactly once, every checkpoint

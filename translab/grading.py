@@ -395,24 +395,6 @@ def _has_submission(db: Path, student: str) -> bool:
     return bool(_query(db, _SUBMISSION.format(db=""), {"student": student, "assignment": ASSIGNMENT}))
 
 
-def _flag(db: Path, student: str, notebooks: list[str], reason: str, zero: bool) -> None:
-    """Flag notebooks for the instructor (with ``zero``, their test cells score 0 first)."""
-    if notebooks:
-        _zero_and_flag(db, student, notebooks, reason) if zero else _flag_only(db, student, notebooks)
-
-
-def _flag_only(db: Path, student: str, notebooks: list[str]) -> None:
-    connection = sqlite3.connect(db, isolation_level=None)
-    try:
-        ids = (f"SELECT sn.id FROM submitted_notebook sn JOIN notebook n ON sn.notebook_id = n.id "
-               f"WHERE n.name = :notebook AND sn.assignment_id IN ({_SUBMISSION.format(db='')})")
-        for name in notebooks:
-            connection.execute(f"UPDATE submitted_notebook SET flagged = 1 WHERE id IN ({ids})",
-                               {"student": student, "assignment": ASSIGNMENT, "notebook": name})
-    finally:
-        connection.close()
-
-
 def _flagged_notebooks(db: Path, student: str) -> list[str]:
     rows = _query(db, "SELECT n.name FROM submitted_notebook sn JOIN notebook n ON sn.notebook_id = n.id "
                       f"WHERE sn.flagged = 1 AND sn.assignment_id IN ({_SUBMISSION.format(db='')})",
@@ -479,13 +461,14 @@ def _grade_student(job: StudentJob) -> StudentResult:
     if _has_submission(db, student):
         why = (f"its {job.budget:.0f} s time budget ran out" if result.budget_spent
                else "autograding could not run this notebook: see the autograde log")
-        _flag(db, student, result.failed_notebooks, why, zero=True)
-        _flag(db, student, refused_notebooks, "refused: not a plain file", zero=True)
+        for notebooks, reason in ((result.failed_notebooks, why), (refused_notebooks, "refused: not a plain file")):
+            if notebooks:
+                _zero_and_flag(db, student, notebooks, reason)
         result.flagged = _flagged_notebooks(db, student)
     if job.status is not None:
-        from .sandbox import kernel_output_tail, launch_records
+        from .sandbox import kernel_output_tail, launch_failures, launch_records
         records = launch_records(job.status)
-        result.launch_failures = [f"{r.get('stage')}: {r.get('error')}" for r in records if not r.get("ok")]
+        result.launch_failures = launch_failures(records)
         result.sandbox_modes = sorted({r["mode"] for r in records if r.get("ok") and r.get("mode")})
         outputs.append("launcher records (written outside the kernel's reach):\n" + "\n".join(map(json.dumps, records)))
         outputs.append("kernel stdout/stderr (student-controlled, never interpreted):\n" + kernel_output_tail(job.status))
@@ -546,7 +529,7 @@ class _Canary:
         return self.verdict
 
     def _grade(self) -> str | None:
-        from .sandbox import kill_leftovers, launch_records
+        from .sandbox import kill_leftovers, launch_failures, launch_records
         notebooks = sorted((self.root / "notebooks" / ASSIGNMENT).glob("*.ipynb")) or \
             sorted((self.root / "solutions" / ASSIGNMENT).glob("*.ipynb"))
         if not notebooks:
@@ -567,8 +550,7 @@ class _Canary:
             f"--CourseDirectory.submitted_directory={folder / 'submitted'}",
             f"--CourseDirectory.autograded_directory={folder / 'autograded'}", *self.args], env=self.env, timeout=300)
         kill_leftovers(self.env)
-        failed = [f"{r.get('stage')}: {r.get('error')}" for r in launch_records(Path(status)) if not r.get("ok")] \
-            if status else []
+        failed = launch_failures(launch_records(Path(status))) if status else []
         if returncode == 0 and not failed and _has_submission(db, CANARY):
             return None
         detail = "; ".join(failed) or "\n".join(output.strip().splitlines()[-15:])

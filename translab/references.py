@@ -415,27 +415,11 @@ def build_bert_base() -> dict:
     return out
 
 
-def to_checkpoint(model) -> dict:
-    """The inverse of the weight mapping: a BertEncoder's weights under the checkpoint's names, plus the two
-    tensors a checkpoint has that the encoder does not use (``position_ids`` and the pooler)."""
-    from .bert import weight_mapping
-    params = dict(model.named_parameters())
-    checkpoint = {}
-    for name, keys in weight_mapping(model.config).items():
-        for key, part in zip(keys, params[name].detach().chunk(len(keys))):
-            checkpoint[key] = part.clone()
-    d = model.config.hidden_size
-    g = torch.Generator().manual_seed(d)
-    checkpoint.update({"embeddings.position_ids": torch.arange(model.config.max_position_embeddings)[None],
-                       "pooler.dense.weight": torch.randn(d, d, generator=g), "pooler.dense.bias": torch.randn(d, generator=g)})
-    return checkpoint
-
-
 @torch.no_grad()
 def build_bert_mapping() -> dict:
     """Outputs of the real all-MiniLM-L6-v2 (loaded by translab's mapping) on the visible and hidden sentences,
     and, hidden, a small checkpoint of another shape with its outputs.  Only token ids are stored."""
-    from .bert import load_minilm, tokenize
+    from .bert import load_minilm, tokenize, to_checkpoint
     minilm, tokenizer = load_minilm(max_length=BERT_MAX_LENGTH)
     out = {}
     for split, sentences in BERT_SENTENCES.items():

@@ -207,6 +207,11 @@ def launch_records(status: Path) -> list[dict]:
     return records
 
 
+def launch_failures(records: list[dict]) -> list[str]:
+    """The kernel starts that failed, as ``stage: error``."""
+    return [f"{r.get('stage')}: {r.get('error')}" for r in records if not r.get("ok")]
+
+
 def kernel_output_tail(status: Path, limit: int = 4096) -> str:
     """The end of what the kernels wrote to their stdout/stderr (student-controlled text: shown, never parsed)."""
     parts = []
@@ -549,10 +554,10 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[li
     index = kernel.index("-f") + 1
     sockets = _socket_folder(kernel[index], args.work, uid if root else None)
     connection = Path(kernel[index]).read_bytes()  # nbgrader's runtime folder may be hidden below (root's home)
-    home = _new_home(uid, args.work)
     # no network only where nbgrader reaches the kernel through Unix sockets: over TCP it could not
     if not _private_namespace(network=sockets is not None, user=not root):
         return kernel, env, "limits only"
+    home = _new_home(uid, args.work)
     # Everything read-only (root's files and the instructor's alike: no world-writable lock folder or spool
     # to leave things in), the secrets hidden, then the few places the kernel writes: its sockets, and private
     # tmpfs of a bounded size for HOME, /tmp, /var/tmp and /dev/shm, which vanish with the kernel.
