@@ -43,26 +43,26 @@ lab: $(VENV)/.installed ## start JupyterLab on the student notebooks (prints the
 		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 release: $(VENV)/.installed ## regenerate the student notebooks from solutions/ (nbgrader generate_assignment)
-	$(PY) -m translab.grading release
+	$(PY) -m grader release
 
 references: $(VENV)/.installed ## regenerate grader/ reference tensors from translab
-	$(PY) -m translab.grading references
+	$(PY) -m grader references
 
 autograde: $(VENV)/.installed ## grade every submission in submitted/ (JOBS=N in parallel; ARGS=--Execute.timeout=120 ...)
-	$(PY) -m translab.grading autograde --jobs $(JOBS) $(ARGS)
+	$(PY) -m grader autograde --jobs $(JOBS) $(ARGS)
 
 feedback: $(VENV)/.installed ## write HTML feedback (hidden tests removed) to feedback/
-	$(PY) -m translab.grading feedback
+	$(PY) -m grader feedback
 
 grades: $(VENV)/.installed ## export the gradebook to grades.csv (per notebook and per task)
-	$(PY) -m translab.grading grades
+	$(PY) -m grader grades
 
 report: $(VENV)/.installed ## what to re-teach: reports/ (per task passed, misconceptions ranked; CSV and HTML)
-	$(PY) -m translab.grading report
+	$(PY) -m grader report
 
 collect: $(VENV)/.installed ## unpack an LMS zip into submitted/: make collect ZIP=path/to/file.zip
 	@test -n "$(ZIP)" || { echo "usage: make collect ZIP=path/to/submissions.zip"; exit 2; }
-	$(PY) -m translab.grading collect "$(ZIP)"
+	$(PY) -m grader collect "$(ZIP)"
 
 tokenizer: $(VENV)/.installed ## rebuild artifacts/tokenizer.model from the prepared corpus
 	$(PY) -m translab.data prepare && cp data/processed/tokenizer.model artifacts/tokenizer.model

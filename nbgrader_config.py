@@ -10,9 +10,9 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern,
                                     LimitOutput, SaveAutoGrades)
 
-from translab.execution import FlagIncidents, GuardedExecute
-from translab.grading import HideHiddenTestTracebacks
-from translab.sanitize import SanitizeStudentContent
+from grader.execution import FlagIncidents, GuardedExecute
+from grader.batch import HideHiddenTestTracebacks
+from grader.sanitize import SanitizeStudentContent
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
 

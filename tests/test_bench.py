@@ -34,7 +34,7 @@ def test_bare_loop_and_translab_loop_train_identically():
 def test_autograde_time_is_a_number_or_null_with_reason(monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "REPO_ROOT", tmp_path)
     result = bench.autograde_time()
-    assert result["seconds"] is None and "grading.py" in result["reason"]
+    assert result["seconds"] is None and "grader/batch.py" in result["reason"]
 
 
 def test_quick_bench_writes_sane_json(tmp_path):
@@ -56,7 +56,7 @@ def test_quick_bench_writes_sane_json(tmp_path):
 
 
 def test_a_class_mixes_complete_solutions_with_every_realistic_corpus_case(tmp_path):
-    from translab import corpus
+    from grader import corpus
     course = tmp_path / "course"
     bench._course_copy(course)
     realistic = [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]

@@ -8,7 +8,7 @@ Throughput is measured on the pretraining workload (the checkpoint's architectur
 32 x 64 real tokens): ``training.train_steps`` against a minimal loop written inline below, on
 identical copies of the model and optimizer and the same batches, in alternating rounds (the
 median round counts) so that a noisy neighbour hurts both alike.  Then fp32 against bf16
-autocast.  The autograde time is measured with ``translab.grading`` on a temporary copy of the
+autocast.  The autograde time is measured with ``grader.batch`` on a temporary copy of the
 course, or recorded as null with the reason when that cannot be done.
 """
 from __future__ import annotations
@@ -112,20 +112,20 @@ def _course_copy(dest: Path) -> dict:
 
 def _grading_ready() -> str | None:
     """Why grading cannot be measured here, or None."""
-    if not (REPO_ROOT / "translab" / "grading.py").exists():
-        return "translab/grading.py does not exist yet"
+    if not (REPO_ROOT / "grader" / "batch.py").exists():
+        return "grader/batch.py does not exist yet"
     missing = [name for name in ("nbgrader_config.py", "solutions", "grader") if not (REPO_ROOT / name).exists()]
     return f"course files missing: {', '.join(missing)}" if missing else None
 
 
 def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str) -> tuple[float | None, str]:
-    """Wall time of ``translab.grading autograde --jobs N [options]`` on the course from an empty gradebook,
+    """Wall time of ``grader.batch autograde --jobs N [options]`` on the course from an empty gradebook,
     or (None, reason)."""
     for leftover in ("gradebook.db", "autograded", "feedback"):
         path = course / leftover
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "translab.grading", "autograde", "--jobs", str(jobs), *options],
+    done = subprocess.run([sys.executable, "-m", "grader", "autograde", "--jobs", str(jobs), *options],
                           cwd=course, env=env, capture_output=True, text=True, timeout=timeout)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
@@ -135,7 +135,7 @@ def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str
 
 
 def autograde_time(timeout: float = 1800) -> dict:
-    """Wall time of ``python -m translab.grading autograde`` on one submission (the solutions),
+    """Wall time of ``python -m grader autograde`` on one submission (the solutions),
     in a temporary copy of the course; ``seconds`` is null with a reason if it cannot run."""
     reason = _grading_ready()
     if reason:
@@ -145,14 +145,14 @@ def autograde_time(timeout: float = 1800) -> dict:
         if seconds is None:
             return {"seconds": None, "reason": reason}
         return {"seconds": seconds, "submission": "the solution notebooks, one student",
-                "command": "python -m translab.grading autograde"}
+                "command": "python -m grader autograde"}
 
 
 def build_class(submitted: Path, course: Path, students: int, full_every: int = 3) -> dict:
     """``students`` submissions: every ``full_every``-th the complete solutions (every notebook),
-    the others the corpus of broken and hostile cases in turn (``translab.corpus``).  Returns the mix."""
-    from . import corpus
-    from .grading import ASSIGNMENT
+    the others the corpus of broken and hostile cases in turn (``grader.corpus``).  Returns the mix."""
+    from grader import corpus
+    from grader.batch import ASSIGNMENT
     cases = [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]  # those cost their budget each
     mix = {"complete_solutions": 0, **{case: 0 for case in cases}}
     for index in range(students):
@@ -182,7 +182,7 @@ def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600) -
     reason = _grading_ready()
     if reason:
         return {"students": students, "reason": reason}
-    result = {"students": students, "command": "python -m translab.grading autograde --jobs N", "runs": {}}
+    result = {"students": students, "command": "python -m grader autograde --jobs N", "runs": {}}
     with _class_course(students, full_every=3) as (course, env, result["mix"]):
         for count in jobs:
             seconds, reason = _autograde(course, env, count, timeout)

@@ -39,7 +39,7 @@ class CheckFailed(AssertionError):
     """A test cell's check failed; the message explains why.
 
     ``str(error)`` (nbgrader's ``evalue``) is the message and, when the check named the misconception, a last line
-    ``[diagnosis: key ...]`` (``translab.diagnosis``; ``translab.report`` counts them).  In a notebook the error
+    ``[diagnosis: key ...]`` (``translab.diagnosis``; ``grader.report`` counts them).  In a notebook the error
     renders as its message alone (IPython's ``_render_traceback_``): JupyterLab, nbgrader's Validate dialog and the
     feedback show what was expected, what was found and the likely mistake, no traceback from inside the checker and
     no file path.  nbgrader still records an error output, so the cell scores 0."""

@@ -8,7 +8,7 @@ returns every combination of that size: numerically identical explanations are s
 
 Every misconception a check names has a stable key (``KEYS`` and the count mistakes' keys): a failing check
 ends its error value with ``[diagnosis: key ...]`` (alternatives that give identical numbers joined by ``|``), which
-``translab.report`` counts.
+``grader.report`` counts.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from translab.grading import ASSIGNMENT
+from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 # The five typical mistakes: notebook -> {answer cell: wrong source}; and the test cells that must fail.
@@ -120,10 +120,10 @@ def _edit(source: Path, dest: Path, replacements: dict) -> None:
 
 
 def _run(root: Path, *args: str) -> str:
-    process = subprocess.run([sys.executable, "-m", "translab.grading", "--root", str(root), *args],
+    process = subprocess.run([sys.executable, "-m", "grader", "--root", str(root), *args],
                              text=True, capture_output=True)
     output = process.stdout + process.stderr
-    assert process.returncode == 0, f"translab.grading {' '.join(args)} failed:\n{output[-5000:]}"
+    assert process.returncode == 0, f"grader.batch {' '.join(args)} failed:\n{output[-5000:]}"
     assert "Exception while loading config" not in output, output[-3000:]
     return output
 

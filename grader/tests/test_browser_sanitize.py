@@ -1,4 +1,4 @@
-"""Student HTML never runs in the instructor's browser (translab.sanitize), checked in a real browser.
+"""Student HTML never runs in the instructor's browser (grader.sanitize), checked in a real browser.
 
 The corpus case ``script_injection`` (notebook 01 right; its written answer and the outputs of its code carry
 ``<script>``, ``<img onerror>``, SVG with script and ``javascript:`` links, each setting ``window.__pwned`` and
@@ -37,10 +37,10 @@ import pytest
 from nbconvert.exporters import HTMLExporter
 from nbformat.v4 import new_output
 
-from translab import corpus
-from translab.grading import ASSIGNMENT
+from grader import corpus
+from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
-from translab.sanitize import SanitizeStudentContent, render_markdown
+from grader.sanitize import SanitizeStudentContent, render_markdown
 
 from conftest import _run
 

@@ -1,4 +1,4 @@
-"""``collect`` (translab.collect through ``python -m translab.grading collect``) on hostile and unlucky LMS zips.
+"""``collect`` (grader.collect through ``python -m grader collect``) on hostile and unlucky LMS zips.
 
 Each test builds a zip in a fake course (``solutions/transfer_learning/`` holds empty notebooks named like the
 real ones) and checks what lands in ``submitted/``, what the report says and that nothing lands anywhere else.
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from translab import collect as lms_zip
-from translab import grading
-from translab.grading import ASSIGNMENT
+from grader import collect as lms_zip
+from grader import batch
+from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 LAB = sorted(path.stem for path in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
@@ -84,8 +84,8 @@ def tree(top: Path) -> dict[str, bytes | str]:
 
 
 def run_collect(root: Path, archive: Path, capsys) -> tuple[int, str, list[dict]]:
-    """(exit code, printed output, report rows) of ``python -m translab.grading collect``, run in-process."""
-    code = grading.main(["--root", str(root), "collect", str(archive)])
+    """(exit code, printed output, report rows) of ``python -m grader collect``, run in-process."""
+    code = batch.main(["--root", str(root), "collect", str(archive)])
     printed = capsys.readouterr()
     report = root / "downloaded" / ASSIGNMENT / "collect_report.csv"
     rows = list(csv.DictReader(report.open(encoding="utf-8"))) if report.exists() else []

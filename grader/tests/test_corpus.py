@@ -1,4 +1,4 @@
-"""The corpus of broken and hostile submissions (translab.corpus), graded end to end with --jobs 2.
+"""The corpus of broken and hostile submissions (grader.corpus), graded end to end with --jobs 2.
 
 One temporary course; every case is one student.  The scores each case must get are in
 ``grader/expected_scores.csv`` (one row per case, the auto-graded points per notebook, the notebooks that must
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from translab import corpus, sandbox
-from translab.grading import ASSIGNMENT, REPORT_NAME
+from grader import corpus, sandbox
+from grader.batch import ASSIGNMENT, REPORT_NAME
 from translab.paths import REPO_ROOT
 
 from conftest import _run, cell_scores
@@ -78,7 +78,7 @@ def graded(tmp_path_factory):
               "translab": _hashes(REPO_ROOT / "translab"), "references": _hashes(REPO_ROOT / "grader" / "references")}
     start = time.time()
     with _Listener(corpus.INSTRUCTOR_PORT) as listener:  # what the network case aims at
-        process = subprocess.run([sys.executable, "-m", "translab.grading", "--root", str(root), "autograde",
+        process = subprocess.run([sys.executable, "-m", "grader", "--root", str(root), "autograde",
                                   "--jobs", "2", TIMEOUT_ARG, *BUDGET_ARGS], text=True, capture_output=True)
     seconds = time.time() - start
     return root, process, before, seconds, listener.received
@@ -274,7 +274,7 @@ def test_a_broken_grading_machine_fails_the_batch_and_leaves_the_gradebook_alone
     root = tmp_path / "course"
     shutil.copytree(plain, root)
     before = hashlib.sha256((root / "gradebook.db").read_bytes()).hexdigest()
-    done = subprocess.run([sys.executable, "-m", "translab.grading", "--root", str(root), "autograde",
+    done = subprocess.run([sys.executable, "-m", "grader", "--root", str(root), "autograde",
                            "--student", PLAIN[0], "--Execute.kernel_name=no-such-kernel"], text=True, capture_output=True)
     assert done.returncode == 1, (done.stdout + done.stderr)[-3000:]
     assert "not because of the submission" in done.stderr
@@ -310,7 +310,7 @@ def _scores(db: Path) -> dict[str, list[float]]:
 
 
 def test_merging_a_student_replaces_only_that_students_rows(tmp_path, venv_path):
-    from translab.grading import _merge_student, _sqlite_copy
+    from grader.batch import _merge_student, _sqlite_copy
     main = tmp_path / "gradebook.db"
     _tiny_gradebook(main, {"ann": 0.0, "ben": 1.0})
     copy = tmp_path / "ann.db"
@@ -326,7 +326,7 @@ def test_merging_a_student_replaces_only_that_students_rows(tmp_path, venv_path)
 
 
 def test_a_failed_merge_leaves_the_gradebook_as_it_was(tmp_path, venv_path):
-    from translab.grading import _merge_student
+    from grader.batch import _merge_student
     main = tmp_path / "gradebook.db"
     _tiny_gradebook(main, {"ann": 0.0})
     broken = tmp_path / "broken.db"

@@ -1,4 +1,4 @@
-"""GuardedExecute (translab.execution) on tiny notebooks in a plain python3 kernel: a notebook's budget, a
+"""GuardedExecute (grader.execution) on tiny notebooks in a plain python3 kernel: a notebook's budget, a
 kernel that dies, a kernel that ignores the interrupt.  The cells that ran keep their outputs; every code
 cell that did not run carries an error output (so nbgrader scores it 0, never full marks)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 import nbformat
 import pytest
 
-from translab.execution import INCIDENTS, GuardedExecute
+from grader.execution import INCIDENTS, GuardedExecute
 
 pytestmark = pytest.mark.slow
 

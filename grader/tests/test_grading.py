@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from translab.grading import ASSIGNMENT
+from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 from conftest import CHEAT_FAILS, MISTAKE_CELLS, MISTAKE_MESSAGES, cell_scores

@@ -5,7 +5,7 @@ import nbformat
 import pytest
 
 from translab import references
-from translab.grading import ASSIGNMENT
+from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 SOLUTIONS = sorted((REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from translab.grading import ASSIGNMENT
+from grader.batch import ASSIGNMENT
 
 from conftest import MISTAKES, _edit, _run, cell_scores
 
@@ -120,7 +120,7 @@ def test_the_html_page_has_a_plot_no_script_and_escapes_what_students_wrote(repo
 
 
 def test_a_formula_in_a_student_message_is_defused_in_the_csv(reported, tmp_path):
-    from translab import report
+    from grader import report
     root, _ = reported
     path = root / "autograded" / BOB / ASSIGNMENT / f"{MASK}.ipynb"
     notebook = json.loads(path.read_text(encoding="utf-8"))
@@ -154,7 +154,7 @@ def test_feedback_shows_failing_checks_without_tracebacks_or_paths(course):
 def test_report_without_a_gradebook_says_what_to_do(tmp_path):
     import subprocess
     import sys
-    process = subprocess.run([sys.executable, "-m", "translab.grading", "--root", str(tmp_path), "report"],
+    process = subprocess.run([sys.executable, "-m", "grader", "--root", str(tmp_path), "report"],
                              text=True, capture_output=True)
     assert process.returncode == 1
     assert "run `make autograde` first" in process.stderr

@@ -1,4 +1,4 @@
-"""The grading kernel's launcher (translab.sandbox), run on a stand-in "kernel": a short Python script.
+"""The grading kernel's launcher (grader.sandbox), run on a stand-in "kernel": a short Python script.
 
 No Jupyter here: the launcher is given ``python -c SCRIPT -f CONNECTION_FILE`` instead of ipykernel, and the
 script reports what student code would see.  The course is a small fake one in a temporary folder.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from translab import sandbox
+from grader import sandbox
 from translab.paths import REPO_ROOT
 
 STUDENT_UID = sandbox.UID_BASE + sandbox.UID_BLOCK * sandbox.UID_BLOCKS + 7  # outside every batch's block
@@ -67,7 +67,7 @@ def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: 
     prints one JSON object."""
     root, work = course
     limits = limits or sandbox.Limits()
-    command = [*as_user, python, "-m", "translab.sandbox", "--root", str(root), "--work", str(work),
+    command = [*as_user, python, "-m", "grader.sandbox", "--root", str(root), "--work", str(work),
                "--limits", json.dumps(limits.__dict__), "--", python, "-c", script,
                "-f", str(work / "connection.json")]
     env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(package)}
@@ -196,8 +196,9 @@ def repository_in_home(monkeypatch):
     os.chmod(top, 0o755)
     try:
         package = top / "home" / "translab"
-        shutil.copytree(REPO_ROOT / "translab", package / "translab",
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        for name in ("translab", "grader"):
+            shutil.copytree(REPO_ROOT / name, package / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "tests", "references"))
         root, work = _course(package)
         monkeypatch.setenv("HOME", str(top / "home"))
         monkeypatch.setenv("PROBE_ROOT", str(root))
@@ -318,7 +319,7 @@ def test_a_failed_start_is_reported_in_the_status_folder_not_in_the_output(cours
     """What the batch reads to tell the machine's failures from the students': the launcher's own records."""
     root, work = course
     status = work / "status" / "7"
-    command = [sys.executable, "-m", "translab.sandbox", "--root", str(root), "--work", str(work), "--",
+    command = [sys.executable, "-m", "grader.sandbox", "--root", str(root), "--work", str(work), "--",
                "/nonexistent/python", "-f", str(work / "connection.json")]
     done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", capture_output=True,
                           text=True, env={**os.environ, **sandbox.student_env(STUDENT_UID, status)}, timeout=60)

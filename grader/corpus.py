@@ -1,6 +1,6 @@
 """A corpus of broken and hostile submissions, built from the course's own notebooks.
 
-    python -m translab.corpus OUT_DIR [--root COURSE]   # writes OUT_DIR/<case>/transfer_learning/*.ipynb
+    python -m grader.corpus OUT_DIR [--root COURSE]   # writes OUT_DIR/<case>/transfer_learning/*.ipynb
 
 Every case is derived from ``solutions/`` or the released ``notebooks/`` at build time, never from a
 hand-edited copy, so the corpus follows the lab when the notebooks change: a case edits cells found by
@@ -24,8 +24,8 @@ from typing import Callable
 
 import nbformat
 
-from .grading import ASSIGNMENT
-from .paths import REPO_ROOT
+from .batch import ASSIGNMENT
+from translab.paths import REPO_ROOT
 
 NB1 = "01_mask_and_positional_encoding"
 NB2 = "02_model_and_parameters"
@@ -271,7 +271,7 @@ case("network", "the mask answer (right) first connects to a service on 127.0.0.
 
 # The attack measured on the formgrader and the feedback: student HTML, rendered live, runs in the instructor's
 # browser with the instructor's Jupyter session.  Every vector sets a marker and PUTs a file named after itself
-# into the course root through the Jupyter REST API (the measured script got HTTP 201); translab.sanitize must
+# into the course root through the Jupyter REST API (the measured script got HTTP 201); grader.sanitize must
 # leave none of them live (grader/tests/test_browser_sanitize.py renders this case in Chromium).
 INJECTED_TEXT = "Answer of script_injection"  # visible text of the written answer, and of the HTML output
 INJECTED_FILE = "pwned_by_html_{vector}.txt"
@@ -319,7 +319,7 @@ case("script_injection", "notebook 01 right; its written answer and the mask ans
 # The lines the batch once scanned nbgrader's log for, to tell a broken machine: printed by a student, they
 # cancelled every classmate not yet graded.  Now the verdict comes from exit codes and the launcher's records.
 FAKE_FAILURE = '''import os, sys
-for _line in ("[translab.sandbox] cannot start the grading kernel", "NoSuchKernel", "database is locked",
+for _line in ("[grader.sandbox] cannot start the grading kernel", "NoSuchKernel", "database is locked",
               "Exception while loading config", "[AutogradeApp | ERROR] sqlalchemy.exc.OperationalError",
               "Kernel died before replying to kernel_info", "error accessing the nbgrader database"):
     os.write(2, (_line + "\\n").encode())
@@ -334,7 +334,7 @@ case("fake_infrastructure_error", "the mask answer (right) first prints the mach
 def _marker_in_invalid_json(sources: Sources, out: Path) -> None:
     _nb1()(sources, out)
     (out / f"{NB2}.ipynb").write_text("NoSuchKernel database is locked Exception while loading config [ERROR] "
-                                      "[translab.sandbox] sqlalchemy.exc {", encoding="utf-8")
+                                      "[grader.sandbox] sqlalchemy.exc {", encoding="utf-8")
 
 
 @case("symlinks", "notebook 01 a link to the instructor's solution, 02 to a non-JSON file; links to the "
@@ -428,7 +428,7 @@ def build(out: Path, root: Path = REPO_ROOT, names: list[str] | None = None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m translab.corpus", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m grader.corpus", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path, help="where to write <case>/transfer_learning/ (e.g. submitted/)")
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="the course whose notebooks to use")

@@ -28,7 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .diagnosis import NOT_MISCONCEPTIONS, describe, is_valid_key
+from translab.diagnosis import NOT_MISCONCEPTIONS, describe, is_valid_key
 
 ASSIGNMENT = "transfer_learning"
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024

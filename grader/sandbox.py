@@ -1,6 +1,6 @@
 """The kernel that runs student code during autograding, with limits set by the project.
 
-A student's notebook runs arbitrary Python as the instructor.  ``translab.grading`` therefore starts every
+A student's notebook runs arbitrary Python as the instructor.  ``grader.batch`` therefore starts every
 grading kernel through this module (a kernelspec ``translab-sandbox`` written into the batch's scratch folder,
 found through ``JUPYTER_PATH``, selected with ``--Execute.kernel_name``), which, before it becomes the
 ipykernel process (``exec``, so signals and kills from nbgrader reach the kernel itself):
@@ -98,7 +98,7 @@ def _tasks_of(uid: int) -> int:
     return sum(int(fields.get("Threads") or 1) for fields in processes_of(uid))
 
 
-# ----------------------------------------------------------------- the grading side (translab.grading)
+# ----------------------------------------------------------------- the grading side (grader.batch)
 
 def grading_kernel(root: Path, work: Path, limits: Limits | None = None) -> tuple[dict, list[str]]:
     """Write the sandbox kernelspec under ``work`` and return (env, nbgrader args) that select it."""
@@ -115,10 +115,10 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None) -> tupl
     for folder in (work, work / "homes"):  # a dropped uid may reach its own HOME below, list nothing
         os.chmod(folder, 0o711)
     spec = {
-        "argv": [sys.executable, "-m", "translab.sandbox", "--root", str(root), "--work", str(work),
+        "argv": [sys.executable, "-m", "grader.sandbox", "--root", str(root), "--work", str(work),
                  "--limits", json.dumps(asdict(limits)), "--",
                  sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                 "--IPKernelApp.extra_extensions=translab.sandbox"],
+                 "--IPKernelApp.extra_extensions=grader.sandbox"],
         "display_name": "translab grading sandbox",
         "language": "python",
         "metadata": {"debugger": False},
@@ -592,7 +592,7 @@ class _Status:
         if self.records is not None:
             os.write(self.records, (json.dumps({"pid": os.getpid(), **record}) + "\n").encode())
         elif not record.get("ok"):
-            print(f"[translab.sandbox] {record}", file=sys.stderr, flush=True)
+            print(f"[grader.sandbox] {record}", file=sys.stderr, flush=True)
 
     def become_kernel_output(self) -> None:
         if self.output is not None:
@@ -601,7 +601,7 @@ class _Status:
 
 
 def launch(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m translab.sandbox")
+    parser = argparse.ArgumentParser(prog="python -m grader.sandbox")
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--limits", default="{}")

@@ -1,11 +1,11 @@
 """The instructor's side of the lab, around nbgrader (what the Makefile's grading targets run).
 
-    python -m translab.grading release          # solutions/ -> notebooks/ (nbgrader generate_assignment)
-    python -m translab.grading references       # grader/references/*.pt from translab
-    python -m translab.grading autograde        # every submission in submitted/ [--jobs N] [--Execute.timeout=S ...]
-    python -m translab.grading feedback         # feedback/ as HTML, hidden tests removed
-    python -m translab.grading grades           # grades.csv, one row per student
-    python -m translab.grading collect FILE.zip # an LMS download -> submitted/<student>/transfer_learning/
+    python -m grader release          # solutions/ -> notebooks/ (nbgrader generate_assignment)
+    python -m grader references       # grader/references/*.pt from translab
+    python -m grader autograde        # every submission in submitted/ [--jobs N] [--Execute.timeout=S ...]
+    python -m grader feedback         # feedback/ as HTML, hidden tests removed
+    python -m grader grades           # grades.csv, one row per student
+    python -m grader collect FILE.zip # an LMS download -> submitted/<student>/transfer_learning/
 
 Every command is idempotent (nbgrader runs with --force) and exits non-zero when nbgrader reports
 an error, including a configuration file that failed to load (nbgrader itself only logs that).
@@ -13,7 +13,7 @@ an error, including a configuration file that failed to load (nbgrader itself on
 
 ``autograde`` is the exception, on purpose: a class is graded the night before marks are due, so one broken
 submission must not stop it.  Each student is graded by an nbgrader process of its own (``--jobs N`` at a
-time, student code in ``translab.sandbox``'s kernel); a notebook nbgrader cannot run scores 0 and is flagged
+time, student code in ``grader.sandbox``'s kernel); a notebook nbgrader cannot run scores 0 and is flagged
 for the instructor, listed at the end and in ``autograded/autograde_report.csv``, and the exit code stays 0.
 It is 1 only when the grading machinery fails (configuration, kernel, database), which no student can cause.
 Options of the form ``--Class.trait=value`` after ``autograde`` are passed on to nbgrader.
@@ -40,7 +40,7 @@ from pathlib import Path
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from .collect import MAX_NOTEBOOK_BYTES as MAX_SUBMITTED_FILE  # one cap on what is collected and graded
-from .paths import REPO_ROOT
+from translab.paths import REPO_ROOT
 
 ASSIGNMENT = "transfer_learning"
 FATAL_LOG_LINES = ("Exception while loading config", "[ERROR]", "[CRITICAL]")
@@ -717,7 +717,7 @@ def grades(root: Path, out: Path | None = None) -> Path:
 
 
 def collect(root: Path, archive: Path) -> list[str]:
-    """Unpack an LMS zip into submitted/ (``translab.collect``); the students collected.
+    """Unpack an LMS zip into submitted/ (``grader.collect``); the students collected.
 
     Unsafe or unreadable entries are skipped and reported, not fatal: one odd file must not stop a class.  An
     error only when the file is no zip or nothing in it could be collected (the wrong file, most likely).
@@ -739,7 +739,7 @@ def _notebook_budget() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m translab.grading", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="the course folder (default: the repository)")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -749,7 +749,7 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--jobs", type=int, default=1, help="grade N students at a time (the Makefile's JOBS=N)")
     grade.add_argument("--student", help="grade only this student")
     grade.add_argument("--no-sandbox", action="store_true",
-                       help="run student code in a plain kernel, without translab.sandbox's limits")
+                       help="run student code in a plain kernel, without grader.sandbox's limits")
     grade.add_argument("--student-timeout", type=float, default=STUDENT_BUDGET,
                        help=f"wall-clock seconds for one student, every notebook and retry included, before grading "
                             f"stops and the rest scores 0, flagged (default {STUDENT_BUDGET:.0f}; each notebook also "

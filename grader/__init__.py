@@ -1,0 +1,12 @@
+"""The instructor's grader: what turns students' notebooks into scores and feedback.
+
+Run from the course root (the folder of ``nbgrader_config.py``), never imported by a student's notebook:
+
+    python -m grader release | autograde | feedback | grades | report | collect ZIP | references
+
+``batch`` grades a class (staged submissions, one sandboxed nbgrader process per student, out-of-band
+verdicts); ``sandbox`` is the kernel student code runs in; ``execution`` and ``sanitize`` are the nbgrader
+plugins ``nbgrader_config.py`` names; ``collect`` reads an LMS zip; ``report`` summarises a class;
+``corpus`` builds the submissions, honest and hostile, that the tests grade.  ``translab`` (the student
+library) never imports this package.
+"""
