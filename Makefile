@@ -11,7 +11,7 @@ JOBS     ?= 1
 ARGS     ?=
 PORT     ?= 8888
 
-.PHONY: help setup browser data test test-fast lab release references autograde feedback grades report collect \
+.PHONY: help setup browser data test test-fast lab release student-release references autograde feedback grades report collect \
         pretrain tokenizer experiment bench clean
 
 help: ## list the targets
@@ -59,6 +59,10 @@ grades: $(VENV)/.installed ## export the gradebook to grades.csv (per notebook a
 
 report: $(VENV)/.installed ## what to re-teach: reports/ (per task passed, misconceptions ranked; CSV and HTML)
 	$(PY) -m grader report
+
+student-release: $(VENV)/.installed ## write what students get into DEST: make student-release DEST=../translab-students
+	@test -n "$(DEST)" || { echo "usage: make student-release DEST=folder (new or empty, outside the course)"; exit 2; }
+	$(PY) -m grader student-release "$(DEST)"
 
 collect: $(VENV)/.installed ## unpack an LMS zip into submitted/: make collect ZIP=path/to/file.zip
 	@test -n "$(ZIP)" || { echo "usage: make collect ZIP=path/to/submissions.zip"; exit 2; }

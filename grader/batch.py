@@ -760,6 +760,8 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("report", help="reports/: per task who passed, the diagnosed misconceptions ranked (CSV, HTML)")
     zipped = commands.add_parser("collect", help="unpack an LMS zip into submitted/")
     zipped.add_argument("zip", type=Path)
+    students = commands.add_parser("student-release", help="write what students get (no solutions, no hidden tests)")
+    students.add_argument("dest", type=Path)
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "autograde":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -824,6 +826,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise GradingError(str(error)) from error
         elif args.command == "collect":
             collect(root, args.zip)
+        elif args.command == "student-release":
+            from . import student_release
+            try:
+                written = student_release.write(args.dest, root)
+            except student_release.ReleaseError as error:
+                raise GradingError(str(error)) from error
+            print(f"wrote the student release to {args.dest.resolve()}: {len(written)} files; "
+                  f"students run `make setup` then `make lab` there")
     except GradingError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

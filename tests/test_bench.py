@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from translab import bench
-from translab.model import build_language_model
+from translab.model import ModelConfig, build_language_model
 from translab.training import set_seed, train_steps
 
 
 def test_bare_loop_and_translab_loop_train_identically():
     batches = bench.make_batches(3, batch_size=4, seq_len=16)
     set_seed(0)
-    model = build_language_model(4000, nhid=16, nlayers=2, nhead=2, dropout=0.1)
+    model = build_language_model(ModelConfig(4000, nhid=16, nlayers=2, nhead=2, dropout=0.1))
     twin = copy.deepcopy(model)
     opt_a = torch.optim.AdamW(model.parameters(), lr=1e-3)
     opt_b = torch.optim.AdamW(twin.parameters(), lr=1e-3)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from grader import references as builders
 from translab import checks, references
 from translab.bert import BertConfig
 
@@ -236,7 +237,7 @@ def test_the_mapping_check_leaves_no_answer_unchecked_when_the_base_is_wrong(cap
 
 def test_hidden_mapping_feedback_does_not_show_the_hidden_sentences():
     text = failure(checks.check_weight_mapping, mapping(order=("key", "query", "value")), split="hidden")
-    for sentence in references.BERT_SENTENCES["hidden"]:
+    for sentence in builders.BERT_SENTENCES["hidden"]:
         for piece in ([sentence] if isinstance(sentence, str) else sentence):
             assert piece not in text
 

@@ -12,9 +12,10 @@ import pytest
 import torch
 from torch import nn
 
+from grader import references as builders
 from translab import checks, diagnosis, references
 from translab.model import build_classifier, build_language_model
-from translab.params import TERMS, count_parameters_formula, term_sizes
+from translab.params import TERMS, count_parameters_formula, split_config, term_sizes
 from translab.paths import REPO_ROOT
 
 LM = dict(ntoken=100, nhid=200, nlayers=4, nhead=2, dim_feedforward=200)
@@ -39,10 +40,9 @@ def test_terms_sum_to_the_formula_and_each_is_one_parameter_tensor_of_the_model(
     for cfg in (dict(ntoken=37, nhid=24, nlayers=3, nhead=4, dim_feedforward=24, nclasses=None),
                 dict(ntoken=11, nhid=8, nlayers=2, nhead=2, dim_feedforward=8, nclasses=5)):
         sizes = term_sizes(**cfg)
-        assert sum(sizes.values()) == count_parameters_formula(**cfg)
-        model = (build_language_model(cfg["ntoken"], cfg["nhid"], cfg["nlayers"], cfg["nhead"])
-                 if cfg["nclasses"] is None else
-                 build_classifier(cfg["ntoken"], cfg["nclasses"], cfg["nhid"], cfg["nlayers"], cfg["nhead"]))
+        config, nclasses = split_config(cfg)
+        assert sum(sizes.values()) == count_parameters_formula(config, nclasses)
+        model = build_language_model(config) if nclasses is None else build_classifier(config, nclasses)
         named = dict(model.named_parameters())
         covered = set()
         for term in TERMS:
@@ -64,9 +64,9 @@ def test_the_layer_terms_hold_for_a_feed_forward_of_another_width():
 
 
 def test_the_reference_variants_come_from_the_catalogue_of_mistakes():
-    assert references._equal(references.load("parameters"), references.build("parameters")), "run make references"
+    assert builders._equal(references.load("parameters"), builders.build("parameters")), "run make references"
     case = references.load("parameters")["visible"][0]
-    for name in references.PARAMETER_VARIANTS:
+    for name in builders.PARAMETER_VARIANTS:
         assert case[name] == round(diagnosis.mistaken_count(case["config"], f"count.{name}")), name
         assert case[name] != case["expected"], name
 
@@ -169,8 +169,8 @@ def test_stated_counts_name_the_combination_and_say_when_several_fit():
 
 
 def test_one_wrong_stated_number_is_explained_alone():
-    right_lm = count_parameters_formula(**LM)
-    message = failure(checks.check_stated_counts, right_lm, count_parameters_formula(**LM, nclasses=2) - 2)
+    right_lm = count_parameters_formula(*split_config(LM))
+    message = failure(checks.check_stated_counts, right_lm, count_parameters_formula(split_config(LM)[0], 2) - 2)
     assert message.startswith("n_params_classifier (2 classes) is off by -2")
     assert "n_params_lm" not in message.splitlines()[0]
     assert "count.missing.head.bias" in keys_of(message)
@@ -347,8 +347,8 @@ def _hidden_secrets() -> list[str]:
     for case in references.load("parameters")["hidden"]:
         cfg = case["config"]
         secrets += [f"{case['expected']:,}", str(case["expected"]), f"ntoken={cfg['ntoken']}", f"nhid={cfg['nhid']}"]
-    secrets += [f"sz={size}" for size in references.MASK_SIZES["hidden"]]
-    secrets += [f"d_model={d}" for d, _ in references.PE_CONFIGS["hidden"]]
+    secrets += [f"sz={size}" for size in builders.MASK_SIZES["hidden"]]
+    secrets += [f"d_model={d}" for d, _ in builders.PE_CONFIGS["hidden"]]
     return secrets
 
 

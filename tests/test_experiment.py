@@ -9,7 +9,7 @@ import torch
 
 from translab import data, experiment
 from translab.experiment import RECIPES, Recipe, balanced_subset, param_groups
-from translab.model import build_classifier
+from translab.model import ModelConfig, build_classifier
 
 
 def test_balanced_subset_is_balanced_seeded_and_from_train():
@@ -29,7 +29,7 @@ def test_all_means_train_plus_pool():
 
 
 def test_param_groups_cover_the_model_with_discriminative_rates():
-    model = build_classifier(50, 2, nhid=8, nlayers=3, nhead=2)
+    model = build_classifier(ModelConfig(50, nhid=8, nlayers=3, nhead=2), 2)
     recipe = Recipe(lr_head=1e-3, lr_base=1e-4, layer_decay=0.5)
     groups = param_groups(model, recipe)
     assert [g["lr"] for g in groups] == pytest.approx([1e-3, 1e-4, 5e-5, 2.5e-5, 1.25e-5])

@@ -5,13 +5,13 @@ from translab.budget import FAST, FULL, get_budget
 from translab.checkpoint import load_checkpoint, save_checkpoint
 from translab.data import BOS_ID, EOS_ID
 from translab.generation import greedy_generate, greedy_generate_ids
-from translab.model import build_language_model
+from translab.model import ModelConfig, build_language_model
 
 
 def biased_model(ntoken, favourite):
     """A language model whose output bias makes ``favourite`` the argmax everywhere."""
     torch.manual_seed(0)
-    model = build_language_model(ntoken, nhid=8, nlayers=1, nhead=2, dropout=0.0)
+    model = build_language_model(ModelConfig(ntoken, nhid=8, nlayers=1, nhead=2, dropout=0.0))
     with torch.no_grad():
         model.head.decoder.weight.zero_()
         model.head.decoder.bias.zero_()
@@ -29,7 +29,7 @@ def test_greedy_stops_at_max_length():
 
 def test_greedy_takes_the_argmax_at_each_step():
     torch.manual_seed(1)
-    model = build_language_model(30, nhid=16, nlayers=1, nhead=2, dropout=0.0).eval()
+    model = build_language_model(ModelConfig(30, nhid=16, nlayers=1, nhead=2, dropout=0.0)).eval()
     ids = [BOS_ID, 12]
     expected = []
     with torch.no_grad():
@@ -50,11 +50,11 @@ def test_greedy_generate_decodes_text(tokenizer):
 
 
 def test_checkpoint_round_trip(tmp_path):
-    model = build_language_model(25, nhid=8, nlayers=1, nhead=2, dropout=0.1)
-    config = {"ntoken": 25, "nhid": 8, "nlayers": 1, "nhead": 2, "dropout": 0.1}
+    config = ModelConfig(25, nhid=8, nlayers=1, nhead=2, dropout=0.1)
+    model = build_language_model(config)
     save_checkpoint(tmp_path / "m.pt", model, config, steps=3)
     loaded, checkpoint = load_checkpoint(tmp_path / "m.pt", map_location="cpu")
-    assert checkpoint["extra"] == {"steps": 3} and checkpoint["config"] == config
+    assert checkpoint["extra"] == {"steps": 3} and ModelConfig.from_dict(checkpoint["config"]) == config
     assert not loaded.training
     for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
         assert torch.equal(a, b), name
@@ -66,8 +66,10 @@ def test_checkpoint_errors_say_what_to_do(tmp_path):
     torch.save({"weights": torch.zeros(1)}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="not a translab checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
-    with pytest.raises(ValueError, match="lacks"):
-        save_checkpoint(tmp_path / "x.pt", build_language_model(5, 4, 1, 2), {"ntoken": 5})
+    with pytest.raises(TypeError, match="ModelConfig"):
+        save_checkpoint(tmp_path / "x.pt", build_language_model(ModelConfig(5, 4, 1, 2)), {"ntoken": 5})
+    with pytest.raises(ValueError, match="unknown model config keys"):
+        ModelConfig.from_dict({"ntoken": 5, "n_hid": 4})
 
 
 @pytest.mark.parametrize("env,expected", [

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from translab.model import (ClassificationHead, LanguageModelHead, Model, PositionalEncoding, TransformerModel,
+from translab.model import (ClassificationHead, ModelConfig, LanguageModelHead, Model, PositionalEncoding, TransformerModel,
                             build_classifier, build_language_model, generate_square_subsequent_mask,
                             last_token_states)
 
@@ -74,7 +74,7 @@ def test_base_rejects_indivisible_heads():
 
 def test_causal_model_ignores_the_future():
     torch.manual_seed(0)
-    model = build_language_model(50, nhid=16, nlayers=2, nhead=2, dropout=0.0).eval()
+    model = build_language_model(ModelConfig(50, nhid=16, nlayers=2, nhead=2, dropout=0.0)).eval()
     src = torch.randint(5, 50, (1, 8))
     changed = src.clone()
     changed[0, 5:] = (changed[0, 5:] + 1) % 50
@@ -87,7 +87,7 @@ def test_causal_model_ignores_the_future():
 def test_classifier_reads_last_real_token_not_padding():
     """A padded sentence must get exactly the logits it gets alone (the ALTEGRAD bug read output[-1])."""
     torch.manual_seed(0)
-    model = build_classifier(40, nclasses=3, nhid=16, nlayers=2, nhead=2, dropout=0.0).eval()
+    model = build_classifier(ModelConfig(40, nhid=16, nlayers=2, nhead=2, dropout=0.0), nclasses=3).eval()
     short = torch.tensor([[2, 7, 9, 3]])
     padded = torch.tensor([[2, 7, 9, 3, 0, 0, 0], [2, 5, 6, 8, 11, 12, 3]])
     padding = padded.eq(0)
@@ -123,7 +123,7 @@ def test_heads_and_model_shapes_without_warnings(recwarn):
 
 
 def test_transfer_shares_the_base():
-    lm = build_language_model(30, nhid=8, nlayers=1, nhead=2)
-    classifier = build_classifier(30, nclasses=2, nhid=8, nlayers=1, nhead=2, base=lm.base)
+    lm = build_language_model(ModelConfig(30, nhid=8, nlayers=1, nhead=2))
+    classifier = build_classifier(ModelConfig(30, nhid=8, nlayers=1, nhead=2), nclasses=2, base=lm.base)
     assert classifier.base is lm.base
     assert isinstance(classifier.head, ClassificationHead)

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from translab.data import PAD_ID
 from translab.datasets import Batch, classification_collate, lm_collate
-from translab.model import build_classifier, build_language_model
+from translab.model import ModelConfig, build_classifier, build_language_model
 from translab.training import (batch_loss, evaluate_accuracy, evaluate_language_model, fine_tune, make_loss,
                                set_seed, train_steps)
 
@@ -33,7 +33,7 @@ def test_loss_is_cross_entropy_on_raw_logits_ignoring_padding():
 
 def test_language_model_loop_learns_and_reports_perplexity():
     set_seed(0)
-    model = build_language_model(40, nhid=32, nlayers=1, nhead=2, dropout=0.0)
+    model = build_language_model(ModelConfig(40, nhid=32, nlayers=1, nhead=2, dropout=0.0))
     held_out = copy_task_batches(4, seed=99)
     before = evaluate_language_model(model, held_out)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
@@ -46,7 +46,7 @@ def test_language_model_loop_learns_and_reports_perplexity():
 
 def test_evaluation_counts_only_real_tokens():
     set_seed(0)
-    model = build_language_model(30, nhid=8, nlayers=1, nhead=2, dropout=0.0)
+    model = build_language_model(ModelConfig(30, nhid=8, nlayers=1, nhead=2, dropout=0.0))
     alone = evaluate_language_model(model, [lm_collate([[2, 7, 8, 3]])])
     padded = lm_collate([[2, 7, 8, 3], [2, 9, 3]])
     with torch.no_grad():
@@ -77,7 +77,7 @@ def sentiment_batches(n, seed):
 def test_fine_tune_learns_keeps_best_valid_epoch_and_is_seeded():
     def run():
         set_seed(0)
-        model = build_classifier(25, 2, nhid=16, nlayers=1, nhead=2, dropout=0.0)
+        model = build_classifier(ModelConfig(25, nhid=16, nlayers=1, nhead=2, dropout=0.0), 2)
         optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
         valid = sentiment_batches(4, seed=50)
         history = fine_tune(model, lambda epoch: sentiment_batches(20, seed=epoch), valid, epochs=4,
@@ -97,7 +97,7 @@ def test_fine_tune_learns_keeps_best_valid_epoch_and_is_seeded():
 
 def test_early_stopping_stops():
     set_seed(0)
-    model = build_classifier(25, 2, nhid=8, nlayers=1, nhead=2)
+    model = build_classifier(ModelConfig(25, nhid=8, nlayers=1, nhead=2), 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # nothing improves
     history = fine_tune(model, lambda e: sentiment_batches(2, e), sentiment_batches(2, 9), epochs=10,
                         optimizer=optimizer, patience=2, progress=False)
@@ -105,7 +105,7 @@ def test_early_stopping_stops():
 
 
 def test_batch_loss_for_classification_uses_labels():
-    model = build_classifier(25, 3, nhid=8, nlayers=1, nhead=2, dropout=0.0).eval()
+    model = build_classifier(ModelConfig(25, nhid=8, nlayers=1, nhead=2, dropout=0.0), 3).eval()
     batch = Batch(torch.tensor([[2, 11, 3]]), torch.tensor([[False] * 3]), torch.tensor([2]))
     with torch.no_grad():
         expected = F.cross_entropy(model(batch.inputs), batch.targets)

@@ -33,12 +33,13 @@ from tqdm.auto import tqdm
 from . import data
 from .data import PAD_ID
 from .datasets import Batch, TokenStream
-from .model import build_language_model
+from .model import ModelConfig, build_language_model
 from .paths import REPO_ROOT, RESULTS_DIR
 from .training import fast_bf16_available, set_seed, train_steps
 
 SCHEMA_VERSION = 1
-ARCHITECTURE = {"nhid": 200, "nlayers": 4, "nhead": 2, "dropout": 0.1}  # the shipped checkpoint's
+ARCHITECTURE = {"nhid": ModelConfig.nhid, "nlayers": ModelConfig.nlayers, "nhead": ModelConfig.nhead,
+                "dropout": ModelConfig.dropout}  # the shipped checkpoint's shape
 
 
 def bare_loop(model: nn.Module, batches: list[Batch], optimizer: torch.optim.Optimizer, clip: float,
@@ -79,7 +80,7 @@ def throughput(steps: int, rounds: int, warmup: int, batch_size: int, seq_len: i
     """Median tokens/s of the translab loop and the bare loop over alternating rounds."""
     set_seed(0)
     ntoken = data.load_tokenizer().get_piece_size()
-    models = {"translab": build_language_model(ntoken, **ARCHITECTURE)}
+    models = {"translab": build_language_model(ModelConfig(ntoken=ntoken, **ARCHITECTURE))}
     models["bare"] = copy.deepcopy(models["translab"])
     optimizers = {k: torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.01) for k, m in models.items()}
     loops = {

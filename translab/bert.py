@@ -425,12 +425,13 @@ def pretraining_comparison(manifest: str | Path | None = None) -> list[tuple[str
     (``artifacts/pretrained_lm.json``, measured by ``make pretrain``), MiniLM's counted from its config and taken
     from its model card (``MINILM_TRAINING``)."""
     from .paths import ARTIFACTS_DIR
+    from .model import ModelConfig
     from .params import count_parameters_formula as lm_parameters
 
     ours = json.loads(Path(manifest or ARTIFACTS_DIR / "pretrained_lm.json").read_text(encoding="utf-8"))
     cfg, args = ours["config"], ours["args"]
     steps, batch, seq = int(ours["steps"]), int(args["batch_size"]), int(args["seq_len"])
-    lm = lm_parameters(cfg["ntoken"], cfg["nhid"], cfg["nlayers"], cfg["nhead"], cfg["nhid"])
+    lm = lm_parameters(ModelConfig.from_dict(cfg))
     minilm, t = BertConfig(), MINILM_TRAINING
     return [
         ("parameters", f"{lm:,} (with its LM head)", f"{count_parameters_formula(minilm, pooler=True):,}"),

@@ -6,22 +6,20 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .model import build_language_model
+from .model import ModelConfig, build_language_model
 from .paths import ARTIFACTS_DIR
 
 PRETRAINED_PATH = ARTIFACTS_DIR / "pretrained_lm.pt"
-CONFIG_KEYS = ("ntoken", "nhid", "nlayers", "nhead", "dropout")
 
 
-def save_checkpoint(path: Path, model: nn.Module, config: dict, **extra) -> None:
-    """``config`` must hold ntoken, nhid, nlayers, nhead, dropout; ``extra`` is stored as is."""
-    missing = [key for key in CONFIG_KEYS if key not in config]
-    if missing:
-        raise ValueError(f"checkpoint config lacks {missing}")
+def save_checkpoint(path: Path, model: nn.Module, config: ModelConfig, **extra) -> None:
+    """The weights with the ``ModelConfig`` that rebuilds them (stored as plain data); ``extra`` as is."""
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"save_checkpoint takes a ModelConfig, got {type(config).__name__}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
-    torch.save({"config": dict(config), "state_dict": state, "extra": extra}, path)
+    torch.save({"config": config.to_dict(), "state_dict": state, "extra": extra}, path)
 
 
 def load_checkpoint(path: Path = PRETRAINED_PATH, map_location: str | torch.device = "cpu") -> tuple[nn.Module, dict]:
@@ -36,9 +34,7 @@ def load_checkpoint(path: Path = PRETRAINED_PATH, map_location: str | torch.devi
     checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     if not isinstance(checkpoint, dict) or "config" not in checkpoint or "state_dict" not in checkpoint:
         raise ValueError(f"{path} is not a translab checkpoint (expected keys 'config' and 'state_dict')")
-    config = checkpoint["config"]
-    model = build_language_model(config["ntoken"], config["nhid"], config["nlayers"], config["nhead"],
-                                 config["dropout"])
+    model = build_language_model(ModelConfig.from_dict(checkpoint["config"]))
     model.load_state_dict(checkpoint["state_dict"])
     model.eval()
     return model, checkpoint

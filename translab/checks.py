@@ -680,7 +680,7 @@ def check_model(Model: type, split: str = "visible") -> None:
     cases = references.load("model")[split]
     for case in cases:
         cfg = case["config"]
-        base = m.TransformerModel(cfg["ntoken"], cfg["nhead"], cfg["nhid"], cfg["nlayers"], dropout=0.1)
+        base = m.TransformerModel.from_config(m.ModelConfig.pick(cfg, dropout=0.1))
         head = m.LanguageModelHead(cfg["nhid"], cfg["ntoken"])
         base.load_state_dict(case["base_state"])
         head.load_state_dict(case["head_state"])
@@ -943,7 +943,7 @@ def check_greedy(greedy_generate_ids: Callable, split: str = "visible") -> None:
     visible = split == "visible"
     case = references.load("greedy")[split]
     cfg = case["config"]
-    model = m.build_language_model(cfg["ntoken"], cfg["nhid"], cfg["nlayers"], cfg["nhead"], dropout=0.5)
+    model = m.build_language_model(m.ModelConfig.pick(cfg, dropout=0.5))
     model.load_state_dict(case["state_dict"])
     for item in case["cases"]:
         prompt = list(item["prompt"])
@@ -985,7 +985,7 @@ def check_greedy(greedy_generate_ids: Callable, split: str = "visible") -> None:
 def _classifier(case: dict):
     m = _model_module()
     cfg = case["config"]
-    model = m.build_classifier(cfg["ntoken"], cfg["nclasses"], cfg["nhid"], cfg["nlayers"], cfg["nhead"], dropout=0.5)
+    model = m.build_classifier(m.ModelConfig.pick(cfg, dropout=0.5), cfg["nclasses"])
     model.load_state_dict(case["state_dict"])
     return model
 
@@ -1031,7 +1031,7 @@ def check_transfer(transfer: Callable, split: str = "visible") -> None:
     visible = split == "visible"
     case = references.load("transfer")[split]
     cfg, nclasses = case["config"], case["nclasses"]
-    lm = m.build_language_model(cfg["ntoken"], cfg["nhid"], cfg["nlayers"], cfg["nhead"], dropout=0.1)
+    lm = m.build_language_model(m.ModelConfig.pick(cfg, dropout=0.1))
     lm.load_state_dict(case["state_dict"])
     before = {k: v.clone() for k, v in lm.state_dict().items()}
     call = f"transfer(pretrained_lm, nclasses={nclasses})" if visible else "transfer on a hidden pretrained model"
@@ -1226,7 +1226,7 @@ def check_mlm_loss(mlm_loss: Callable, split: str = "visible") -> None:
     m = _model_module()
     case = references.load("mlm_loss")[split]
     cfg = case["config"]
-    model = m.build_language_model(cfg["ntoken"], cfg["nhid"], cfg["nlayers"], cfg["nhead"], dropout=0.1)
+    model = m.build_language_model(m.ModelConfig.pick(cfg, dropout=0.1))
     model.load_state_dict(case["state_dict"])
     model.eval()
     with forbid(mlm.mlm_loss):

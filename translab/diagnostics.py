@@ -25,7 +25,7 @@ from .checkpoint import PRETRAINED_PATH
 from .data import BOS_ID, normalize
 from .datasets import bucketed_batches, encode_pairs
 from .experiment import load_pretrained, training_pairs
-from .model import TransformerModel, generate_square_subsequent_mask, last_token_states
+from .model import ModelConfig, TransformerModel, generate_square_subsequent_mask, last_token_states
 from .paths import RESULTS_DIR
 
 ZERO_SHOT_PAIRS = (("great", "terrible"), ("good", "bad"), ("wonderful", "awful"), ("best", "worst"))
@@ -82,7 +82,7 @@ def run(checkpoint: Path, sizes: list[str], seeds: list[int], valid_size: int | 
     lm, ckpt = load_pretrained(checkpoint)
     config = ckpt["config"]
     torch.manual_seed(0)
-    random_base = TransformerModel(config["ntoken"], config["nhead"], config["nhid"], config["nlayers"], 0.1)
+    random_base = TransformerModel.from_config(ModelConfig.from_dict(config))
     valid_pairs = data.load_split("valid")[:valid_size]
     bases = {"pretrained": lm.base, "random": random_base}
     valid = {name: sentence_features(base, tokenizer, valid_pairs) for name, base in bases.items()}

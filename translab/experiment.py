@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from . import data
 from .checkpoint import PRETRAINED_PATH, load_checkpoint
 from .datasets import bucketed_batches, encode_pairs
-from .model import Model, build_classifier
+from .model import Model, ModelConfig, build_classifier
 from .paths import RESULTS_DIR
 from .training import evaluate_accuracy, fine_tune, set_seed
 
@@ -177,12 +177,11 @@ def run_one(job: dict) -> dict:
 
     set_seed(job["seed"])
     lm, checkpoint = load_pretrained(job["checkpoint"])
-    config = checkpoint["config"]
+    config = replace(ModelConfig.from_dict(checkpoint["config"]), dropout=recipe.dropout)
     base = lm.base if job["init"] == "pretrained" else None
-    model = build_classifier(config["ntoken"], 2, config["nhid"], config["nlayers"], config["nhead"],
-                             recipe.dropout, base=base)
+    model = build_classifier(config, 2, base=base)
     if recipe.pooling == "mean":
-        model = Model(model.base, MeanPoolHead(config["nhid"], 2))
+        model = Model(model.base, MeanPoolHead(config.nhid, 2))
     set_dropout(model, recipe.dropout)
 
     epochs = recipe.epochs(len(train))

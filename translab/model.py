@@ -6,9 +6,53 @@ PyTorch from warning about nested tensors, a warning that would zero a graded ce
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass, fields
 
 import torch
 from torch import nn
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Every hyperparameter of the lab's Transformer, in one place (nanoGPT's ``GPTConfig``).
+
+    The defaults are the shipped checkpoint's shape (part 2's count: ntoken=100 gives 1,008,100 parameters
+    with the LM head).  ``dim_feedforward=None`` means ``nhid``, the lab's choice, as in PyTorch's tutorial.
+    """
+    ntoken: int
+    nhid: int = 200
+    nlayers: int = 4
+    nhead: int = 2
+    dim_feedforward: int | None = None
+    dropout: float = 0.1
+    max_len: int = 5000
+
+    def __post_init__(self):
+        if self.nhid % self.nhead:
+            raise ValueError(f"nhid={self.nhid} must be divisible by nhead={self.nhead} "
+                             "(each head gets nhid/nhead dims)")
+
+    @property
+    def feedforward(self) -> int:
+        return self.nhid if self.dim_feedforward is None else self.dim_feedforward
+
+    def to_dict(self) -> dict:
+        """Plain data, as a checkpoint stores it."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> ModelConfig:
+        """From a checkpoint's config; says which keys it does not know rather than guess."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown model config keys {unknown}; a ModelConfig has {sorted(known)}")
+        return cls(**values)
+
+    @classmethod
+    def pick(cls, values: dict, **changes) -> ModelConfig:
+        """The model's fields out of a larger record (a test case's configuration), with ``changes``."""
+        return cls(**{**{f.name: values[f.name] for f in fields(cls) if f.name in values}, **changes})
 
 
 def generate_square_subsequent_mask(sz: int) -> torch.Tensor:
@@ -54,17 +98,26 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
 
 
 class TransformerModel(nn.Module):
-    """The shared base: token embedding * sqrt(nhid) + positions, then ``nlayers`` encoder layers."""
+    """The shared base: token embedding * sqrt(nhid) + positions, then ``nlayers`` encoder layers.
 
-    def __init__(self, ntoken: int, nhead: int, nhid: int, nlayers: int, dropout: float = 0.5,
-                 max_len: int = 5000):
+    The argument order is PyTorch's tutorial's, which part 2's students follow; the library builds it
+    from a ``ModelConfig`` (``from_config``)."""
+
+    @classmethod
+    def from_config(cls, config: ModelConfig) -> TransformerModel:
+        return cls(config.ntoken, config.nhead, config.nhid, config.nlayers, config.dropout, config.max_len,
+                   config.feedforward)
+
+    def __init__(self, ntoken: int, nhead: int, nhid: int, nlayers: int, dropout: float = ModelConfig.dropout,
+                 max_len: int = ModelConfig.max_len, dim_feedforward: int | None = None):
         super().__init__()
         if nhid % nhead:
             raise ValueError(f"nhid={nhid} must be divisible by nhead={nhead} (each head gets nhid/nhead dims)")
         self.nhid = nhid
         self.encoder = nn.Embedding(ntoken, nhid)
         self.pos_encoder = PositionalEncoding(nhid, dropout, max_len)
-        layer = nn.TransformerEncoderLayer(nhid, nhead, dim_feedforward=nhid, dropout=dropout, batch_first=True)
+        layer = nn.TransformerEncoderLayer(nhid, nhead, dim_feedforward=dim_feedforward or nhid, dropout=dropout,
+                                           batch_first=True)
         self.transformer_encoder = nn.TransformerEncoder(layer, nlayers, enable_nested_tensor=False)
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor | None = None,
@@ -130,15 +183,12 @@ class Model(nn.Module):
         return self.head(hidden, src_key_padding_mask)
 
 
-def build_language_model(ntoken: int, nhid: int = 200, nlayers: int = 4, nhead: int = 2,
-                         dropout: float = 0.2, max_len: int = 5000) -> Model:
-    base = TransformerModel(ntoken, nhead, nhid, nlayers, dropout, max_len)
-    return Model(base, LanguageModelHead(nhid, ntoken))
+def build_language_model(config: ModelConfig) -> Model:
+    return Model(TransformerModel.from_config(config), LanguageModelHead(config.nhid, config.ntoken))
 
 
-def build_classifier(ntoken: int, nclasses: int = 2, nhid: int = 200, nlayers: int = 4, nhead: int = 2,
-                     dropout: float = 0.2, max_len: int = 5000, base: TransformerModel | None = None) -> Model:
+def build_classifier(config: ModelConfig, nclasses: int = 2, base: TransformerModel | None = None) -> Model:
     """A classifier with a fresh head, on ``base`` if given (transfer) or a new random base (scratch)."""
     if base is None:
-        base = TransformerModel(ntoken, nhead, nhid, nlayers, dropout, max_len)
+        base = TransformerModel.from_config(config)
     return Model(base, ClassificationHead(base.nhid, nclasses))

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from .model import ModelConfig
+
 VARIABLES = ("ntoken", "nhid", "nlayers", "nhead", "dim_feedforward", "outputs")
 
 
@@ -88,14 +90,19 @@ def encoder_layer_parameters(nhid: int, dim_feedforward: int) -> int:
     return sum(sizes[term.key] for term in TERMS if term.per_layer)
 
 
-def count_parameters_formula(ntoken: int, nhid: int, nlayers: int, nhead: int,
-                             dim_feedforward: int | None = None, nclasses: int | None = None) -> int:
+def count_parameters_formula(config: ModelConfig, nclasses: int | None = None) -> int:
     """Trainable parameters of ``Model``: embedding + layers + head, the sum of ``TERMS``.
 
     ``nclasses=None`` means the language-model head (nhid -> ntoken).  The positional
     encoding is a fixed buffer and contributes nothing.
     """
-    return sum(term_sizes(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses).values())
+    return sum(term_sizes(config.ntoken, config.nhid, config.nlayers, config.nhead, config.feedforward,
+                          nclasses).values())
+
+
+def split_config(cfg: dict) -> tuple[ModelConfig, int | None]:
+    """A count's configuration as the references store it (model fields + ``nclasses``) -> (config, nclasses)."""
+    return ModelConfig(**{k: v for k, v in cfg.items() if k != "nclasses"}), cfg.get("nclasses")
 
 
 def count_trainable_parameters(model: nn.Module) -> int:

@@ -21,7 +21,7 @@ import torch
 from . import data
 from .checkpoint import PRETRAINED_PATH, save_checkpoint
 from .datasets import TokenStream
-from .model import build_language_model
+from .model import ModelConfig, build_language_model
 from .training import evaluate_language_model, fast_bf16_available, set_seed, train_steps
 
 HELDOUT_FRACTION = 0.05
@@ -73,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--warmup", type=int, default=400)
-    parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--nhid", type=int, default=200)
-    parser.add_argument("--nlayers", type=int, default=4)
-    parser.add_argument("--nhead", type=int, default=2)
+    parser.add_argument("--dropout", type=float, default=ModelConfig.dropout)
+    parser.add_argument("--nhid", type=int, default=ModelConfig.nhid)
+    parser.add_argument("--nlayers", type=int, default=ModelConfig.nlayers)
+    parser.add_argument("--nhead", type=int, default=ModelConfig.nhead)
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = PyTorch's default)")
@@ -98,15 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     train_docs, _ = pretraining_documents(args.extra_text)
     stream = TokenStream(tokenizer, train_docs)
     evaluation = heldout_batches(tokenizer, args.seq_len, args.batch_size)
-    config = {"ntoken": tokenizer.get_piece_size(), "nhid": args.nhid, "nlayers": args.nlayers,
-              "nhead": args.nhead, "dropout": args.dropout}
-    model = build_language_model(**config)
+    config = ModelConfig(ntoken=tokenizer.get_piece_size(), nhid=args.nhid, nlayers=args.nlayers, nhead=args.nhead,
+                         dropout=args.dropout)
+    model = build_language_model(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     scheduler = warmup_cosine(optimizer, args.warmup, args.steps)
     generator = torch.Generator().manual_seed(args.seed)
     manifest = {
         "command": "python -m translab.pretrain " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "seed": args.seed, "config": config, "args": {k: str(v) for k, v in vars(args).items()},
+        "seed": args.seed, "config": config.to_dict(), "args": {k: str(v) for k, v in vars(args).items()},
         "bf16_autocast": bf16, "torch": str(torch.__version__), "threads": torch.get_num_threads(),
         "data_sha256": {**{f.name: f.sha256 for s in data.SOURCES for f in s.files},
                         "tokenizer.model": data.sha256_of(data.tokenizer_path())},

@@ -4,7 +4,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from translab import references
+from grader import references
 from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
 

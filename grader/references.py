@@ -1,0 +1,533 @@
+"""Building the reference tensors that the notebooks' test cells compare against (``make references``).
+
+Every file under ``grader/references/`` is computed here from translab's own implementation, on
+small, seeded configurations.  Test cells load them (``translab.references.load``) instead of calling
+translab at grading time, so a hidden test can forbid translab's implementation (see
+``translab.checks.forbid``) and still know the right answer.  ``visible`` entries are the ones the
+student's notebook shows; ``hidden`` entries use sizes, hyperparameters and seeds the student never
+sees, which is why this module, which holds them, is the grader's and not the student library's.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from translab import model as M
+from translab import params as P
+from translab.data import EOS_ID, PAD_ID
+from translab.paths import GRADER_DIR
+from translab.references import NAMES
+
+MASK_SIZES = {"visible": [5], "hidden": [1, 7, 13]}
+PE_CONFIGS = {"visible": [(16, 50)], "hidden": [(6, 11), (48, 100)]}
+TM_CONFIGS = {"visible": [dict(ntoken=50, nhead=2, nhid=16, nlayers=2)],
+              "hidden": [dict(ntoken=37, nhead=4, nhid=24, nlayers=3), dict(ntoken=11, nhead=1, nhid=8, nlayers=1)]}
+HEAD_CONFIGS = {"visible": [dict(nhid=16, ntoken=50, nclasses=2)],
+                "hidden": [dict(nhid=24, ntoken=37, nclasses=3), dict(nhid=8, ntoken=11, nclasses=5)]}
+# hidden: two configurations whose feed-forward width is not nhid, so a formula that writes nhid for
+# dim_feedforward (right in the notebook, where they are equal) fails there
+PARAM_CONFIGS = {"visible": [dict(ntoken=100, nhid=200, nlayers=4, nhead=2, dim_feedforward=200, nclasses=None),
+                             dict(ntoken=100, nhid=200, nlayers=4, nhead=2, dim_feedforward=200, nclasses=2)],
+                 "hidden": [dict(ntoken=37, nhid=24, nlayers=3, nhead=4, dim_feedforward=24, nclasses=None),
+                            dict(ntoken=37, nhid=24, nlayers=3, nhead=4, dim_feedforward=24, nclasses=3),
+                            dict(ntoken=4000, nhid=64, nlayers=2, nhead=8, dim_feedforward=96, nclasses=None),
+                            dict(ntoken=11, nhid=8, nlayers=1, nhead=1, dim_feedforward=8, nclasses=5),
+                            dict(ntoken=500, nhid=32, nlayers=6, nhead=4, dim_feedforward=80, nclasses=2)]}
+LENGTHS = [9, 6, 3]
+
+
+# ----------------------------------------------------------------- builders
+
+def _padded_batch(ntoken: int, seed: int, lengths=LENGTHS) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(5, ntoken, (len(lengths), max(lengths)), generator=g)
+    padding = torch.zeros_like(src, dtype=torch.bool)
+    for row, length in enumerate(lengths):
+        src[row, length:] = PAD_ID
+        padding[row, length:] = True
+    return src, padding
+
+
+def _state(module: nn.Module) -> dict:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def build_mask() -> dict:
+    return {split: {str(n): M.generate_square_subsequent_mask(n) for n in sizes}
+            for split, sizes in MASK_SIZES.items()}
+
+
+def build_positional_encoding() -> dict:
+    out = {}
+    for split, configs in PE_CONFIGS.items():
+        out[split] = []
+        for i, (d_model, max_len) in enumerate(configs):
+            g = torch.Generator().manual_seed(100 + i)
+            x = torch.randn(2, max_len // 2, d_model, generator=g)
+            out[split].append({"d_model": d_model, "max_len": max_len, "x": x,
+                               "table": M.sinusoidal_table(max_len, d_model),
+                               "expected": x + M.sinusoidal_table(max_len, d_model)[: x.size(1)]})
+    return out
+
+
+@torch.no_grad()
+def _encoder_variants(base: M.TransformerModel, src, padding, causal) -> dict:
+    """The right output and the outputs of common mistakes, for diagnosis."""
+    mask = causal
+    full = base(src, mask, padding)
+    emb = base.encoder(src)
+    pe = base.pos_encoder.pe[: src.size(1)]
+    enc = base.transformer_encoder
+    padding_float = torch.zeros(padding.shape).masked_fill(padding, float("-inf"))
+    return {
+        "expected": full,
+        "no_scale": enc(emb + pe, mask=mask, src_key_padding_mask=padding_float),
+        "no_positions": enc(emb * math.sqrt(base.nhid), mask=mask, src_key_padding_mask=padding_float),
+        "no_causal_mask": enc(emb * math.sqrt(base.nhid) + pe, src_key_padding_mask=padding),
+        "no_padding_mask": enc(emb * math.sqrt(base.nhid) + pe, mask=mask),
+        "expected_no_masks": base(src),
+    }
+
+
+def build_transformer() -> dict:
+    out = {}
+    for split, configs in TM_CONFIGS.items():
+        out[split] = []
+        for i, cfg in enumerate(configs):
+            torch.manual_seed(200 + i)
+            base = M.TransformerModel.from_config(M.ModelConfig.pick(cfg, dropout=0.1)).eval()
+            src, padding = _padded_batch(cfg["ntoken"], 300 + i)
+            causal = M.generate_square_subsequent_mask(src.size(1))
+            out[split].append({"config": cfg, "state_dict": _state(base), "src": src, "padding": padding,
+                               "causal": causal, **_encoder_variants(base, src, padding, causal)})
+    return out
+
+
+@torch.no_grad()
+def build_heads() -> dict:
+    out = {}
+    for split, configs in HEAD_CONFIGS.items():
+        out[split] = []
+        for i, cfg in enumerate(configs):
+            torch.manual_seed(400 + i)
+            lm = M.LanguageModelHead(cfg["nhid"], cfg["ntoken"])
+            cls = M.ClassificationHead(cfg["nhid"], cfg["nclasses"])
+            g = torch.Generator().manual_seed(500 + i)
+            hidden = torch.randn(len(LENGTHS), max(LENGTHS), cfg["nhid"], generator=g)
+            _, padding = _padded_batch(cfg["ntoken"], 600 + i)
+            out[split].append({
+                "config": cfg, "lm_state": _state(lm), "cls_state": _state(cls), "hidden": hidden,
+                "padding": padding, "lm_expected": lm(hidden), "cls_expected": cls(hidden, padding),
+                "cls_last_position": cls.decoder(hidden[:, -1]), "cls_first_position": cls.decoder(hidden[:, 0]),
+                "cls_mean": cls.decoder(hidden.mean(dim=1)),
+                "cls_no_padding_mask": cls(hidden, None),
+            })
+    return out
+
+
+@torch.no_grad()
+def build_model() -> dict:
+    out = {}
+    for split, configs in TM_CONFIGS.items():
+        out[split] = []
+        for i, cfg in enumerate(configs):
+            torch.manual_seed(700 + i)
+            lm = M.build_language_model(M.ModelConfig.pick(cfg, dropout=0.1)).eval()
+            src, padding = _padded_batch(cfg["ntoken"], 800 + i)
+            out[split].append({
+                "config": cfg, "base_state": _state(lm.base), "head_state": _state(lm.head), "src": src,
+                "padding": padding, "causal_expected": lm(src, padding), "bidirectional_expected": lm(src, padding, causal=False),
+                "causal_no_padding": lm(src),
+            })
+    return out
+
+
+PARAMETER_VARIANTS = ("no_biases", "no_layer_norms", "one_layer_norm", "no_out_projection", "attention_times_heads",
+                      "no_head", "no_embedding", "trainable_positional_encoding", "one_layer", "qkv_once")
+
+
+def _variants(cfg: dict) -> dict:
+    """The parameter count and its usual wrong versions, by name: the mistakes of ``translab.diagnosis`` applied to
+    the terms of ``translab.params`` (the checks diagnose by probing; these stay for the instructor's eyes)."""
+    from translab.diagnosis import mistaken_count
+    right = P.count_parameters_formula(*P.split_config(cfg))
+    return {"expected": right, **{name: int(round(mistaken_count(cfg, f"count.{name}"))) for name in PARAMETER_VARIANTS}}
+
+
+def build_parameters() -> dict:
+    return {split: [{"config": cfg, **_variants(cfg)} for cfg in configs] for split, configs in PARAM_CONFIGS.items()}
+
+
+def build_lm_targets() -> dict:
+    out = {}
+    for split, shape in {"visible": (2, 6), "hidden": (3, 11)}.items():
+        g = torch.Generator().manual_seed(900 + len(shape) + shape[1])
+        ids = torch.randint(5, 100, shape, generator=g)
+        out[split] = {"ids": ids, "inputs": ids[:, :-1].clone(), "targets": ids[:, 1:].clone()}
+    return out
+
+
+def build_lm_loss() -> dict:
+    out = {}
+    for split, (b, t, v, seed) in {"visible": (2, 5, 7, 1000), "hidden": (3, 8, 13, 1001)}.items():
+        g = torch.Generator().manual_seed(seed)
+        logits = torch.randn(b, t, v, generator=g) * 3
+        targets = torch.randint(5, v, (b, t), generator=g)
+        targets[0, -2:] = PAD_ID
+        targets[-1, -1] = PAD_ID
+        flat_logits, flat_targets = logits.reshape(-1, v), targets.reshape(-1)
+        out[split] = {
+            "logits": logits, "targets": targets,
+            "expected": nn.functional.cross_entropy(flat_logits, flat_targets, ignore_index=PAD_ID),
+            "softmax_first": nn.functional.cross_entropy(flat_logits.softmax(-1), flat_targets, ignore_index=PAD_ID),
+            "log_softmax_first": nn.functional.cross_entropy(flat_logits.log_softmax(-1), flat_targets, ignore_index=PAD_ID),
+            "padding_counted": nn.functional.cross_entropy(flat_logits, flat_targets),
+            "sum": nn.functional.cross_entropy(flat_logits, flat_targets, ignore_index=PAD_ID, reduction="sum"),
+        }
+    return out
+
+
+@torch.no_grad()
+def build_greedy() -> dict:
+    from translab.generation import greedy_generate_ids
+    out = {}
+    for split, (cfg, seed) in {"visible": (dict(ntoken=50, nhid=16, nlayers=2, nhead=2), 1100),
+                               "hidden": (dict(ntoken=23, nhid=8, nlayers=1, nhead=2), 1101)}.items():
+        torch.manual_seed(seed)
+        lm = M.build_language_model(M.ModelConfig.pick(cfg, dropout=0.5))
+        # Sharpen the head so greedy decoding does not loop on one token.
+        with torch.no_grad():
+            lm.head.decoder.weight.mul_(4.0)
+        prompts = [[2, 7, 9], [2], [2, 11, 5, 8, 20]]
+        cases = []
+        for prompt in prompts:
+            new = greedy_generate_ids(lm, prompt, max_new_tokens=12, eos_id=-1)
+            cases.append({"prompt": prompt, "max_new_tokens": 12, "eos_id": EOS_ID if EOS_ID not in new else -1,
+                          "expected": greedy_generate_ids(lm, prompt, 12, EOS_ID if EOS_ID not in new else -1)})
+            # The same prompt with an "eos" that the model emits after a few tokens: generation must stop there.
+            stop = new[3]
+            cases.append({"prompt": prompt, "max_new_tokens": 12, "eos_id": stop,
+                          "expected": greedy_generate_ids(lm, prompt, 12, stop)})
+        out[split] = {"config": cfg, "state_dict": _state(lm), "cases": cases}
+    return out
+
+
+def _accuracy_case(cfg: dict, seed: int) -> dict:
+    torch.manual_seed(seed)
+    clf = M.build_classifier(M.ModelConfig.pick(cfg, dropout=0.5), cfg["nclasses"])
+    batches = []
+    for b in range(3):
+        src, padding = _padded_batch(cfg["ntoken"], seed + 10 + b, lengths=[7, 2, 5, 7, 4][: 3 + b])
+        labels = torch.randint(0, cfg["nclasses"], (src.size(0),), generator=torch.Generator().manual_seed(seed + b))
+        batches.append({"inputs": src, "padding_mask": padding, "targets": labels})
+    from translab.datasets import Batch
+    from translab.training import evaluate_accuracy
+    expected = evaluate_accuracy(clf, [Batch(**b) for b in batches])
+    clf.eval()
+    with torch.no_grad():
+        predictions = torch.cat([clf(b["inputs"]).argmax(-1) for b in batches])
+    labels = torch.cat([b["targets"] for b in batches])
+    return {"config": cfg, "state_dict": _state(clf), "batches": batches, "expected": expected,
+            "no_padding_mask": float((predictions == labels).float().mean())}
+
+
+def build_accuracy() -> dict:
+    return {"visible": _accuracy_case(dict(ntoken=50, nhid=16, nlayers=2, nhead=2, nclasses=2), 1200),
+            "hidden": _accuracy_case(dict(ntoken=29, nhid=8, nlayers=1, nhead=1, nclasses=3), 1300)}
+
+
+def build_transfer() -> dict:
+    out = {}
+    for split, (cfg, nclasses, seed) in {"visible": (dict(ntoken=50, nhid=16, nlayers=2, nhead=2), 2, 1400),
+                                         "hidden": (dict(ntoken=31, nhid=24, nlayers=1, nhead=4), 3, 1500)}.items():
+        torch.manual_seed(seed)
+        lm = M.build_language_model(M.ModelConfig.pick(cfg, dropout=0.1))
+        src, padding = _padded_batch(cfg["ntoken"], seed + 1)
+        out[split] = {"config": cfg, "nclasses": nclasses, "state_dict": _state(lm), "src": src, "padding": padding}
+    return out
+
+
+@torch.no_grad()
+def build_mlm_loss() -> dict:
+    from translab.mlm import mask_tokens, mlm_loss
+    out = {}
+    for split, (cfg, seed) in {"visible": (dict(ntoken=60, nhid=16, nlayers=2, nhead=2), 1600),
+                               "hidden": (dict(ntoken=33, nhid=8, nlayers=1, nhead=2), 1700)}.items():
+        torch.manual_seed(seed)
+        lm = M.build_language_model(M.ModelConfig.pick(cfg, dropout=0.1)).eval()
+        ids, padding = _padded_batch(cfg["ntoken"], seed + 1, lengths=[12, 9, 5, 12])
+        inputs, labels = mask_tokens(ids, cfg["ntoken"], torch.Generator().manual_seed(seed + 2), 0.3)
+        logits = lm(inputs, padding, causal=True)
+        out[split] = {"config": cfg, "state_dict": _state(lm), "inputs": inputs, "labels": labels, "padding": padding,
+                      "expected": mlm_loss(lm, inputs, labels, padding),
+                      "causal": nn.functional.cross_entropy(logits.reshape(-1, cfg["ntoken"]), labels.reshape(-1),
+                                                            ignore_index=PAD_ID),
+                      "all_positions": nn.functional.cross_entropy(lm(inputs, padding, causal=False).reshape(-1, cfg["ntoken"]),
+                                                                   ids.reshape(-1))}
+    return out
+
+
+# ----------------------------------------------------------------- notebook 06: a real BERT
+
+# Small BERT shapes for the checks of BertBase and BertClassifier: the hidden ones change every size, the
+# LayerNorm epsilon, the number of token types, and use token types other than 0.
+BERT_CONFIGS = {
+    "visible": [dict(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                     max_position_embeddings=24, type_vocab_size=2)],
+    "hidden": [dict(vocab_size=41, hidden_size=24, num_hidden_layers=3, num_attention_heads=4, intermediate_size=40,
+                    max_position_embeddings=16, type_vocab_size=3, layer_norm_eps=1e-7),
+               dict(vocab_size=17, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8,
+                    max_position_embeddings=10, type_vocab_size=1)],
+}
+BERT_CLASSES = {"visible": [2], "hidden": [3, 5]}
+# A checkpoint of another shape for the hidden check of the weight mapping (a fixed layer count fails it).
+BERT_SYNTHETIC = dict(vocab_size=40, hidden_size=12, num_hidden_layers=3, num_attention_heads=3, intermediate_size=20,
+                      max_position_embeddings=16, type_vocab_size=2)
+# Sentences run through the real checkpoint.  The visible ones are the notebook's; the hidden ones are never shown
+# (only their token ids are stored), one of them a sentence pair with token types 0 and 1.
+BERT_SENTENCES = {
+    "visible": ["a gorgeous , witty , seductive movie .", "the plot is a mess and the jokes fall flat .",
+                "he drove to the stadium ."],
+    "hidden": ["an uneven but often touching portrait of two brothers .",
+               "nothing here rings true , least of all the ending .",
+               "quiet , patient and quite beautiful .",
+               "i wanted to like it more than i did .",
+               ("was the soundtrack any good ?", "it was the best thing in the film .")],
+}
+BERT_MAX_LENGTH = 64
+
+
+def _bert_config(fields: dict):
+    from translab.bert import BertConfig
+    return BertConfig(**fields)
+
+
+def _random_bert(config, seed: int):
+    """A BertEncoder with random weights, LayerNorms included (else a forgotten or swapped LayerNorm, still at
+    weight 1 and bias 0, could not be told from the right one), at a scale where every mistake shows."""
+    from translab.bert import BertEncoder
+    torch.manual_seed(seed)
+    model = BertEncoder(replace_config(config, initializer_range=0.2))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.dim() == 1:
+                param.add_(0.2 * torch.randn_like(param))
+    return model.eval()
+
+
+def replace_config(config, **changes):
+    from dataclasses import replace
+    return replace(config, **changes)
+
+
+def _bert_inputs(config, seed: int, lengths=(7, 4, 2)) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, config.vocab_size, (len(lengths), max(lengths)), generator=g)
+    padding = torch.zeros_like(ids, dtype=torch.bool)
+    types = torch.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        ids[row, length:] = 0
+        padding[row, length:] = True
+        if config.type_vocab_size > 1:  # a second segment, of a type other than 0
+            types[row, length // 2:length] = torch.randint(1, config.type_vocab_size, (1,), generator=g)
+    return ids, padding, types
+
+
+@torch.no_grad()
+def _bert_base_variants(model, ids, padding, types) -> dict:
+    """What a BertBase outputs when it gets one of BERT's differences from part 2 wrong, by name."""
+    import torch.nn.functional as F
+    config = model.config
+    d = config.hidden_size
+    positions = model.position_embeddings(torch.arange(ids.size(1)))
+    word, kind = model.word_embeddings(ids), model.token_type_embeddings(types)
+
+    def encoder_like(**changes):
+        settings = {"activation": "gelu", "layer_norm_eps": config.layer_norm_eps, "norm_first": False, **changes}
+        layer = nn.TransformerEncoderLayer(d, config.num_attention_heads, config.intermediate_size,
+                                           config.hidden_dropout_prob, batch_first=True, **settings)
+        encoder = nn.TransformerEncoder(layer, config.num_hidden_layers, enable_nested_tensor=False)
+        encoder.load_state_dict(model.encoder.state_dict())
+        return encoder.eval()
+
+    def run(x, encoder=model.encoder, mask=padding):
+        return encoder(x, src_key_padding_mask=mask)
+
+    norm = model.embedding_norm
+    return {
+        "scaled": run(norm(word * math.sqrt(d) + positions + kind)),
+        "no_embedding_norm": run(word + positions + kind),
+        "no_positions": run(norm(word + kind)),
+        "no_token_types": run(norm(word + positions)),
+        "types_ignored": run(norm(word + positions + model.token_type_embeddings(torch.zeros_like(types)))),
+        "relu": run(norm(word + positions + kind), encoder_like(activation="relu")),
+        "tanh_gelu": run(norm(word + positions + kind),
+                         encoder_like(activation=lambda t: F.gelu(t, approximate="tanh"))),
+        "pre_ln": run(norm(word + positions + kind), encoder_like(norm_first=True)),
+        "no_padding_mask": run(norm(word + positions + kind), mask=None),
+    }
+
+
+@torch.no_grad()
+def build_bert_base() -> dict:
+    out = {}
+    for split, configs in BERT_CONFIGS.items():
+        out[split] = []
+        for i, fields in enumerate(configs):
+            config = _bert_config(fields)
+            model = _random_bert(config, 3000 + 10 * i + (split == "hidden"))
+            ids, padding, types = _bert_inputs(config, 3100 + 10 * i + (split == "hidden"))
+            out[split].append({"config": fields, "state_dict": _state(model), "ids": ids, "padding": padding,
+                               "types": types, "expected": model(ids, padding, types),
+                               "expected_no_masks": model(ids), **_bert_base_variants(model, ids, padding, types)})
+    return out
+
+
+@torch.no_grad()
+def build_bert_mapping() -> dict:
+    """Outputs of the real all-MiniLM-L6-v2 (loaded by translab's mapping) on the visible and hidden sentences,
+    and, hidden, a small checkpoint of another shape with its outputs.  Only token ids are stored."""
+    from translab.bert import load_minilm, tokenize, to_checkpoint
+    minilm, tokenizer = load_minilm(max_length=BERT_MAX_LENGTH)
+    out = {}
+    for split, sentences in BERT_SENTENCES.items():
+        single = [s for s in sentences if isinstance(s, str)]
+        pairs = [s for s in sentences if not isinstance(s, str)]
+        encodings = tokenizer.encode_batch(single + pairs)
+        ids, padding, types = tokenize(tokenizer, single) if not pairs else (
+            torch.tensor([e.ids for e in encodings]), torch.tensor([e.attention_mask for e in encodings]) == 0,
+            torch.tensor([e.type_ids for e in encodings]))
+        out[split] = [{"config": None, "checkpoint": None, "ids": ids, "padding": padding, "types": types,
+                       "expected": minilm(ids, padding, types)}]
+    config = _bert_config(BERT_SYNTHETIC)
+    model = _random_bert(config, 3300)
+    ids, padding, types = _bert_inputs(config, 3301, lengths=(9, 5, 3, 9))
+    out["hidden"].append({"config": BERT_SYNTHETIC, "checkpoint": to_checkpoint(model), "ids": ids, "padding": padding,
+                          "types": types, "expected": model(ids, padding, types)})
+    return out
+
+
+def _bert_count_variants(fields: dict, pooler: bool) -> dict:
+    """The parameter count of a BERT encoder and its usual wrong versions, by name."""
+    from translab.bert import count_parameters_formula
+    config = _bert_config(fields)
+    d, f, layers, heads = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.num_attention_heads
+    right = count_parameters_formula(config, pooler)
+    layer = count_parameters_formula(replace_config(config, num_hidden_layers=1)) \
+        - count_parameters_formula(replace_config(config, num_hidden_layers=0))
+    return {
+        "config": fields, "pooler": pooler, "expected": right,
+        "pooler_flipped": count_parameters_formula(config, not pooler),
+        "no_biases": right - layers * (3 * d + d + f + d) - (d if pooler else 0),
+        "no_layer_norms": right - layers * 4 * d,
+        "one_layer_norm": right - layers * 2 * d,
+        "no_embedding_norm": right - 2 * d,
+        "no_position_embeddings": right - config.max_position_embeddings * d,
+        "no_token_types": right - config.type_vocab_size * d,
+        "position_ids_counted": right + config.max_position_embeddings,
+        "feed_forward_of_width_d": count_parameters_formula(replace_config(config, intermediate_size=d), pooler),
+        "attention_times_heads": right + layers * (heads - 1) * (4 * d * d + 4 * d),
+        "qkv_once": right - layers * (2 * d * d + 2 * d),
+        "no_out_projection": right - layers * (d * d + d),
+        "one_layer": right - (layers - 1) * layer,
+    }
+
+
+BERT_COUNT_CONFIGS = {
+    "visible": [dict()],  # all-MiniLM-L6-v2 itself (BertConfig's defaults)
+    "hidden": [BERT_CONFIGS["hidden"][0], BERT_SYNTHETIC,
+               dict(vocab_size=28996, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                    intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)],
+}
+
+
+def build_bert_parameters() -> dict:
+    return {split: [_bert_count_variants(fields, pooler) for fields in configs for pooler in (False, True)]
+            for split, configs in BERT_COUNT_CONFIGS.items()}
+
+
+@torch.no_grad()
+def build_bert_classifier() -> dict:
+    from translab.bert import BertClassifier, mean_pool
+    out = {}
+    for split, configs in BERT_CONFIGS.items():
+        out[split] = []
+        for i, (fields, nclasses) in enumerate(zip(configs, BERT_CLASSES[split])):
+            config = _bert_config(fields)
+            encoder = _random_bert(config, 3400 + 10 * i + (split == "hidden"))
+            torch.manual_seed(3500 + i)
+            classifier = BertClassifier(encoder, nclasses).eval()
+            ids, padding, types = _bert_inputs(config, 3600 + 10 * i + (split == "hidden"), lengths=(6, 2, 4, 6))
+            hidden = encoder(ids, padding, types)
+            head = classifier.head
+            lengths = (~padding).sum(dim=1)
+            keep = (~padding).unsqueeze(-1).float()
+            out[split].append({
+                "config": fields, "nclasses": nclasses, "encoder_state": _state(encoder),
+                "head_state": _state(head), "ids": ids, "padding": padding, "types": types,
+                "expected": classifier(ids, padding, types), "expected_no_masks": classifier(ids),
+                "mean_with_padding": head(hidden.mean(dim=1)),
+                "first_token": head(hidden[:, 0]),
+                "last_real_token": head(hidden[torch.arange(len(ids)), lengths - 1]),
+                "last_position": head(hidden[:, -1]),
+                "sum": head((hidden * keep).sum(dim=1)),
+                "max": head(hidden.masked_fill(padding.unsqueeze(-1), float("-inf")).max(dim=1).values),
+                "no_padding_mask": head(mean_pool(encoder(ids, None, types), padding)),
+                "types_ignored": head(mean_pool(encoder(ids, padding), padding)),
+            })
+    return out
+
+
+BUILDERS = {name: globals()[f"build_{name}"] for name in NAMES}
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape \
+            and a.dtype == b.dtype and bool(torch.allclose(a, b, atol=1e-6, rtol=1e-5, equal_nan=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-7)
+    return a == b
+
+
+def build(name: str) -> dict:
+    torch.manual_seed(0)
+    return BUILDERS[name]()
+
+
+def write_all(out_dir: Path | None = None) -> list[tuple[str, str]]:
+    """Write every reference; a file whose content is unchanged is left alone (no git churn)."""
+    out_dir = Path(out_dir) if out_dir is not None else GRADER_DIR / "references"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = []
+    for name in NAMES:
+        path = out_dir / f"{name}.pt"
+        fresh = build(name)
+        if path.exists():
+            try:
+                if _equal(torch.load(path, map_location="cpu", weights_only=True), fresh):
+                    report.append((name, "unchanged"))
+                    continue
+            except Exception:  # unreadable: rewrite it
+                pass
+        torch.save(fresh, path)
+        report.append((name, "written"))
+    return report
+
+
+def stale(out_dir: Path | None = None) -> list[str]:
+    """Names of the references that differ from what translab computes now."""
+    out_dir = Path(out_dir) if out_dir is not None else GRADER_DIR / "references"
+    bad = []
+    for name in NAMES:
+        path = out_dir / f"{name}.pt"
+        if not path.exists() or not _equal(torch.load(path, map_location="cpu", weights_only=True), build(name)):
+            bad.append(name)
+    return bad

@@ -1,0 +1,117 @@
+"""``make student-release``: what students get holds nothing of the grader's and works on its own."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from grader import student_release
+from grader.batch import ASSIGNMENT
+from translab.paths import REPO_ROOT
+from translab.references import NAMES
+
+SECRET_MARKERS = ("BEGIN HIDDEN TESTS", "BEGIN SOLUTION", "### BEGIN", "split=\"hidden\"")
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory) -> Path:
+    dest = tmp_path_factory.mktemp("students") / "translab"
+    written = student_release.write(dest)
+    assert written and all(dest in path.parents for path in written)
+    return dest
+
+
+def test_the_release_holds_no_solutions_gradebook_grader_or_hidden_cases(release):
+    names = {path.relative_to(release).parts[0] for path in release.rglob("*")}
+    assert names == {"notebooks", "translab", "references", "artifacts", "results", "data", "Makefile",
+                     "README.md", "pyproject.toml", "constraints.txt"}, names
+    assert not list(release.rglob("*.db")) and not list(release.rglob("nbgrader_config.py"))
+    for name in NAMES:
+        reference = torch.load(release / "references" / f"{name}.pt", weights_only=True)
+        assert set(reference) == {"visible"}, f"{name}.pt must carry the visible cases only"
+    for path in [*release.rglob("*.py"), *release.rglob("*.ipynb"), *release.rglob("*.md")]:
+        text = path.read_text(encoding="utf-8")
+        leaks = [marker for marker in SECRET_MARKERS if marker in text and path.suffix == ".ipynb"]
+        assert not leaks, f"{path.relative_to(release)} holds {leaks}"
+        assert "MASK_SIZES" not in text and "PARAM_CONFIGS" not in text, \
+            f"{path.relative_to(release)} holds the reference builders (hidden configurations)"
+    pyproject = (release / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'packages = ["translab"]' in pyproject and "playwright" not in pyproject and "nbgrader==" in pyproject
+
+
+def test_the_library_never_imports_the_grader_or_nbgrader():
+    import ast
+    for path in sorted((REPO_ROOT / "translab").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+        assert not imported & {"grader", "nbgrader", "experiments"}, f"translab/{path.name} imports {imported}"
+
+
+def test_refuses_a_folder_that_is_not_empty_or_inside_the_course(tmp_path):
+    (tmp_path / "x").write_text("mine")
+    with pytest.raises(student_release.ReleaseError, match="not empty"):
+        student_release.write(tmp_path)
+    assert (tmp_path / "x").read_text() == "mine"
+    with pytest.raises(student_release.ReleaseError, match="inside the course"):
+        student_release.write(REPO_ROOT / "somewhere")
+    assert not (REPO_ROOT / "somewhere").exists()
+
+
+def _with_solutions(released: Path, solution: Path) -> nbformat.NotebookNode:
+    """The released notebook with every autograded answer cell replaced by the solution's (a student who did it)."""
+    notebook = nbformat.read(released, as_version=4)
+    answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source
+               for cell in nbformat.read(solution, as_version=4).cells
+               if cell.metadata.get("nbgrader", {}).get("solution")}
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers and cell.cell_type == "code":
+            cell.source = answers[grade_id]
+    return notebook
+
+
+RUN = """
+import json, sys
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+notebook = nbformat.read(sys.argv[1], as_version=4)
+notebook.cells.insert(0, nbformat.v4.new_code_cell("import translab; print('TRANSLAB_AT', translab.__file__)"))
+client = NotebookClient(notebook, timeout=300, kernel_name="python3", allow_errors=True)
+client.execute()
+errors = [cell.metadata.get("nbgrader", {}).get("grade_id") or cell.source[:40]
+          for cell in notebook.cells if cell.cell_type == "code"
+          for output in cell.get("outputs", []) if output.output_type == "error"]
+where = [o.get("text", "") for o in notebook.cells[0].outputs if o.output_type == "stream"]
+print(json.dumps({"errors": errors, "where": "".join(where)}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["01_mask_and_positional_encoding", "02_model_and_parameters"])
+def test_a_completed_notebook_passes_its_visible_checks_inside_the_release(release, tmp_path, name):
+    released = release / "notebooks" / ASSIGNMENT / f"{name}.ipynb"
+    done = release / "notebooks" / ASSIGNMENT / f"{name}.done.ipynb"
+    nbformat.write(_with_solutions(released, REPO_ROOT / "solutions" / ASSIGNMENT / f"{name}.ipynb"), done)
+    # the release's own library first; the data of this course (what `make data` fetches there)
+    env = {**os.environ, "PYTHONPATH": str(release), "TRANSLAB_DATA_DIR": str(REPO_ROOT / "data")}
+    env.pop("TRANSLAB_REFERENCES", None)
+    outcome = {}
+    for notebook in (done, released):
+        process = subprocess.run([sys.executable, "-c", RUN, str(notebook)], cwd=done.parent, env=env,
+                                 capture_output=True, text=True, timeout=600)
+        assert process.returncode == 0, process.stderr[-3000:]
+        outcome[notebook] = json.loads(process.stdout.strip().splitlines()[-1])
+    assert str(release / "translab") in outcome[done]["where"], "the notebook must run the release's library"
+    assert outcome[done]["errors"] == [], f"visible checks failed in the student release: {outcome[done]['errors']}"
+    blank_failures = [e for e in outcome[released]["errors"] if e and e.endswith("_visible")]
+    assert blank_failures, "the untouched notebook must fail its visible checks (they have to be able to fail)"
