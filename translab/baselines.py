@@ -73,3 +73,20 @@ def all_baselines(train, valid, test) -> dict:
     return {kind: {**fit_baseline(kind, train, valid, test),
                    "default_test_accuracy": default_baseline(kind, train, test)["test_accuracy"]}
             for kind in ("naive_bayes", "logistic_regression")}
+
+
+PROBE_CS = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0)  # unit-length sentence embeddings need weaker regularisation
+
+
+def fit_feature_probe(train: tuple[np.ndarray, np.ndarray], valid: tuple[np.ndarray, np.ndarray],
+                      test: tuple[np.ndarray, np.ndarray]) -> dict:
+    """Logistic regression on frozen features ((x, y) per split): ``C`` chosen on ``valid``, ``test`` scored once.
+    What a pretrained encoder knows before any fine-tuning."""
+    best = None
+    for c in PROBE_CS:
+        model = LogisticRegression(C=c, max_iter=2000).fit(*train)
+        valid_acc = float(np.mean(model.predict(valid[0]) == valid[1]))
+        if best is None or valid_acc > best[0]:
+            best = (valid_acc, c, model)
+    valid_acc, c, model = best
+    return {"test_accuracy": float(np.mean(model.predict(test[0]) == test[1])), "valid_accuracy": valid_acc, "C": c}

@@ -4,8 +4,10 @@
     python -m translab.experiment --quick --out /tmp/x  # reduced run (what `make test` does)
 
 For each number of labeled sentences (``--sizes``, ``all`` = train + pool) and each seed, the same
-balanced subset is used to fine-tune the pretrained base and a randomly initialised one, each with
-its own recipe (``RECIPES``: both tuned on the validation set only).  Each run keeps the weights of
+balanced subset is used to fine-tune three models, each with its own recipe (``RECIPES``: all tuned on
+the validation set only): the lab's LM pretrained in part 3, the same Transformer from random weights,
+and all-MiniLM-L6-v2, a BERT-family encoder pretrained at scale (part 6's ``BertEncoder``).  The frozen
+MiniLM's mean-pooled features under a logistic regression are a fourth, training-free reference.  Each run keeps the weights of
 its best validation epoch; the test set is scored once per run (and, at 1,600 labels, after every
 epoch for the learning curves of notebook 04 -- reported, never used to select).  The same subsets
 feed the bag-of-words baselines.  Runs are independent and seeded, so they go to ``--jobs``
@@ -33,11 +35,15 @@ from tqdm.auto import tqdm
 from . import data
 from .checkpoint import PRETRAINED_PATH, load_checkpoint
 from .datasets import bucketed_batches, encode_pairs
+from .datasets import Batch
 from .model import Model, ModelConfig, build_classifier
 from .paths import RESULTS_DIR
 from .training import evaluate_accuracy, fine_tune, set_seed
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+INITS = ("pretrained", "scratch", "minilm")   # the fine-tuned arms: our LM, random weights, MiniLM
+LAB_INITS = ("pretrained", "scratch")           # the arms built on the lab's own Transformer and tokenizer
+MINILM_MAX_LENGTH = 64                          # WordPiece tokens; the lab's sentences are shorter
 DEFAULT_SIZES = ("100", "200", "400", "800", "1600", "all")
 CURVE_SIZE = 1600          # per-epoch test accuracy is recorded at this size (notebook 04)
 EVAL_BATCH = 128
@@ -69,6 +75,8 @@ class Recipe:
 
 # What ``--tune`` tries: the fine-tuning choices the issue names, for each initialisation.
 _DISCRIMINATIVE = Recipe(lr_head=1e-3, lr_base=3e-4, layer_decay=0.7)  # ULMFiT-style: lower layers slower
+_MINILM = Recipe(lr_head=1e-4, lr_base=1e-4, batch_size=16, min_steps=150, max_epochs=10, min_epochs=1,
+                 pooling="mean")
 CANDIDATES = {
     "pretrained": {
         "uniform lr 3e-4": Recipe(lr_head=3e-4, lr_base=3e-4),
@@ -79,6 +87,11 @@ CANDIDATES = {
         "head 1e-3, base 3e-4, decay 0.7, dropout 0.3": replace(_DISCRIMINATIVE, dropout=0.3),
         "head 1e-3, base 3e-4, decay 0.7, mean pooling": replace(_DISCRIMINATIVE, pooling="mean"),
     },
+    # BERT's own recipe (Devlin et al.: AdamW, small learning rates, warmup, few epochs), batch 16 for the CPU.
+    "minilm": {
+        "lr 1e-4": _MINILM,
+        "lr 3e-5": replace(_MINILM, lr_head=3e-5, lr_base=3e-5),
+    },
     "scratch": {
         "uniform lr 3e-4": Recipe(lr_head=3e-4, lr_base=3e-4),
         "uniform lr 1e-3": Recipe(lr_head=1e-3, lr_base=1e-3),
@@ -88,7 +101,7 @@ CANDIDATES = {
 }
 # The winners of ``--tune`` (mean validation accuracy at 400 and 1,600 labels, 2 seeds; the test set is not
 # loaded): results/recipe_search.json, which tests/test_experiment.py checks these names against.
-CHOSEN = {"pretrained": "uniform lr 1e-3", "scratch": "uniform lr 1e-3, mean pooling"}
+CHOSEN = {"pretrained": "uniform lr 1e-3", "scratch": "uniform lr 1e-3, mean pooling", "minilm": "lr 1e-4"}
 RECIPES = {init: CANDIDATES[init][name] for init, name in CHOSEN.items()}
 QUICK_RECIPE_CHANGES = {"min_steps": 20, "max_epochs": 2, "min_epochs": 1, "patience": 1}
 
@@ -144,16 +157,77 @@ def set_dropout(model: nn.Module, p: float) -> None:
             module.dropout = p
 
 
-def param_groups(model: Model, recipe: Recipe) -> list[dict]:
-    """Head at ``lr_head``; encoder layers from the top down at ``lr_base * layer_decay**depth``."""
-    layers = [model.base.encoder, *model.base.transformer_encoder.layers]
+def param_groups(model: nn.Module, recipe: Recipe) -> list[dict]:
+    """Head at ``lr_head``; encoder layers from the top down at ``lr_base * layer_decay**depth``, embeddings last."""
     groups = [{"params": list(model.head.parameters()), "lr": recipe.lr_head}]
-    for depth, layer in enumerate(reversed(layers)):
-        groups.append({"params": list(layer.parameters()), "lr": recipe.lr_base * recipe.layer_decay ** depth})
+    for depth, params in enumerate(reversed(_bottom_up_layers(model))):
+        groups.append({"params": params, "lr": recipe.lr_base * recipe.layer_decay ** depth})
     covered = sum(p.numel() for g in groups for p in g["params"])
     if covered != sum(p.numel() for p in model.parameters()):
         raise RuntimeError("param_groups missed some parameters of the model")
     return groups
+
+
+def _bottom_up_layers(model: nn.Module) -> list[list[nn.Parameter]]:
+    """The encoder's parameters by depth: the embeddings, then each Transformer layer."""
+    if isinstance(model, Model):
+        base = model.base
+        return [list(base.encoder.parameters())] + [list(l.parameters()) for l in base.transformer_encoder.layers]
+    encoder = model.encoder  # a BertClassifier: every parameter outside encoder.encoder is an embedding
+    embeddings = [p for name, p in encoder.named_parameters() if not name.startswith("encoder.")]
+    return [embeddings] + [list(l.parameters()) for l in encoder.encoder.layers]
+
+
+class _BertForFineTune(nn.Module):
+    """A ``bert.BertClassifier`` with the lab's classifier call, ``model(inputs, padding_mask, causal=...)``,
+    so that ``training.fine_tune`` drives it unchanged.  ``causal`` is ignored: BERT reads both ways."""
+
+    def __init__(self, classifier: nn.Module):
+        super().__init__()
+        self.classifier = classifier
+
+    @property
+    def encoder(self) -> nn.Module:
+        return self.classifier.encoder
+
+    @property
+    def head(self) -> nn.Module:
+        return self.classifier.head
+
+    def forward(self, inputs: torch.Tensor, padding_mask: torch.Tensor | None = None, causal: bool = False):
+        return self.classifier(inputs, padding_mask)
+
+
+def _lab_arm(job: dict, recipe: Recipe):
+    """(model, batches) of the lab's Transformer, pretrained in part 3 or from random weights."""
+    tokenizer = data.load_tokenizer()
+
+    def batches(pairs, batch_size, shuffle=False, seed=0):
+        return bucketed_batches(encode_pairs(tokenizer, pairs), batch_size, shuffle=shuffle, seed=seed)
+
+    lm, checkpoint = load_pretrained(job["checkpoint"])
+    config = replace(ModelConfig.from_dict(checkpoint["config"]), dropout=recipe.dropout)
+    base = lm.base if job["init"] == "pretrained" else None
+    model = build_classifier(config, 2, base=base)
+    if recipe.pooling == "mean":
+        model = Model(model.base, MeanPoolHead(config.nhid, 2))
+    return model, batches
+
+
+def _minilm_arm(job: dict, recipe: Recipe):
+    """(model, batches) of all-MiniLM-L6-v2 under a fresh head reading the mean of its real tokens."""
+    from . import bert
+
+    if recipe.pooling != "mean":
+        raise ValueError("the MiniLM arm pools by the mean (a bidirectional encoder has no 'last' token to read)")
+    tokenizer = bert.minilm_tokenizer(MINILM_MAX_LENGTH)
+
+    def batches(pairs, batch_size, shuffle=False, seed=0):
+        return [Batch(b.input_ids, b.padding_mask, b.labels)
+                for b in bert.sentence_batches(tokenizer, pairs, batch_size, shuffle=shuffle, seed=seed)]
+
+    encoder, _ = bert.load_minilm(max_length=MINILM_MAX_LENGTH)
+    return _BertForFineTune(bert.BertClassifier(encoder.train(), nclasses=2)), batches
 
 
 def warmup_linear(optimizer, warmup_steps: int, total_steps: int):
@@ -166,22 +240,16 @@ def warmup_linear(optimizer, warmup_steps: int, total_steps: int):
 
 def run_one(job: dict) -> dict:
     """Fine-tune one model on one subset; returns its scores and history (plain data)."""
+    import resource
+
     torch.set_num_threads(job["threads"])
     recipe = Recipe(**job["recipe"])
-    tokenizer = data.load_tokenizer()
-    train = encode_pairs(tokenizer, training_pairs(job["size"], job["seed"]))
-    valid = bucketed_batches(encode_pairs(tokenizer, job["valid"]), EVAL_BATCH, shuffle=False)
-    # The recipe search passes test=None: it must never see the test set.
-    test = (bucketed_batches(encode_pairs(tokenizer, job["test"]), EVAL_BATCH, shuffle=False)
-            if job["test"] is not None else None)
-
     set_seed(job["seed"])
-    lm, checkpoint = load_pretrained(job["checkpoint"])
-    config = replace(ModelConfig.from_dict(checkpoint["config"]), dropout=recipe.dropout)
-    base = lm.base if job["init"] == "pretrained" else None
-    model = build_classifier(config, 2, base=base)
-    if recipe.pooling == "mean":
-        model = Model(model.base, MeanPoolHead(config.nhid, 2))
+    model, batches = (_minilm_arm if job["init"] == "minilm" else _lab_arm)(job, recipe)
+    train = training_pairs(job["size"], job["seed"])
+    valid = batches(job["valid"], EVAL_BATCH)
+    # The recipe search passes test=None: it must never see the test set.
+    test = batches(job["test"], EVAL_BATCH) if job["test"] is not None else None
     set_dropout(model, recipe.dropout)
 
     epochs = recipe.epochs(len(train))
@@ -189,11 +257,13 @@ def run_one(job: dict) -> dict:
     optimizer = torch.optim.AdamW(param_groups(model, recipe), weight_decay=recipe.weight_decay)
     scheduler = warmup_linear(optimizer, max(1, int(recipe.warmup * epochs * per_epoch)), epochs * per_epoch)
 
+    encoder_parameters = [p for layer in _bottom_up_layers(model) for p in layer]
+
     def train_batches(epoch: int):
         frozen = epoch <= recipe.freeze_epochs
-        for parameter in model.base.parameters():
+        for parameter in encoder_parameters:
             parameter.requires_grad_(not frozen)
-        return bucketed_batches(train, recipe.batch_size, shuffle=True, seed=job["seed"] * 1000 + epoch)
+        return batches(train, recipe.batch_size, shuffle=True, seed=job["seed"] * 1000 + epoch)
 
     start = time.time()
     history = fine_tune(model, train_batches, valid, epochs, optimizer, scheduler,
@@ -209,7 +279,10 @@ def run_one(job: dict) -> dict:
     return {"size": job["size"], "seed": job["seed"], "init": job["init"], "n_train": len(train),
             "test_accuracy": test_accuracy, "valid_accuracy": history["valid_accuracy"][best - 1],
             "best_epoch": best, "epochs_run": len(history["epoch"]), "max_epochs": epochs,
-            "seconds": round(time.time() - start, 1), "history": history if job["curve"] else None}
+            "seconds": round(time.time() - start, 1),
+            # of the worker process so far: each arm gets fresh workers (``run``), so this bounds the arm's own peak
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "history": history if job["curve"] else None}
 
 
 def summarize(values: list[float]) -> dict:
@@ -217,17 +290,27 @@ def summarize(values: list[float]) -> dict:
             "per_seed": values}
 
 
-def learning_curve(runs: list[dict], baselines: dict, sizes: list[str], seeds: list[int]) -> list[dict]:
-    """Per size: mean, sd and per-seed accuracies of both models, their paired gap, the baselines."""
+def _paired_gap(better: list[float], worse: list[float]) -> dict:
+    gaps = [p - q for p, q in zip(better, worse)]
+    return {**summarize(gaps), "min": min(gaps), "all_positive": all(g > 0 for g in gaps)}
+
+
+def learning_curve(runs: list[dict], baselines: dict, sizes: list[str], seeds: list[int],
+                   probes: dict | None = None) -> list[dict]:
+    """Per size: mean, sd and per-seed accuracies of each arm, their paired gaps over scratch, the baselines."""
     by_key = {(r["size"], r["seed"], r["init"]): r for r in runs}
+    inits = [init for init in INITS if (sizes[0], seeds[0], init) in by_key]
     rows = []
     for size in sizes:
-        pre = [by_key[size, s, "pretrained"]["test_accuracy"] for s in seeds]
-        scr = [by_key[size, s, "scratch"]["test_accuracy"] for s in seeds]
-        gaps = [p - q for p, q in zip(pre, scr)]
-        row = {"size": size, "n_train": by_key[size, seeds[0], "pretrained"]["n_train"],
-               "pretrained": summarize(pre), "scratch": summarize(scr),
-               "gap": {**summarize(gaps), "min": min(gaps), "all_positive": all(g > 0 for g in gaps)}}
+        acc = {init: [by_key[size, s, init]["test_accuracy"] for s in seeds] for init in inits}
+        row = {"size": size, "n_train": by_key[size, seeds[0], inits[0]]["n_train"],
+               **{init: summarize(acc[init]) for init in inits}}
+        if "pretrained" in acc and "scratch" in acc:
+            row["gap"] = _paired_gap(acc["pretrained"], acc["scratch"])
+        if "minilm" in acc and "scratch" in acc:
+            row["minilm_gap"] = _paired_gap(acc["minilm"], acc["scratch"])
+        if probes:
+            row["minilm_frozen"] = summarize([probes[size, s]["test_accuracy"] for s in seeds])
         for kind in ("naive_bayes", "logistic_regression"):
             row[kind] = summarize([baselines[size, s][kind]["test_accuracy"] for s in seeds])
             row[kind + "_default"] = summarize([baselines[size, s][kind]["default_test_accuracy"] for s in seeds])
@@ -236,53 +319,74 @@ def learning_curve(runs: list[dict], baselines: dict, sizes: list[str], seeds: l
 
 
 def check_targets(rows: list[dict]) -> dict:
-    """The issue's targets, evaluated on what was measured (None when a size was not run)."""
+    """The issues' targets, evaluated on what was measured (None when a size or an arm was not run)."""
     by_size = {row["size"]: row for row in rows}
     small = [row for row in rows if row["size"] != "all" and int(row["size"]) <= 400]
+
+    def every_small(key: str, points: float):
+        if not small or key not in small[0]:
+            return None
+        return all(r[key]["min"] >= points for r in small)
+
     targets = {
         "gap_ge_10_points_at_le_400_labels": (all(r["gap"]["mean"] >= 0.10 and r["gap"]["all_positive"]
-                                                  for r in small) if small else None),
+                                                  for r in small) if small and "gap" in small[0] else None),
         "gap_ge_3_points_at_1600_labels": (by_size["1600"]["gap"]["mean"] >= 0.03
                                            and by_size["1600"]["gap"]["all_positive"]
-                                           if "1600" in by_size else None),
+                                           if "1600" in by_size and "gap" in by_size["1600"] else None),
+        # issue 12: every seed, every size up to 400 labels
+        "minilm_beats_scratch_by_ge_15_points_at_le_400_labels_every_seed": every_small("minilm_gap", 0.15),
     }
     if "all" in by_size:
         row = by_size["all"]
-        targets["pretrained_minus_naive_bayes_at_all_labels"] = row["pretrained"]["mean"] - row["naive_bayes"]["mean"]
-        targets["pretrained_reaches_naive_bayes_at_all_labels"] = row["pretrained"]["mean"] >= row["naive_bayes"]["mean"]
+        for init in ("pretrained", "minilm"):
+            if init in row:
+                targets[f"{init}_minus_naive_bayes_at_all_labels"] = row[init]["mean"] - row["naive_bayes"]["mean"]
+                targets[f"{init}_reaches_naive_bayes_at_all_labels"] = row[init]["mean"] >= row["naive_bayes"]["mean"]
     return targets
+
+
+STYLES = {"minilm": ("C4", "D", "MiniLM fine-tuned (pretrained at scale)"),
+          "minilm_frozen": ("C5", "", "MiniLM frozen + log. regression"),
+          "pretrained": ("C0", "o", "our Transformer, pretrained (part 3)"),
+          "scratch": ("C1", "s", "our Transformer from scratch"),
+          "naive_bayes": ("C2", "", "naive Bayes (BoW)"),
+          "logistic_regression": ("C3", "", "logistic regression (BoW)")}
 
 
 def plot(result: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     rows = result["learning_curve"]
     x = [row["n_train"] for row in rows]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    styles = {"pretrained": ("C0", "o", "pretrained Transformer"), "scratch": ("C1", "s", "Transformer from scratch"),
-              "naive_bayes": ("C2", "", "naive Bayes (BoW)"), "logistic_regression": ("C3", "", "logistic regression (BoW)")}
-    for key, (color, marker, label) in styles.items():
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5.4))
+    for key, (color, marker, label) in STYLES.items():
+        if key not in rows[0]:
+            continue
         mean = [row[key]["mean"] * 100 for row in rows]
         sd = [row[key]["sd"] * 100 for row in rows]
         line = "-" if marker else "--"
         left.errorbar(x, mean, yerr=sd, color=color, marker=marker or None, linestyle=line, capsize=3, label=label)
     left.set_xscale("log")
     left.set_xticks(x, [str(v) for v in x])
+    left.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     left.set_xlabel("labeled training sentences")
     left.set_ylabel("test accuracy (%)")
     left.set_title(f"mean ± sd over {len(result['seeds'])} seeds")
     left.grid(alpha=0.3)
-    left.legend(fontsize=8)
+    left.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2)
     curves = result.get("epoch_curves") or {}
-    for init, (color, _, label) in ((k, styles[k]) for k in ("pretrained", "scratch")):
+    for init, (color, _, label) in ((k, STYLES[k]) for k in INITS):
         for i, history in enumerate(curves.get(init, [])):
             right.plot(history["epoch"], [a * 100 for a in history["test_accuracy"]], color=color, alpha=0.8,
                        marker=".", label=label if i == 0 else None)
     right.set_xlabel("epoch")
     right.set_ylabel("test accuracy (%)")
-    right.set_title(f"per-epoch test accuracy at {CURVE_SIZE} labels (one line per seed)")
+    right.set_title(f"per-epoch test accuracy at {result.get('epoch_curve_size')} labels (one line per seed)")
+    right.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     right.grid(alpha=0.3)
     if curves:
         right.legend(fontsize=8)
@@ -298,22 +402,35 @@ def run(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads
         recipes = {k: replace(r, **QUICK_RECIPE_CHANGES) for k, r in recipes.items()}
     started = time.time()
     load_pretrained(checkpoint)  # fail early, with the fix, if it is missing
+    data.minilm_dir()
     valid, test = data.load_split("valid"), data.load_split("test")
     if quick:  # a fixed, balanced slice keeps the reduced run within seconds
         valid, test = balanced_subset(valid, 200, 0), balanced_subset(test, 400, 0)
-    job_list = [{"size": size, "seed": seed, "init": init, "threads": threads, "checkpoint": str(checkpoint),
-                 "recipe": asdict(recipes[init]), "valid": valid, "test": test,
-                 "curve": size == str(CURVE_SIZE) or (quick and size == sizes[-1])}
-                for size in sizes for seed in seeds for init in ("pretrained", "scratch")]
-    # Biggest runs first so that the pool's two workers finish together.
-    job_list.sort(key=lambda j: -len(training_pairs(j["size"], j["seed"])))
-    runs = [result for _, result in _run_pool(job_list, jobs, "fine-tuning runs", progress, describe=_describe)]
+    runs, arms = [], {}
+    # One pool per arm: each arm's wall time and peak memory are its own.
+    for init in INITS:
+        job_list = [{"size": size, "seed": seed, "init": init, "threads": threads, "checkpoint": str(checkpoint),
+                     "recipe": asdict(recipes[init]), "valid": valid, "test": test,
+                     "curve": size == str(CURVE_SIZE) or (quick and size == sizes[-1])}
+                    for size in sizes for seed in seeds]
+        # Biggest runs first so that the pool's workers finish together.
+        job_list.sort(key=lambda j: -len(training_pairs(j["size"], j["seed"])))
+        arm_started = time.time()
+        mine = [result for _, result in _run_pool(job_list, jobs, f"fine-tuning: {init}", progress,
+                                                  describe=_describe)]
+        arms[init] = {"wall_time_s": round(time.time() - arm_started, 1),
+                      "cpu_run_seconds": round(sum(r["seconds"] for r in mine), 1),
+                      "peak_rss_mb": max(r["peak_rss_mb"] for r in mine)}
+        runs += mine
     from .baselines import all_baselines  # scikit-learn: 2 s to import, only the full experiment needs it
     baselines = {(size, seed): all_baselines(training_pairs(size, seed), valid, test)
                  for size in tqdm(sizes, desc="baselines", disable=not progress) for seed in seeds}
-    runs.sort(key=lambda r: (_size_key(r["size"]), r["seed"], r["init"]))
+    probe_started = time.time()
+    probes = minilm_probes(sizes, seeds, valid, test, threads=threads * jobs, progress=progress)
+    arms["minilm_frozen"] = {"wall_time_s": round(time.time() - probe_started, 1)}
+    runs.sort(key=lambda r: (_size_key(r["size"]), r["seed"], INITS.index(r["init"])))
     curve_size = str(CURVE_SIZE) if str(CURVE_SIZE) in sizes else (sizes[-1] if quick else None)
-    rows = learning_curve(runs, baselines, sizes, seeds)
+    rows = learning_curve(runs, baselines, sizes, seeds, probes)
     _, ckpt = load_pretrained(checkpoint)
     manifest = ckpt.get("extra", {}).get("manifest", {})
     result = {
@@ -321,20 +438,24 @@ def run(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads
         "command": "python -m translab.experiment " + " ".join(sys.argv[1:]),
         "quick": quick, "sizes": sizes, "seeds": seeds, "threads": threads, "jobs": jobs,
         "torch": str(torch.__version__),
-        "checkpoint": {"path": str(checkpoint), "sha256": data.sha256_of(Path(checkpoint)),
+        "checkpoint": {"path": _shown(Path(checkpoint)), "sha256": data.sha256_of(Path(checkpoint)),
                        "steps": manifest.get("steps"), "heldout_perplexity": manifest.get("heldout_perplexity")},
+        "minilm": {"sha256": data.sha256_of(data.minilm_dir() / "model.safetensors"),
+                   "max_length": MINILM_MAX_LENGTH},
         "data": {"valid": len(valid), "test": len(test), "train": len(data.load_split("train")),
                  "pool": len(data.load_split("pool"))},
-        "selection": "every choice (recipe, epoch, baseline hyperparameters) uses validation accuracy only",
+        "selection": "every choice (recipe, epoch, baseline and probe hyperparameters) uses validation accuracy only",
         "recipes": {k: asdict(v) for k, v in recipes.items()},
         "learning_curve": rows,
         "targets": check_targets(rows),
+        "cost": arms,
         "epoch_curve_size": curve_size,
         "epoch_curves": {init: [{"seed": r["seed"], **r["history"]} for r in runs
                                 if r["history"] is not None and r["size"] == curve_size and r["init"] == init]
-                         for init in ("pretrained", "scratch")},
+                         for init in INITS},
         "runs": [{k: v for k, v in r.items() if k != "history"} for r in runs],
         "baselines": [{"size": size, "seed": seed, **baselines[size, seed]} for size in sizes for seed in seeds],
+        "probes": [{"size": size, "seed": seed, **probes[size, seed]} for size in sizes for seed in seeds],
         "wall_time_s": round(time.time() - started, 1),
     }
     out.mkdir(parents=True, exist_ok=True)
@@ -343,10 +464,36 @@ def run(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads
     return result
 
 
+def minilm_probes(sizes: list[str], seeds: list[int], valid: list[tuple[str, int]], test: list[tuple[str, int]],
+                  threads: int, progress: bool = True) -> dict:
+    """Per (size, seed): logistic regression on the frozen MiniLM's sentence embeddings of the same subset.
+    Each distinct sentence is embedded once."""
+    import numpy as np
+
+    from . import bert
+    from .baselines import fit_feature_probe
+
+    torch.set_num_threads(threads)
+    subsets = {(size, seed): training_pairs(size, seed) for size in sizes for seed in seeds}
+    sentences = sorted({text for pairs in [*subsets.values(), valid, test] for text, _ in pairs})
+    model, tokenizer = bert.load_minilm(max_length=MINILM_MAX_LENGTH)
+    index = {text: i for i, text in enumerate(sentences)}
+    features = torch.cat([bert.embed(model, tokenizer, sentences[start:start + 1024])
+                          for start in tqdm(range(0, len(sentences), 1024), desc="MiniLM features",
+                                            disable=not progress)]).numpy()
+
+    def split(pairs):
+        return features[[index[text] for text, _ in pairs]], np.array([label for _, label in pairs])
+
+    return {key: fit_feature_probe(split(pairs), split(valid), split(test)) for key, pairs in subsets.items()}
+
+
 def tune(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads: int, jobs: int,
-         progress: bool = True, quick: bool = False) -> dict:
-    """Score every candidate recipe on the validation set (the test set is not loaded)."""
+         progress: bool = True, quick: bool = False, inits: list[str] | None = None) -> dict:
+    """Score every candidate recipe of ``inits`` (default: all) on the validation set (the test set is not
+    loaded).  Searching some arms only keeps the other arms' rankings already in ``recipe_search.json``."""
     started = time.time()
+    inits = list(inits or CANDIDATES)
     load_pretrained(checkpoint)
     valid = data.load_split("valid")
     if quick:
@@ -354,26 +501,29 @@ def tune(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, thread
     changes = QUICK_RECIPE_CHANGES if quick else {}
     job_list = [{"size": size, "seed": seed, "init": init, "threads": threads, "checkpoint": str(checkpoint),
                  "recipe": asdict(replace(recipe, **changes)), "valid": valid, "test": None, "curve": False, "candidate": name}
-                for init, candidates in CANDIDATES.items() for name, recipe in candidates.items()
+                for init in inits for name, recipe in CANDIDATES[init].items()
                 for size in sizes for seed in seeds]
     results = [{"candidate": job["candidate"], **result}
                for job, result in _run_pool(job_list, jobs, "recipe search (validation only)", progress)]
-    table = {}
-    for init, candidates in CANDIDATES.items():
+    path = out / "recipe_search.json"
+    previous = json.loads(path.read_text()) if path.exists() and set(inits) != set(CANDIDATES) else {}
+    table, searches = dict(previous.get("ranking", {})), dict(previous.get("searches", {}))
+    command = "python -m translab.experiment " + " ".join(sys.argv[1:])
+    for init in inits:
         table[init] = []
-        for name, recipe in candidates.items():
+        for name, recipe in CANDIDATES[init].items():
             mine = [r for r in results if r["init"] == init and r["candidate"] == name]
             per_size = {size: statistics.fmean(r["valid_accuracy"] for r in mine if r["size"] == size)
                         for size in sizes}
             table[init].append({"candidate": name, "recipe": asdict(recipe), "valid_accuracy": per_size,
                                 "mean_valid_accuracy": statistics.fmean(per_size.values())})
         table[init].sort(key=lambda row: -row["mean_valid_accuracy"])
-    search = {"command": "python -m translab.experiment " + " ".join(sys.argv[1:]), "quick": quick, "sizes": sizes,
-              "seeds": seeds, "selection": "mean validation accuracy over sizes and seeds; test set not loaded",
-              "ranking": table, "best": {init: rows[0]["candidate"] for init, rows in table.items()},
-              "wall_time_s": round(time.time() - started, 1)}
+        searches[init] = {"command": command, "quick": quick, "sizes": sizes, "seeds": seeds,
+                          "wall_time_s": round(time.time() - started, 1)}
+    search = {"selection": "mean validation accuracy over sizes and seeds; test set not loaded",
+              "searches": searches, "ranking": table, "best": {init: rows[0]["candidate"] for init, rows in table.items()}}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "recipe_search.json").write_text(json.dumps(search, indent=2) + "\n")
+    path.write_text(json.dumps(search, indent=2) + "\n")
     return search
 
 
@@ -437,6 +587,13 @@ def compare_checkpoints(checkpoints: dict[str, Path], sizes: list[str], seeds: l
     return comparison
 
 
+def _shown(path: Path) -> str:
+    """A path as the results record it: relative to the repository when inside it (the same on every machine)."""
+    from .paths import REPO_ROOT
+    path = path.resolve()
+    return str(path.relative_to(REPO_ROOT)) if REPO_ROOT in path.parents else str(path)
+
+
 def _size_key(size: str) -> float:
     return math.inf if size == "all" else int(size)
 
@@ -446,16 +603,33 @@ def _describe(r: dict) -> str:
 
 
 def format_table(result: dict) -> str:
-    """The learning curve as a Markdown table (for the README and the console)."""
-    lines = ["| labels | pretrained | scratch | gap (mean ± sd) | per-seed gaps | naive Bayes | log. regression |",
-             "| ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
-    for row in result["learning_curve"]:
+    """The learning curve as a Markdown table (for the README and the console): test accuracy, mean ± sd."""
+    rows = result["learning_curve"]
+    columns = [(key, label) for key, label in (
+        ("minilm", "MiniLM fine-tuned"), ("minilm_frozen", "MiniLM frozen"), ("pretrained", "ours pretrained"),
+        ("scratch", "ours scratch"), ("naive_bayes", "naive Bayes"), ("logistic_regression", "log. regression"))
+        if key in rows[0]]
+    gaps = [(key, label) for key, label in (("minilm_gap", "MiniLM − scratch (per seed)"),
+                                            ("gap", "ours pretrained − scratch (per seed)")) if key in rows[0]]
+    lines = ["| labels | " + " | ".join(label for _, label in columns + gaps) + " |",
+             "| ---: | " + " | ".join("---:" for _ in columns + gaps) + " |"]
+    for row in rows:
         pct = lambda s: f"{100 * s['mean']:.1f} ± {100 * s['sd']:.1f}"  # noqa: E731
-        gaps = ", ".join(f"{100 * g:+.1f}" for g in row["gap"]["per_seed"])
-        lines.append(f"| {row['n_train']} | {pct(row['pretrained'])} | {pct(row['scratch'])} | "
-                     f"{100 * row['gap']['mean']:+.1f} ± {100 * row['gap']['sd']:.1f} | {gaps} | "
-                     f"{pct(row['naive_bayes'])} | {pct(row['logistic_regression'])} |")
+        gap = lambda g: f"{100 * g['mean']:+.1f} ({', '.join(f'{100 * v:+.1f}' for v in g['per_seed'])})"  # noqa: E731
+        lines.append(f"| {row['n_train']} | " + " | ".join([pct(row[key]) for key, _ in columns]
+                                                        + [gap(row[key]) for key, _ in gaps]) + " |")
     return "\n".join(lines)
+
+
+def format_cost(result: dict) -> str:
+    """What each arm cost in this run (for the README): wall time on the machine's cores and peak memory."""
+    cost, jobs = result["cost"], result["jobs"]
+    parts = [f"{init}: {cost[init]['wall_time_s'] / 60:.1f} min, peak {cost[init]['peak_rss_mb']:,} MB per worker"
+             for init in INITS if init in cost]
+    if "minilm_frozen" in cost:
+        parts.append(f"MiniLM features + probes: {cost['minilm_frozen']['wall_time_s'] / 60:.1f} min")
+    return (f"Wall time with {jobs} worker processes of {result['threads']} thread: " + "; ".join(parts)
+            + f"; the whole run {result['wall_time_s'] / 60:.0f} min.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -472,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--tune", action="store_true",
                         help="score the candidate recipes on validation only -> recipe_search.json (default sizes 400 1600, 2 seeds)")
+    parser.add_argument("--inits", nargs="+", choices=INITS, default=None,
+                        help="with --tune: search these arms' recipes only, keeping the others' (default: all)")
     parser.add_argument("--compare", nargs="+", metavar="NAME=CHECKPOINT",
                         help="fine-tune each checkpoint, score on validation only -> checkpoint_comparison.json")
     args = parser.parse_args(argv)
@@ -498,15 +674,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.tune:
         search = tune(args.sizes or (["64"] if args.quick else ["400", "1600"]), list(range(args.seeds or 2)),
-                      args.out, args.checkpoint, args.threads, jobs, progress=not args.no_progress, quick=args.quick)
+                      args.out, args.checkpoint, args.threads, jobs, progress=not args.no_progress, quick=args.quick,
+                      inits=args.inits)
         for init, rows in search["ranking"].items():
             for row in rows:
                 print(f"{init:10s} {100 * row['mean_valid_accuracy']:5.1f}  {row['candidate']}")
-        print(f"wrote {args.out / 'recipe_search.json'} in {search['wall_time_s']:.0f} s")
+        seconds = max(search["searches"][init]["wall_time_s"] for init in args.inits or CANDIDATES)
+        print(f"wrote {args.out / 'recipe_search.json'} in {seconds:.0f} s")
         return 0
     result = run(sizes, seeds, args.out, args.checkpoint, args.threads, jobs, quick=args.quick,
                  progress=not args.no_progress)
     print(format_table(result))
+    print(format_cost(result))
     print(json.dumps(result["targets"], indent=2))
     print(f"wrote {args.out / 'transfer.json'} and {args.out / 'transfer.png'} in {result['wall_time_s']:.0f} s")
     return 0

@@ -133,13 +133,15 @@ def load_results(path: Path) -> dict | None:
 
 
 def validation_by_size(results: dict) -> list[dict]:
-    """Part 4's validation accuracies (``results/transfer.json``), per number of labeled sentences: mean and sd over
-    seeds of the pretrained and the from-scratch Transformer and of naive Bayes, with ``n_train``."""
+    """The full experiment's validation accuracies (``results/transfer.json``), per number of labeled sentences: mean
+    and sd over seeds of each fine-tuned arm (our pretrained Transformer, from scratch, MiniLM when it was run) and
+    of naive Bayes, with ``n_train``."""
     rows = []
+    inits = [init for init in ("pretrained", "scratch", "minilm") if any(run["init"] == init for run in results["runs"])]
     for row in results["learning_curve"]:
         size = row["size"]
         entry = {"size": size, "n_train": row["n_train"]}
-        for init in ("pretrained", "scratch"):
+        for init in inits:
             values = [run["valid_accuracy"] for run in results["runs"] if run["size"] == size and run["init"] == init]
             entry[init] = (float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0)
         values = [b["naive_bayes"]["valid_accuracy"] for b in results["baselines"] if b["size"] == size]
@@ -159,15 +161,18 @@ def plot_bert_beside_part4(history: dict, n_train: int, results: dict | None, re
     left, right = axes
     styles = {"pretrained": ("C0", "o", "part 4: pretrained Transformer"),
               "scratch": ("C1", "s", "part 4: Transformer from scratch"),
-              "naive_bayes": ("C2", "", "part 4: naive Bayes (bag of words)")}
+              "naive_bayes": ("C2", "", "part 4: naive Bayes (bag of words)"),
+              "minilm": ("C4", "D", "full experiment: this BERT, 3 seeds per size")}
     best = history["valid_accuracy"][history["best_epoch"] - 1] if history.get("best_epoch") else None
     if results is not None:
         rows = validation_by_size(results)
         x = [row["n_train"] for row in rows]
         for key, (color, marker, label) in styles.items():
+            if key not in rows[0]:
+                continue
             left.errorbar(x, [100 * row[key][0] for row in rows], yerr=[100 * row[key][1] for row in rows], color=color,
                           marker=marker or None, linestyle="-" if marker else "--", capsize=3, label=label)
-        for init in ("pretrained", "scratch"):
+        for init in ("pretrained", "scratch", "minilm"):
             color, _, label = styles[init]
             size = results.get("epoch_curve_size")
             seen_per_epoch = next((row["n_train"] for row in rows if row["size"] == size), None)
