@@ -72,13 +72,13 @@ tokenizer: $(VENV)/.installed ## rebuild artifacts/tokenizer.model from the prep
 	$(PY) -m translab.data prepare && cp data/processed/tokenizer.model artifacts/tokenizer.model
 
 pretrain: $(VENV)/.installed ## retrain the shipped checkpoint artifacts/pretrained_lm.pt (about an hour)
-	$(PY) -m translab.pretrain --steps 7000 --threads 1
+	$(PY) -m experiments.pretrain --steps 7000 --threads 1
 
 experiment: $(VENV)/.installed ## rerun the transfer experiment into results/transfer.json and its plot
-	$(PY) -m translab.experiment
+	$(PY) -m experiments.transfer
 
 bench: $(VENV)/.installed ## measure training throughput and autograde time into results/bench.json
-	$(PY) -m translab.bench
+	$(PY) -m experiments.bench
 
 clean: ## remove grading working folders (keeps .venv, data and artifacts)
 	rm -rf autograded feedback reports gradebook.db grades.csv .pytest_cache

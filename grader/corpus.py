@@ -79,7 +79,7 @@ def _insert_before(notebook, grade_id: str, sources: list[str]):
 Builder = Callable[[Sources, Path], None]
 CASES: dict[str, tuple[str, Builder]] = {}
 # Cases built to spend a time budget (a notebook's, a student's): each costs the batch that budget, so a
-# benchmark of a realistic class leaves them out (translab.bench) and the corpus test grades them with small ones.
+# benchmark of a realistic class leaves them out (experiments.bench) and the corpus test grades them with small ones.
 SPEND_BUDGET: set[str] = set()
 
 

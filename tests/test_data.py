@@ -5,7 +5,7 @@ import tarfile
 import pytest
 
 from translab import data
-from translab.pretrain import pretraining_documents
+from translab.datasets import pretraining_documents
 
 
 def test_counts(prepared):

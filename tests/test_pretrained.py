@@ -13,7 +13,7 @@ import torch
 from translab import data
 from translab.checkpoint import PRETRAINED_PATH, load_checkpoint
 from translab.paths import ARTIFACTS_DIR
-from translab.pretrain import heldout_batches
+from translab.datasets import heldout_batches
 from translab.training import evaluate_language_model
 
 MANIFEST_PATH = ARTIFACTS_DIR / "pretrained_lm.json"

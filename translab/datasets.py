@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
+from . import data
 from .data import BOS_ID, EOS_ID, PAD_ID, normalize
 
 
@@ -121,3 +123,37 @@ class TokenStream:
             if max_batches is not None and len(batches) >= max_batches:
                 break
         return batches
+
+
+# ----------------------------------------------------------------- the pretraining text (part 3)
+
+HELDOUT_FRACTION = 0.05
+HELDOUT_SEED = 7
+
+
+def pretraining_documents(extra_text: Path | None = None) -> tuple[list[str], list[str]]:
+    """(training documents, held-out reviews).
+
+    Training: the Pang & Lee reviews and the RT sentences of the train split and pool, never
+    a valid or test sentence; plus every ``*.txt`` below ``extra_text`` if given (the general-English
+    ablation of ``--extra-text``).  Held-out: 5 % of the reviews, fixed by a seed, so perplexities of
+    runs with and without extra text are comparable.
+    """
+    reviews = data.load_reviews()
+    order = list(range(len(reviews)))
+    random.Random(HELDOUT_SEED).shuffle(order)
+    cut = int(len(reviews) * HELDOUT_FRACTION)
+    heldout = [reviews[i] for i in sorted(order[:cut])]
+    train = [reviews[i] for i in sorted(order[cut:])]
+    train += [text for split in ("train", "pool") for text, _ in data.load_split(split)]
+    if extra_text is not None:
+        files = sorted(Path(extra_text).rglob("*.txt"))
+        if not files:
+            raise FileNotFoundError(f"--extra-text {extra_text}: no *.txt files there")
+        train += [path.read_text(encoding="utf-8", errors="replace") for path in files]
+    return train, heldout
+
+
+def heldout_batches(tokenizer, seq_len: int = 64, batch_size: int = 32, max_batches: int | None = None):
+    _, heldout = pretraining_documents()
+    return TokenStream(tokenizer, heldout).sequential_batches(batch_size, seq_len, max_batches)

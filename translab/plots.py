@@ -12,6 +12,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from .results import ARMS
+
 
 def _axes(ax, figsize=(4.5, 4)):
     if ax is None:
@@ -137,7 +139,7 @@ def validation_by_size(results: dict) -> list[dict]:
     and sd over seeds of each fine-tuned arm (our pretrained Transformer, from scratch, MiniLM when it was run) and
     of naive Bayes, with ``n_train``."""
     rows = []
-    inits = [init for init in ("pretrained", "scratch", "minilm") if any(run["init"] == init for run in results["runs"])]
+    inits = [init for init in ARMS if any(run["init"] == init for run in results["runs"])]
     for row in results["learning_curve"]:
         size = row["size"]
         entry = {"size": size, "n_train": row["n_train"]}
@@ -172,7 +174,7 @@ def plot_bert_beside_part4(history: dict, n_train: int, results: dict | None, re
                 continue
             left.errorbar(x, [100 * row[key][0] for row in rows], yerr=[100 * row[key][1] for row in rows], color=color,
                           marker=marker or None, linestyle="-" if marker else "--", capsize=3, label=label)
-        for init in ("pretrained", "scratch", "minilm"):
+        for init in ARMS:
             color, _, label = styles[init]
             size = results.get("epoch_curve_size")
             seen_per_epoch = next((row["n_train"] for row in rows if row["size"] == size), None)

@@ -1,6 +1,6 @@
 """What does the pretrained language model know about sentiment?  Two diagnostics, on validation only.
 
-    python -m translab.diagnostics                 # -> results/diagnostics.json
+    python -m experiments.diagnostics                 # -> results/diagnostics.json
 
 * **Linear probe**: freeze a base, take the mean of its states over each sentence (or the last token's), fit a
   logistic regression on N labeled sentences, score it on validation.  Pretrained against a random base of the
@@ -20,13 +20,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import data
-from .checkpoint import PRETRAINED_PATH
-from .data import BOS_ID, normalize
-from .datasets import bucketed_batches, encode_pairs
-from .experiment import load_pretrained, training_pairs
-from .model import ModelConfig, TransformerModel, generate_square_subsequent_mask, last_token_states
-from .paths import RESULTS_DIR
+from translab import data
+from translab.checkpoint import PRETRAINED_PATH
+from translab.data import BOS_ID, normalize
+from translab.datasets import bucketed_batches, encode_pairs
+from .transfer import load_pretrained, training_pairs
+from translab.model import ModelConfig, TransformerModel, generate_square_subsequent_mask, last_token_states
+from translab.paths import RESULTS_DIR
 
 ZERO_SHOT_PAIRS = (("great", "terrible"), ("good", "bad"), ("wonderful", "awful"), ("best", "worst"))
 
@@ -95,13 +95,13 @@ def run(checkpoint: Path, sizes: list[str], seeds: list[int], valid_size: int | 
                 probe.append({"size": size, "seed": seed, "base": name,
                               **{pooling: linear_probe(train, valid[name], pooling) for pooling in ("mean", "last")}})
     zero_shot = {f"{pos}/{neg}": zero_shot_accuracy(lm, tokenizer, valid_pairs, pos, neg) for pos, neg in ZERO_SHOT_PAIRS}
-    return {"command": "python -m translab.diagnostics " + " ".join(sys.argv[1:]), "checkpoint": str(checkpoint),
+    return {"command": "python -m experiments.diagnostics " + " ".join(sys.argv[1:]), "checkpoint": str(checkpoint),
             "valid_sentences": len(valid_pairs), "selection": "validation only; test set not loaded",
             "linear_probe": probe, "zero_shot": zero_shot, "wall_time_s": round(time.time() - started, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m translab.diagnostics", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m experiments.diagnostics", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, default=PRETRAINED_PATH)
     parser.add_argument("--sizes", nargs="+", default=["100", "400", "1600"])

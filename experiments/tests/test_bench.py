@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from translab import bench
+from experiments import bench
 from translab.model import ModelConfig, build_language_model
 from translab.training import set_seed, train_steps
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from translab import data, diagnostics
+from experiments import diagnostics
+from translab import data
 from translab.checkpoint import PRETRAINED_PATH
 from translab.data import normalize
-from translab.experiment import load_pretrained
+from experiments.transfer import load_pretrained
 
 
 @pytest.fixture(scope="module")

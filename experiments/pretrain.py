@@ -1,6 +1,6 @@
 """Pretrain the causal language model that notebooks 03 and 04 load (``make pretrain``).
 
-    python -m translab.pretrain --steps 9000 --threads 1
+    python -m experiments.pretrain --steps 9000 --threads 1
 
 Writes ``artifacts/pretrained_lm.pt`` (best held-out perplexity so far, rewritten as it
 improves) and ``artifacts/pretrained_lm.json``, the manifest: command, seed, data hashes,
@@ -11,50 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from . import data
-from .checkpoint import PRETRAINED_PATH, save_checkpoint
-from .datasets import TokenStream
-from .model import ModelConfig, build_language_model
-from .training import evaluate_language_model, fast_bf16_available, set_seed, train_steps
-
-HELDOUT_FRACTION = 0.05
-HELDOUT_SEED = 7
-
-
-def pretraining_documents(extra_text: Path | None = None) -> tuple[list[str], list[str]]:
-    """(training documents, held-out reviews).
-
-    Training: the Pang & Lee reviews and the RT sentences of the train split and pool, never
-    a valid or test sentence; plus every ``*.txt`` below ``extra_text`` if given (the general-English
-    ablation of ``--extra-text``).  Held-out: 5 % of the reviews, fixed by a seed, so perplexities of
-    runs with and without extra text are comparable.
-    """
-    reviews = data.load_reviews()
-    order = list(range(len(reviews)))
-    random.Random(HELDOUT_SEED).shuffle(order)
-    cut = int(len(reviews) * HELDOUT_FRACTION)
-    heldout = [reviews[i] for i in sorted(order[:cut])]
-    train = [reviews[i] for i in sorted(order[cut:])]
-    train += [text for split in ("train", "pool") for text, _ in data.load_split(split)]
-    if extra_text is not None:
-        files = sorted(Path(extra_text).rglob("*.txt"))
-        if not files:
-            raise FileNotFoundError(f"--extra-text {extra_text}: no *.txt files there")
-        train += [path.read_text(encoding="utf-8", errors="replace") for path in files]
-    return train, heldout
-
-
-def heldout_batches(tokenizer, seq_len: int = 64, batch_size: int = 32, max_batches: int | None = None):
-    _, heldout = pretraining_documents()
-    return TokenStream(tokenizer, heldout).sequential_batches(batch_size, seq_len, max_batches)
-
+from translab import data
+from translab.checkpoint import PRETRAINED_PATH, save_checkpoint
+from translab.datasets import TokenStream, heldout_batches, pretraining_documents
+from translab.model import ModelConfig, build_language_model
+from translab.training import evaluate_language_model, fast_bf16_available, set_seed, train_steps
 
 def warmup_cosine(optimizer, warmup: int, total: int, floor: float = 0.1):
     def factor(step: int) -> float:
@@ -66,7 +33,7 @@ def warmup_cosine(optimizer, warmup: int, total: int, floor: float = 0.1):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m translab.pretrain", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m experiments.pretrain", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=7000)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -105,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     scheduler = warmup_cosine(optimizer, args.warmup, args.steps)
     generator = torch.Generator().manual_seed(args.seed)
     manifest = {
-        "command": "python -m translab.pretrain " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m experiments.pretrain " + " ".join(argv if argv is not None else sys.argv[1:]),
         "seed": args.seed, "config": config.to_dict(), "args": {k: str(v) for k, v in vars(args).items()},
         "bf16_autocast": bf16, "torch": str(torch.__version__), "threads": torch.get_num_threads(),
         "data_sha256": {**{f.name: f.sha256 for s in data.SOURCES for f in s.files},

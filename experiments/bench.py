@@ -1,8 +1,8 @@
 """Speed of the lab (``make bench``): is our training loop as fast as bare PyTorch, and how long
 does grading one submission, and a class, take?
 
-    python -m translab.bench                        # -> results/bench.json
-    python -m translab.bench --quick --out /tmp/b   # reduced run (what `make test` does)
+    python -m experiments.bench                        # -> results/bench.json
+    python -m experiments.bench --quick --out /tmp/b   # reduced run (what `make test` does)
 
 Throughput is measured on the pretraining workload (the checkpoint's architecture, batches of
 32 x 64 real tokens): ``training.train_steps`` against a minimal loop written inline below, on
@@ -30,12 +30,12 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import data
-from .data import PAD_ID
-from .datasets import Batch, TokenStream
-from .model import ModelConfig, build_language_model
-from .paths import REPO_ROOT, RESULTS_DIR
-from .training import fast_bf16_available, set_seed, train_steps
+from translab import data
+from translab.data import PAD_ID
+from translab.datasets import Batch, TokenStream
+from translab.model import ModelConfig, build_language_model
+from translab.paths import REPO_ROOT, RESULTS_DIR
+from translab.training import fast_bf16_available, set_seed, train_steps
 
 SCHEMA_VERSION = 1
 ARCHITECTURE = {"nhid": ModelConfig.nhid, "nlayers": ModelConfig.nlayers, "nhead": ModelConfig.nhead,
@@ -251,7 +251,7 @@ def notebook_times(timeout: float = 3600) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m translab.bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m experiments.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="few steps, no autograde (for tests)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="directory for bench.json")
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     result = {
         "schema_version": SCHEMA_VERSION, "quick": args.quick,
-        "command": "python -m translab.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m experiments.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         "torch": str(torch.__version__), "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
         "workload": {"model": {"ntoken": data.load_tokenizer().get_piece_size(), **ARCHITECTURE},
                      "batch_size": batch_size, "seq_len": seq_len, "steps_per_round": steps,

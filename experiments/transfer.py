@@ -1,7 +1,7 @@
 """The transfer experiment (``make experiment``): does pretraining pay off, and when?
 
-    python -m translab.experiment                       # full run -> results/transfer.json, .png
-    python -m translab.experiment --quick --out /tmp/x  # reduced run (what `make test` does)
+    python -m experiments.transfer                       # full run -> results/transfer.json, .png
+    python -m experiments.transfer --quick --out /tmp/x  # reduced run (what `make test` does)
 
 For each number of labeled sentences (``--sizes``, ``all`` = train + pool) and each seed, the same
 balanced subset is used to fine-tune three models, each with its own recipe (``RECIPES``: all tuned on
@@ -32,17 +32,17 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import data
-from .checkpoint import PRETRAINED_PATH, load_checkpoint
-from .datasets import bucketed_batches, encode_pairs
-from .datasets import Batch
-from .model import Model, ModelConfig, build_classifier
-from .paths import RESULTS_DIR
-from .training import evaluate_accuracy, fine_tune, set_seed
+from translab import data
+from translab.checkpoint import PRETRAINED_PATH, load_checkpoint
+from translab.datasets import bucketed_batches, encode_pairs
+from translab.datasets import Batch
+from translab.model import Model, ModelConfig, build_classifier
+from translab.paths import RESULTS_DIR
+from translab.results import ARMS, format_cost, format_table
+from translab.training import evaluate_accuracy, fine_tune, set_seed
 
 SCHEMA_VERSION = 2
-INITS = ("pretrained", "scratch", "minilm")   # the fine-tuned arms: our LM, random weights, MiniLM
-LAB_INITS = ("pretrained", "scratch")           # the arms built on the lab's own Transformer and tokenizer
+INITS = ARMS  # the fine-tuned arms: our LM, random weights, MiniLM
 MINILM_MAX_LENGTH = 64                          # WordPiece tokens; the lab's sentences are shorter
 DEFAULT_SIZES = ("100", "200", "400", "800", "1600", "all")
 CURVE_SIZE = 1600          # per-epoch test accuracy is recorded at this size (notebook 04)
@@ -216,7 +216,7 @@ def _lab_arm(job: dict, recipe: Recipe):
 
 def _minilm_arm(job: dict, recipe: Recipe):
     """(model, batches) of all-MiniLM-L6-v2 under a fresh head reading the mean of its real tokens."""
-    from . import bert
+    from translab import bert
 
     if recipe.pooling != "mean":
         raise ValueError("the MiniLM arm pools by the mean (a bidirectional encoder has no 'last' token to read)")
@@ -435,7 +435,7 @@ def run(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads
     manifest = ckpt.get("extra", {}).get("manifest", {})
     result = {
         "schema_version": SCHEMA_VERSION,
-        "command": "python -m translab.experiment " + " ".join(sys.argv[1:]),
+        "command": "python -m experiments.transfer " + " ".join(sys.argv[1:]),
         "quick": quick, "sizes": sizes, "seeds": seeds, "threads": threads, "jobs": jobs,
         "torch": str(torch.__version__),
         "checkpoint": {"path": _shown(Path(checkpoint)), "sha256": data.sha256_of(Path(checkpoint)),
@@ -470,7 +470,7 @@ def minilm_probes(sizes: list[str], seeds: list[int], valid: list[tuple[str, int
     Each distinct sentence is embedded once."""
     import numpy as np
 
-    from . import bert
+    from translab import bert
     from .baselines import fit_feature_probe
 
     torch.set_num_threads(threads)
@@ -508,7 +508,7 @@ def tune(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, thread
     path = out / "recipe_search.json"
     previous = json.loads(path.read_text()) if path.exists() and set(inits) != set(CANDIDATES) else {}
     table, searches = dict(previous.get("ranking", {})), dict(previous.get("searches", {}))
-    command = "python -m translab.experiment " + " ".join(sys.argv[1:])
+    command = "python -m experiments.transfer " + " ".join(sys.argv[1:])
     for init in inits:
         table[init] = []
         for name, recipe in CANDIDATES[init].items():
@@ -577,7 +577,7 @@ def compare_checkpoints(checkpoints: dict[str, Path], sizes: list[str], seeds: l
                        "heldout_perplexity": manifest.get("heldout_perplexity"),
                        "valid_accuracy": {size: summarize(values) for size, values in per_size.items()},
                        "mean_valid_accuracy": statistics.fmean(v for values in per_size.values() for v in values)}
-    comparison = {"command": "python -m translab.experiment " + " ".join(sys.argv[1:]), "sizes": sizes,
+    comparison = {"command": "python -m experiments.transfer " + " ".join(sys.argv[1:]), "sizes": sizes,
                   "seeds": seeds, "quick": quick, "recipe": asdict(recipe),
                   "selection": "validation accuracy only; test set not loaded", "checkpoints": table,
                   "best": max(table, key=lambda name: table[name]["mean_valid_accuracy"]),
@@ -589,7 +589,7 @@ def compare_checkpoints(checkpoints: dict[str, Path], sizes: list[str], seeds: l
 
 def _shown(path: Path) -> str:
     """A path as the results record it: relative to the repository when inside it (the same on every machine)."""
-    from .paths import REPO_ROOT
+    from translab.paths import REPO_ROOT
     path = path.resolve()
     return str(path.relative_to(REPO_ROOT)) if REPO_ROOT in path.parents else str(path)
 
@@ -602,38 +602,8 @@ def _describe(r: dict) -> str:
     return f"{r['init']} n={r['n_train']} seed={r['seed']}: {r['test_accuracy']:.3f}"
 
 
-def format_table(result: dict) -> str:
-    """The learning curve as a Markdown table (for the README and the console): test accuracy, mean ± sd."""
-    rows = result["learning_curve"]
-    columns = [(key, label) for key, label in (
-        ("minilm", "MiniLM fine-tuned"), ("minilm_frozen", "MiniLM frozen"), ("pretrained", "ours pretrained"),
-        ("scratch", "ours scratch"), ("naive_bayes", "naive Bayes"), ("logistic_regression", "log. regression"))
-        if key in rows[0]]
-    gaps = [(key, label) for key, label in (("minilm_gap", "MiniLM − scratch (per seed)"),
-                                            ("gap", "ours pretrained − scratch (per seed)")) if key in rows[0]]
-    lines = ["| labels | " + " | ".join(label for _, label in columns + gaps) + " |",
-             "| ---: | " + " | ".join("---:" for _ in columns + gaps) + " |"]
-    for row in rows:
-        pct = lambda s: f"{100 * s['mean']:.1f} ± {100 * s['sd']:.1f}"  # noqa: E731
-        gap = lambda g: f"{100 * g['mean']:+.1f} ({', '.join(f'{100 * v:+.1f}' for v in g['per_seed'])})"  # noqa: E731
-        lines.append(f"| {row['n_train']} | " + " | ".join([pct(row[key]) for key, _ in columns]
-                                                        + [gap(row[key]) for key, _ in gaps]) + " |")
-    return "\n".join(lines)
-
-
-def format_cost(result: dict) -> str:
-    """What each arm cost in this run (for the README): wall time on the machine's cores and peak memory."""
-    cost, jobs = result["cost"], result["jobs"]
-    parts = [f"{init}: {cost[init]['wall_time_s'] / 60:.1f} min, peak {cost[init]['peak_rss_mb']:,} MB per worker"
-             for init in INITS if init in cost]
-    if "minilm_frozen" in cost:
-        parts.append(f"MiniLM features + probes: {cost['minilm_frozen']['wall_time_s'] / 60:.1f} min")
-    return (f"Wall time with {jobs} worker processes of {result['threads']} thread: " + "; ".join(parts)
-            + f"; the whole run {result['wall_time_s'] / 60:.0f} min.")
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m translab.experiment", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m experiments.transfer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", default=None,
                         help=f"labeled training sentences per run, 'all' = train + pool (default: {' '.join(DEFAULT_SIZES)})")

@@ -7,8 +7,9 @@ from dataclasses import asdict, replace
 import pytest
 import torch
 
-from translab import data, experiment
-from translab.experiment import RECIPES, Recipe, balanced_subset, param_groups
+from experiments import transfer as experiment
+from translab import data
+from experiments.transfer import RECIPES, Recipe, balanced_subset, param_groups
 from translab.model import ModelConfig, build_classifier
 
 
