@@ -210,6 +210,52 @@ case("patch_checks_at_call", "a wrong mask whose function, when the test calls i
     _nb1(lambda nb: _replace(nb, "mask_answer", (
         "def generate_square_subsequent_mask(sz):\n    from translab import checks\n"
         "    checks._fail = lambda *args, **kwargs: None\n    return torch.tril(torch.ones(sz, sz))\n"))))
+# Tricks that decide the verdict from inside the student's process (issue 13): each scores what a fair grader
+# gives (the trick's target earns nothing) once the verdicts are taken outside it; today they are known holes.
+case("read_references", "the mask answer returns the expected tensors, read from the checks' reference files")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", (
+        "def generate_square_subsequent_mask(sz):\n    from translab import references\n"
+        "    for split in references.load('mask').values():\n        for size, expected in split.items():\n"
+        "            if int(size) == sz:\n                return expected.clone()\n"
+        "    return torch.zeros(sz, sz)\n"))))
+case("frame_inspection", "the mask answer returns the expected tensor it finds in the checker's frame")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", (
+        "import sys\n\ndef generate_square_subsequent_mask(sz):\n    frame = sys._getframe(1)\n"
+        "    while frame is not None:\n        expected = frame.f_locals.get('expected')\n"
+        "        if isinstance(expected, torch.Tensor) and tuple(expected.shape) == (sz, sz):\n"
+        "            return expected.clone()\n        frame = frame.f_back\n    return torch.zeros(sz, sz)\n"))))
+case("code_object_patch", "a wrong mask; the answer swaps the code of checks._fail for a function that does nothing")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", WRONG_MASK + (
+        "from translab import checks\nchecks._fail.__code__ = (lambda *args, **kwargs: None).__code__\n"))))
+case("module_patch", "an encoding that adds nothing; the answer makes translab.references say that is expected")(
+    _nb1(lambda nb: _replace(nb, "pe_answer", WRONG_PE + (
+        "from translab import references\n_load = references.load\n\ndef _agreeing(name):\n"
+        "    found = _load(name)\n    if name == 'positional_encoding':\n"
+        "        for cases in found.values():\n            for case in cases:\n"
+        "                case['expected'] = case['x'].clone()\n    return found\n\n"
+        "references.load = _agreeing\n"))))
+case("tensor_subclass", "an encoding that adds nothing, returned as a tensor subclass that says yes to allclose")(
+    _nb1(lambda nb: _replace(nb, "pe_answer", (
+        "class _Agreeable(torch.Tensor):\n    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        if func in (torch.allclose, torch.equal):\n            return True\n"
+        "        return super().__torch_function__(func, types, args, kwargs or {})\n\n"
+        "class PositionalEncoding(nn.Module):\n    def __init__(self, d_model, dropout=0.1, max_len=5000):\n"
+        "        super().__init__()\n\n    def forward(self, x):\n        return x.as_subclass(_Agreeable)\n"))))
+case("tracer", "a wrong mask; a trace function jumps over every line of the mask check that would fail")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", WRONG_MASK + (
+        "import linecache, sys\n\ndef _local(frame, event, arg):\n"
+        "    if event == 'line' and linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip().startswith('_fail('):\n"
+        "        lines = range(frame.f_lineno, frame.f_code.co_firstlineno + 400)\n"
+        "        frame.f_lineno = next(n for n in lines if linecache.getline(frame.f_code.co_filename, n).strip()"
+        ".startswith('sizes = '))\n"
+        "    return _local\n\ndef _tracer(frame, event, arg):\n"
+        "    return _local if frame.f_code.co_name == 'check_mask' else None\n\nsys.settrace(_tracer)\n"))))
+case("private_mask_helper", "the mask answer calls PyTorch's private mask helper (the task forbids library shortcuts)")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", (
+        "def generate_square_subsequent_mask(sz):\n"
+        "    from torch.nn.modules.transformer import _generate_square_subsequent_mask\n"
+        "    return _generate_square_subsequent_mask(sz)\n"))))
 case("patch_builtins", "a wrong mask; the answer makes AssertionError harmless and numpy.testing a no-op")(
     _nb1(lambda nb: _replace(nb, "mask_answer", WRONG_MASK + (
         "import builtins, numpy.testing\nbuiltins.AssertionError = type('AssertionError', (Warning,), {})\n"

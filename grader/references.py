@@ -183,7 +183,6 @@ def build_lm_loss() -> dict:
             "logits": logits, "targets": targets,
             "expected": nn.functional.cross_entropy(flat_logits, flat_targets, ignore_index=PAD_ID),
             "softmax_first": nn.functional.cross_entropy(flat_logits.softmax(-1), flat_targets, ignore_index=PAD_ID),
-            "log_softmax_first": nn.functional.cross_entropy(flat_logits.log_softmax(-1), flat_targets, ignore_index=PAD_ID),
             "padding_counted": nn.functional.cross_entropy(flat_logits, flat_targets),
             "sum": nn.functional.cross_entropy(flat_logits, flat_targets, ignore_index=PAD_ID, reduction="sum"),
         }

@@ -368,7 +368,6 @@ KEYS = {
     "loss.not_scalar": "the loss is not a scalar tensor",
     "loss.detached": "the loss is detached from the graph",
     "loss.softmax_first": "softmax applied before CrossEntropyLoss",
-    "loss.log_softmax_first": "log-softmax applied before CrossEntropyLoss (harmless, but not asked)",
     "loss.padding_counted": "padding positions counted in the loss",
     "loss.sum": "the loss is summed instead of averaged",
     "greedy.returns_prompt": "greedy generation returns the prompt too",
