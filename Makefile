@@ -51,8 +51,8 @@ references: $(VENV)/.installed ## regenerate grader/ reference tensors from tran
 autograde: $(VENV)/.installed ## grade every submission in submitted/ (JOBS=N in parallel; ARGS=--Execute.timeout=120 ...)
 	$(PY) -m grader autograde --jobs $(JOBS) $(ARGS)
 
-feedback: $(VENV)/.installed ## write HTML feedback (hidden tests removed) to feedback/
-	$(PY) -m grader feedback
+feedback: $(VENV)/.installed ## HTML feedback in feedback/ (hidden tests removed); refuses while written answers are ungraded (ARGS=--graded-only or --force)
+	$(PY) -m grader feedback $(ARGS)
 
 grades: $(VENV)/.installed ## export the gradebook to grades.csv (per notebook and per task)
 	$(PY) -m grader grades

@@ -646,8 +646,53 @@ def _write_report(root: Path, report: BatchReport) -> Path:
     return out
 
 
-def feedback(root: Path) -> list[Path]:
-    _nbgrader(root, "generate_feedback", ASSIGNMENT, "--force")
+def ungraded(root: Path) -> dict[str, list[str]]:
+    """{student: ["<notebook>/<grade_id>", ...]}: the answers still waiting for a manual grade."""
+    from nbgrader.api import Gradebook
+
+    db = root / "gradebook.db"
+    if not db.exists():
+        raise GradingError("no gradebook.db yet: run `make autograde` first")
+    pending: dict[str, list[str]] = {}
+    with Gradebook(f"sqlite:///{db}") as gradebook:
+        for submission in gradebook.find_assignment(ASSIGNMENT).submissions:
+            names = [f"{notebook.name}/{grade.name}" for notebook in submission.notebooks
+                     for grade in notebook.grades if grade.needs_manual_grade]
+            if names:
+                pending[submission.student.id] = sorted(names)
+    return pending
+
+
+def _submitted_students(root: Path) -> list[str]:
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        return sorted(submission.student.id for submission in gradebook.find_assignment(ASSIGNMENT).submissions)
+
+
+FEEDBACK_MODES = ("complete", "graded-only", "force")
+
+
+def feedback(root: Path, mode: str = "complete") -> list[Path]:
+    """Feedback pages for the class.  ``complete`` (the default) refuses while any written answer awaits its
+    manual grade (nbgrader would release it as 0 without a word); ``graded-only`` releases the students whose
+    every answer is graded; ``force`` releases everyone, ungraded answers as 0."""
+    if mode not in FEEDBACK_MODES:
+        raise ValueError(f"feedback mode {mode!r}; choose one of {FEEDBACK_MODES}")
+    pending = ungraded(root) if mode != "force" else {}
+    options = []
+    if pending and mode == "complete":
+        listing = "\n".join(f"  {student}: {', '.join(names)}" for student, names in sorted(pending.items())[:20])
+        more = f"\n  ... and {len(pending) - 20} more students" if len(pending) > 20 else ""
+        raise GradingError(
+            f"{len(pending)} student(s) have answers not graded yet; their feedback would show them as 0:\n"
+            f"{listing}{more}\ngrade them in the formgrader (Manual Grading), or release the fully graded students "
+            "only with `make feedback ARGS=--graded-only`, or everyone with `make feedback ARGS=--force`")
+    if pending:
+        if set(_submitted_students(root)) <= set(pending):
+            raise GradingError("no student is fully graded yet: grade the written answers in the formgrader first")
+        options.append(f"--CourseDirectory.student_id_exclude={','.join(sorted(pending))}")
+        print(f"feedback for the fully graded students; left out until graded: {', '.join(sorted(pending))}")
+    _nbgrader(root, "generate_feedback", ASSIGNMENT, "--force", *options)
     pages = sorted((root / "feedback").glob(f"*/{ASSIGNMENT}/*.html"))
     leaking = [p for p in pages if "BEGIN HIDDEN TESTS" in p.read_text(encoding="utf-8", errors="replace")]
     if leaking:
@@ -754,7 +799,13 @@ def main(argv: list[str] | None = None) -> int:
                        help=f"wall-clock seconds for one student, every notebook and retry included, before grading "
                             f"stops and the rest scores 0, flagged (default {STUDENT_BUDGET:.0f}; each notebook also "
                             f"has c.GuardedExecute.notebook_budget, {_notebook_budget():.0f} s)")
-    commands.add_parser("feedback", help="write feedback/ (HTML, hidden tests removed)")
+    given = commands.add_parser("feedback", help="write feedback/ (HTML, hidden tests removed); refuses while "
+                                                 "written answers await a manual grade")
+    release_mode = given.add_mutually_exclusive_group()
+    release_mode.add_argument("--graded-only", action="store_true",
+                              help="release only the students whose every answer is graded")
+    release_mode.add_argument("--force", action="store_true",
+                              help="release everyone; answers not graded yet show as 0")
     export = commands.add_parser("grades", help="write grades.csv, one row per student")
     export.add_argument("--out", type=Path)
     commands.add_parser("report", help="reports/: per task who passed, the diagnosed misconceptions ranked (CSV, HTML)")
@@ -814,7 +865,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"(log {r.log})", file=sys.stderr)
                 return 1
         elif args.command == "feedback":
-            for page in feedback(root):
+            mode = "graded-only" if args.graded_only else "force" if args.force else "complete"
+            for page in feedback(root, mode):
                 print(f"feedback {page.relative_to(root)}")
         elif args.command == "grades":
             grades(root, args.out)

@@ -207,3 +207,37 @@ def test_autograde_time_is_reported(course, capsys):
     _, timings = course
     with capsys.disabled():
         print(f"\n[grading] release {timings['release']:.0f}s, autograde of all students {timings['autograde']:.0f}s")
+
+
+def test_feedback_waits_for_manual_grades(course, tmp_path):
+    """`make feedback` refuses while written answers are ungraded (nbgrader would release them as 0), says whose,
+    and writes nothing; --graded-only releases the fully graded students; --force everyone."""
+    import shutil
+    import subprocess
+    import sys
+
+    from nbgrader.api import Gradebook
+    root, _ = course
+    copy = tmp_path / "course"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("feedback"))
+
+    def feedback(*args):
+        return subprocess.run([sys.executable, "-m", "grader", "--root", str(copy), "feedback", *args],
+                              text=True, capture_output=True)
+
+    refused = feedback()
+    assert refused.returncode == 1 and not (copy / "feedback").exists()
+    assert "not graded yet" in refused.stderr and "alice:" in refused.stderr and "written_" in refused.stderr
+    assert "--graded-only" in refused.stderr and "--force" in refused.stderr
+    with Gradebook(f"sqlite:///{copy / 'gradebook.db'}") as gradebook:
+        for notebook in gradebook.find_submission(ASSIGNMENT, "alice").notebooks:
+            for grade in notebook.grades:
+                if grade.needs_manual_grade:  # what the formgrader's Manual Grading does on save
+                    grade.manual_score, grade.needs_manual_grade = grade.max_score, False
+        gradebook.db.commit()
+    assert feedback().returncode == 1, "three students are still ungraded"
+    released = feedback("--graded-only")
+    assert released.returncode == 0, released.stderr[-3000:]
+    assert sorted(p.name for p in (copy / "feedback").iterdir()) == ["alice"]
+    assert feedback("--force").returncode == 0
+    assert sorted(p.name for p in (copy / "feedback").iterdir()) == sorted(["alice", "blank", BOB, "mallory"])
