@@ -10,8 +10,12 @@ ASSIGNMENT := transfer_learning
 JOBS     ?= 1
 ARGS     ?=
 PORT     ?= 8888
+HOST     ?= 127.0.0.1
+# nbgrader's server extensions that students do without (their lab panels are off in translab/jupyter_student)
+STUDENT_SERVER := $(foreach ext,formgrader course_list assignment_list,\
+	--ServerApp.jpserver_extensions=nbgrader.server_extensions.$(ext)=False)
 
-.PHONY: help setup browser data test test-fast lab release student-release references autograde feedback grades report collect \
+.PHONY: help setup browser data test test-fast lab formgrader release students student-release references autograde feedback grades report collect \
         pretrain tokenizer experiment bench clean
 
 help: ## list the targets
@@ -38,9 +42,17 @@ test: $(VENV)/.installed ## run every test: library, data, notebooks, grading, r
 test-fast: $(VENV)/.installed ## the unit tests only (no notebook or nbgrader runs)
 	$(PY) -m pytest -m "not slow"
 
-lab: $(VENV)/.installed ## start JupyterLab on the student notebooks (prints the URL)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks/$(ASSIGNMENT) --port=$(PORT) --no-browser \
+lab: $(VENV)/.installed ## JupyterLab for students on notebooks/, no instructor tools (prints the URL; HOST=127.0.0.1)
+	JUPYTER_CONFIG_PATH=$(CURDIR)/translab/jupyter_student PATH="$(abspath $(VENV))/bin:$$PATH" \
+		$(VENV)/bin/jupyter lab --no-browser \
+		--notebook-dir=notebooks/$(ASSIGNMENT) --ServerApp.ip=$(HOST) --port=$(PORT) $(STUDENT_SERVER) \
 		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+
+formgrader: $(VENV)/.installed ## JupyterLab at the course root for instructors, on the formgrader (HOST=127.0.0.1)
+	@# nbgrader runs `alembic` (the gradebook's migrations) from PATH: the venv's bin/ goes first
+	mkdir -p exchange
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/jupyter lab --no-browser --notebook-dir=$(CURDIR) --ServerApp.ip=$(HOST) --port=$(PORT) \
+		--ServerApp.default_url=/formgrader $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 release: $(VENV)/.installed ## regenerate the student notebooks from solutions/ (nbgrader generate_assignment)
 	$(PY) -m grader release
@@ -59,6 +71,10 @@ grades: $(VENV)/.installed ## export the gradebook to grades.csv (per notebook a
 
 report: $(VENV)/.installed ## what to re-teach: reports/ (per task passed, misconceptions ranked; CSV and HTML)
 	$(PY) -m grader report
+
+students: $(VENV)/.installed ## names and e-mails from an LMS roster: make students ROSTER=participants.csv
+	@test -n "$(ROSTER)" || { echo "usage: make students ROSTER=file.csv (columns: id, first name, last name, e-mail)"; exit 2; }
+	$(PY) -m grader students "$(ROSTER)"
 
 student-release: $(VENV)/.installed ## write what students get into DEST: make student-release DEST=../translab-students
 	@test -n "$(DEST)" || { echo "usage: make student-release DEST=folder (new or empty, outside the course)"; exit 2; }

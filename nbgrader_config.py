@@ -25,6 +25,10 @@ c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_here, "gradebook.db")
+# nbgrader's exchange (release, fetch, submit, collect through shared folders) is not part of the local flow,
+# where `make collect` reads an LMS zip; a folder of the course's own (made by `make formgrader`) keeps the
+# formgrader from warning that /srv/nbgrader/exchange is missing.  A JupyterHub course sets its shared one here.
+c.Exchange.root = os.path.join(_here, "exchange")
 
 # Under nbgrader (NBGRADER_EXECUTION is set) every notebook uses translab.budget's small budget:
 # the slowest cell takes under 5 s alone (results/bench.json); 60 s leaves room for a slow or busy machine and

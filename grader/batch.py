@@ -701,8 +701,10 @@ def feedback(root: Path, mode: str = "complete") -> list[Path]:
 
 
 def grades(root: Path, out: Path | None = None) -> Path:
-    """One row per student: the score of each notebook, the total, the maximum, manual grading left, then one
-    column per graded cell, ``<notebook>/<grade_id>`` (empty while a written answer awaits its manual grade)."""
+    """One row per student: id, name and e-mail (from `make students`), whether they submitted, the score of each
+    notebook, the total, the maximum, manual grading left, then one column per graded cell,
+    ``<notebook>/<grade_id>`` (empty while a written answer awaits its manual grade).  A student of the roster
+    who submitted nothing gets a row of zeros."""
     import nbformat
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -729,12 +731,18 @@ def grades(root: Path, out: Path | None = None) -> Path:
         tasks = [(nb.name, cell) for nb in sorted(assignment.notebooks, key=lambda nb: nb.name)
                  for cell in task_order(nb.name, [c.name for c in nb.grade_cells])]
         rows = []
-        for student in sorted(s.id for s in gradebook.students):
+        for person in sorted(gradebook.students, key=lambda s: s.id):
+            student = person.id
+            row = {"student_id": student, "first_name": person.first_name or "", "last_name": person.last_name or "",
+                   "email": person.email or ""}
             try:
                 submission = gradebook.find_submission(ASSIGNMENT, student)
-            except MissingEntry:
+            except MissingEntry:  # on the roster (`make students`), nothing submitted: a row of zeros says so
+                rows.append({**row, "submitted": False, **{name: 0.0 for name in notebooks}, "total": 0.0,
+                             "max_score": assignment.max_score, "auto_score": 0.0, "written_score": 0.0,
+                             "needs_manual_grade": False})
                 continue
-            row = {"student_id": student}
+            row["submitted"] = True
             cells = {}
             for name in notebooks:
                 try:
@@ -752,7 +760,8 @@ def grades(root: Path, out: Path | None = None) -> Path:
                 row[f"{name}/{cell}"] = "" if score is None else score
             rows.append(row)
     with open(out, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["student_id", *notebooks, "total", "max_score", "auto_score",
+        writer = csv.DictWriter(handle, fieldnames=["student_id", "first_name", "last_name", "email", "submitted",
+                                                    *notebooks, "total", "max_score", "auto_score",
                                                     "written_score", "needs_manual_grade",
                                                     *(f"{name}/{cell}" for name, cell in tasks)])
         writer.writeheader()
@@ -811,6 +820,8 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("report", help="reports/: per task who passed, the diagnosed misconceptions ranked (CSV, HTML)")
     zipped = commands.add_parser("collect", help="unpack an LMS zip into submitted/")
     zipped.add_argument("zip", type=Path)
+    roster = commands.add_parser("students", help="add the class's names and e-mails from an LMS roster CSV")
+    roster.add_argument("roster", type=Path)
     students = commands.add_parser("student-release", help="write what students get (no solutions, no hidden tests)")
     students.add_argument("dest", type=Path)
     args, extra = parser.parse_known_args(argv)
@@ -878,6 +889,13 @@ def main(argv: list[str] | None = None) -> int:
                 raise GradingError(str(error)) from error
         elif args.command == "collect":
             collect(root, args.zip)
+        elif args.command == "students":
+            from . import roster
+            try:
+                added, updated = roster.import_roster(root, args.roster)
+            except roster.RosterError as error:
+                raise GradingError(str(error)) from error
+            print(f"roster {args.roster}: {added} student(s) added, {updated} updated in {root / 'gradebook.db'}")
         elif args.command == "student-release":
             from . import student_release
             try:

@@ -49,7 +49,9 @@ data: $(VENV)/.installed ## fetch the corpora and the pretrained encoder (sha256
 \t$(PY) -m translab.data all
 
 lab: $(VENV)/.installed ## start JupyterLab on the notebooks (prints the URL)
-\t$(VENV)/bin/jupyter lab --notebook-dir=notebooks/transfer_learning --ip=127.0.0.1 --port=$(PORT) --no-browser \\
+\tJUPYTER_CONFIG_PATH=$(CURDIR)/translab/jupyter_student $(VENV)/bin/jupyter lab --no-browser \\
+\t\t--notebook-dir=notebooks/transfer_learning --ServerApp.ip=127.0.0.1 --port=$(PORT) \\
+\t\t$(foreach ext,formgrader course_list assignment_list,--ServerApp.jpserver_extensions=nbgrader.server_extensions.$(ext)=False) \\
 \t\t$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 """
 

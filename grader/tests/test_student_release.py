@@ -43,6 +43,16 @@ def test_the_release_holds_no_solutions_gradebook_grader_or_hidden_cases(release
             f"{path.relative_to(release)} holds the reference builders (hidden configurations)"
     pyproject = (release / "pyproject.toml").read_text(encoding="utf-8")
     assert 'packages = ["translab"]' in pyproject and "playwright" not in pyproject and "nbgrader==" in pyproject
+    assert (release / "translab" / "jupyter_student" / "labconfig" / "page_config.json").exists()
+
+
+def test_the_release_makefile_starts_a_student_lab(release):
+    dry = subprocess.run(["make", "-n", "lab", f"VENV={REPO_ROOT / '.venv'}"], cwd=release, capture_output=True,
+                         text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    command = dry.stdout.replace("\\\n", " ")
+    assert "jupyter lab" in command and "translab/jupyter_student" in command and "127.0.0.1" in command
+    assert "nbgrader.server_extensions.formgrader=False" in command
 
 
 def test_the_library_never_imports_the_grader_or_nbgrader():

@@ -1,0 +1,107 @@
+"""``make students ROSTER=file.csv``: the class's names and e-mails into the gradebook.
+
+Without a roster the formgrader lists students as "None, None" and ``grades.csv`` has ids only.  An LMS's
+participants export is read as it comes: the header names its columns (``id``, ``username``, ``student_id``,
+"ID number"...; ``first_name``, "First name", "Given name"...; ``last_name``, "Surname", "Family name"...;
+``email``, "Email address"...), in any case and order, comma- or semicolon-separated.  Ids follow the rule
+``make collect`` applies to submissions (``collect.STUDENT_ID``), so a roster row and a submission meet.
+The whole file is checked before anything is written: one bad row and nothing changes.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .collect import STUDENT_ID
+
+COLUMNS = {
+    "id": ("id", "student_id", "student id", "username", "user name", "login", "login id", "id number", "sis user id"),
+    "first_name": ("first_name", "first name", "firstname", "given name", "given_name", "first"),
+    "last_name": ("last_name", "last name", "lastname", "surname", "family name", "family_name", "last"),
+    "email": ("email", "e-mail", "email address", "e-mail address", "mail"),
+}
+
+
+class RosterError(ValueError):
+    """The roster cannot be read as a class list; the message says which rows and what to do."""
+
+
+@dataclass(frozen=True)
+class Student:
+    id: str
+    first_name: str | None
+    last_name: str | None
+    email: str | None
+
+
+def read(path: Path) -> list[Student]:
+    """The students of a roster CSV, checked (ids valid and unique, names and e-mails as given)."""
+    path = Path(path)
+    if not path.is_file():
+        raise RosterError(f"{path}: no such file; export the participants list of your LMS as CSV")
+    text = path.read_bytes().decode("utf-8-sig", errors="replace")
+    try:
+        dialect = csv.Sniffer().sniff(text.splitlines()[0] if text.strip() else ",", delimiters=",;\t")
+    except csv.Error:
+        dialect = csv.excel
+    rows = list(csv.reader(io.StringIO(text), dialect))
+    if not rows:
+        raise RosterError(f"{path} is empty")
+    header = [_normal(cell) for cell in rows[0]]
+    where = {}
+    for field, names in COLUMNS.items():
+        found = [i for i, cell in enumerate(header) if cell in names]
+        if found:
+            where[field] = found[0]
+    if "id" not in where:
+        raise RosterError(f"{path}: no student id column in the header {rows[0]}; name it one of: "
+                          + ", ".join(repr(n) for n in COLUMNS["id"]))
+    students, problems, seen = [], [], {}
+    for line, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        value = lambda field: (row[where[field]].strip() or None) if field in where and where[field] < len(row) else None  # noqa: E731
+        student_id = value("id") or ""
+        if not STUDENT_ID.fullmatch(student_id):
+            problems.append(f"line {line}: id {student_id!r} is not a valid student id (1 to 64 letters, digits, "
+                            "'.', '_' or '-', not starting with '.'; the ids `make collect` uses)")
+            continue
+        if student_id in seen:
+            problems.append(f"line {line}: id {student_id!r} again (first on line {seen[student_id]})")
+            continue
+        seen[student_id] = line
+        email = value("email")
+        if email and not re.fullmatch(r"[^@\s]+@[^@\s]+", email):
+            problems.append(f"line {line}: {email!r} is not an e-mail address")
+            continue
+        students.append(Student(student_id, value("first_name"), value("last_name"), email))
+    if problems:
+        raise RosterError(f"{path}: nothing imported, {len(problems)} row(s) to fix:\n  " + "\n  ".join(problems[:20]))
+    if not students:
+        raise RosterError(f"{path}: a header but no students")
+    return students
+
+
+def import_roster(root: Path, path: Path) -> tuple[int, int]:
+    """Add or update every student of the roster in the course's gradebook; (added, updated)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    students = read(path)
+    added = updated = 0
+    with Gradebook(f"sqlite:///{Path(root) / 'gradebook.db'}") as gradebook:
+        for student in students:
+            try:
+                gradebook.find_student(student.id)
+                updated += 1
+            except MissingEntry:
+                added += 1
+            gradebook.update_or_create_student(student.id, first_name=student.first_name,
+                                               last_name=student.last_name, email=student.email)
+    return added, updated
+
+
+def _normal(cell: str) -> str:
+    return " ".join(cell.strip().lower().replace("\ufeff", "").split())

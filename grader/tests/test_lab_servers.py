@@ -1,0 +1,116 @@
+"""`make lab` (students) and `make formgrader` (instructors): real Jupyter servers on 127.0.0.1, asked over HTTP."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from translab.paths import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+TOKEN = "translab-test-token"
+INSTRUCTOR_PANELS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                     "@jupyter/nbgrader:course-list")
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    """A copy of the course: what the two targets serve (the repository's own folders stay untouched)."""
+    root = tmp_path_factory.mktemp("lab_course")
+    for name in ("Makefile", "nbgrader_config.py", "pyproject.toml", "constraints.txt"):
+        shutil.copy2(REPO_ROOT / name, root / name)  # their times kept: make must not reinstall the venv
+    for name in ("solutions", "notebooks", "translab/jupyter_student"):
+        shutil.copytree(REPO_ROOT / name, root / name)
+    return root
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode("utf-8", errors="replace")
+
+
+@contextmanager
+def served(course: Path, target: str):
+    """``make <target>`` in the course copy; yields (base URL, the server's log so far) once it answers."""
+    port = _free_port()
+    log = course / f"{target}.log"
+    env = {**os.environ, "JUPYTER_TOKEN": TOKEN}
+    with open(log, "w") as out:
+        process = subprocess.Popen(["make", "-s", target, f"PORT={port}", f"VENV={REPO_ROOT / '.venv'}"],
+                                   cwd=course, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            if process.poll() is not None:
+                pytest.fail(f"make {target} exited {process.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                if _get(f"{base}/api/status?token={TOKEN}")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"make {target} did not answer in 120 s:\n{log.read_text()[-3000:]}")
+        yield base, log.read_text()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+def _page_config(html: str) -> dict:
+    found = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', html, re.S)
+    assert found, "no page config in /lab"
+    return json.loads(found.group(1))
+
+
+def test_make_lab_serves_the_notebooks_without_the_instructor_tools(course):
+    with served(course, "lab") as (base, log):
+        assert f"http://127.0.0.1:{base.rsplit(':', 1)[1]}/lab" in log, "make lab must print its URL on 127.0.0.1"
+        status, html = _get(f"{base}/lab?token={TOKEN}")
+        assert status == 200
+        config = _page_config(html)
+        disabled = set(config["disabledExtensions"])
+        assert set(INSTRUCTOR_PANELS) <= disabled, disabled
+        assert "@jupyter/nbgrader:validate-assignment" not in disabled, "students keep Validate"
+        assert any(ext["name"] == "@jupyter/nbgrader" for ext in config["federated_extensions"])
+        assert _get(f"{base}/formgrader?token={TOKEN}")[0] == 404, "no formgrader in the students' server"
+        status, listing = _get(f"{base}/api/contents?token={TOKEN}")
+        names = {item["name"] for item in json.loads(listing)["content"]}
+        assert "01_mask_and_positional_encoding.ipynb" in names and "solutions" not in names
+
+
+def test_make_formgrader_serves_the_course_root_with_a_working_formgrader(course):
+    with served(course, "formgrader") as (base, log):
+        assert f"http://127.0.0.1:{base.rsplit(':', 1)[1]}/" in log
+        status, page = _get(f"{base}/formgrader?token={TOKEN}")
+        assert status == 200, page[-2000:]
+        assert "encountered an error" not in page and "not a subdirectory" not in page, page[-2000:]
+        assert 'id="warning-exchange"' not in page, "the formgrader warns about a missing exchange"
+        status, assignments = _get(f"{base}/formgrader/api/assignments?token={TOKEN}")
+        assert status == 200 and "transfer_learning" in {a["name"] for a in json.loads(assignments)}
+        status, html = _get(f"{base}/lab?token={TOKEN}")
+        assert "@jupyter/nbgrader:formgrader" not in set(_page_config(html)["disabledExtensions"])
