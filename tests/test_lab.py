@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -68,11 +69,14 @@ def test_lab_lists_the_six_notebooks(lab_url):
     assert sorted(item["name"] for item in json.loads(body)["content"]) == NOTEBOOKS
 
 
-def test_lab_page_and_formgrader_are_served(lab_url):
+def test_lab_page_is_served_and_the_formgrader_is_not(lab_url):
+    """Students get the lab without nbgrader's instructor tools (`make formgrader` serves those:
+    grader/tests/test_lab_servers.py)."""
     base, token = lab_url.split("/lab?token=")
     assert _get(lab_url)[0] == 200
-    status, body = _get(f"{base}/formgrader?token={token}")
-    assert status == 200 and b"formgrader" in body.lower()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _get(f"{base}/formgrader?token={token}")
+    assert refused.value.code == 404
 
 
 def test_nbgrader_labextension_is_enabled():
