@@ -34,10 +34,10 @@ from tqdm.auto import tqdm
 
 from translab import data
 from translab.checkpoint import PRETRAINED_PATH, load_checkpoint
-from translab.datasets import bucketed_batches, encode_pairs
-from translab.datasets import Batch
+from translab.bert import mean_pool
+from translab.datasets import Batch, bucketed_batches, encode_pairs
 from translab.model import Model, ModelConfig, build_classifier
-from translab.paths import RESULTS_DIR
+from translab.paths import REPO_ROOT, RESULTS_DIR
 from translab.results import ARMS, format_cost, format_table
 from translab.training import evaluate_accuracy, fine_tune, set_seed
 
@@ -143,10 +143,7 @@ class MeanPoolHead(nn.Module):
         self.decoder = nn.Linear(nhid, nclasses)
 
     def forward(self, hidden: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        if src_key_padding_mask is None:
-            return self.decoder(hidden.mean(dim=1))
-        keep = (~src_key_padding_mask).unsqueeze(-1).to(hidden.dtype)
-        return self.decoder((hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1))
+        return self.decoder(mean_pool(hidden, src_key_padding_mask))
 
 
 def set_dropout(model: nn.Module, p: float) -> None:
@@ -589,7 +586,6 @@ def compare_checkpoints(checkpoints: dict[str, Path], sizes: list[str], seeds: l
 
 def _shown(path: Path) -> str:
     """A path as the results record it: relative to the repository when inside it (the same on every machine)."""
-    from translab.paths import REPO_ROOT
     path = path.resolve()
     return str(path.relative_to(REPO_ROOT)) if REPO_ROOT in path.parents else str(path)
 

@@ -647,7 +647,8 @@ def _write_report(root: Path, report: BatchReport) -> Path:
 
 
 def ungraded(root: Path) -> dict[str, list[str]]:
-    """{student: ["<notebook>/<grade_id>", ...]}: the answers still waiting for a manual grade."""
+    """{student: ["<notebook>/<grade_id>", ...]} for every student who submitted: the answers still waiting for
+    a manual grade (an empty list once all are graded)."""
     from nbgrader.api import Gradebook
 
     db = root / "gradebook.db"
@@ -656,17 +657,9 @@ def ungraded(root: Path) -> dict[str, list[str]]:
     pending: dict[str, list[str]] = {}
     with Gradebook(f"sqlite:///{db}") as gradebook:
         for submission in gradebook.find_assignment(ASSIGNMENT).submissions:
-            names = [f"{notebook.name}/{grade.name}" for notebook in submission.notebooks
-                     for grade in notebook.grades if grade.needs_manual_grade]
-            if names:
-                pending[submission.student.id] = sorted(names)
+            pending[submission.student.id] = sorted(f"{notebook.name}/{grade.name}" for notebook in submission.notebooks
+                                                    for grade in notebook.grades if grade.needs_manual_grade)
     return pending
-
-
-def _submitted_students(root: Path) -> list[str]:
-    from nbgrader.api import Gradebook
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
-        return sorted(submission.student.id for submission in gradebook.find_assignment(ASSIGNMENT).submissions)
 
 
 FEEDBACK_MODES = ("complete", "graded-only", "force")
@@ -678,7 +671,8 @@ def feedback(root: Path, mode: str = "complete") -> list[Path]:
     every answer is graded; ``force`` releases everyone, ungraded answers as 0."""
     if mode not in FEEDBACK_MODES:
         raise ValueError(f"feedback mode {mode!r}; choose one of {FEEDBACK_MODES}")
-    pending = ungraded(root) if mode != "force" else {}
+    everyone = ungraded(root) if mode != "force" else {}
+    pending = {student: names for student, names in everyone.items() if names}
     options = []
     if pending and mode == "complete":
         listing = "\n".join(f"  {student}: {', '.join(names)}" for student, names in sorted(pending.items())[:20])
@@ -688,7 +682,7 @@ def feedback(root: Path, mode: str = "complete") -> list[Path]:
             f"{listing}{more}\ngrade them in the formgrader (Manual Grading), or release the fully graded students "
             "only with `make feedback ARGS=--graded-only`, or everyone with `make feedback ARGS=--force`")
     if pending:
-        if set(_submitted_students(root)) <= set(pending):
+        if set(everyone) <= set(pending):
             raise GradingError("no student is fully graded yet: grade the written answers in the formgrader first")
         options.append(f"--CourseDirectory.student_id_exclude={','.join(sorted(pending))}")
         print(f"feedback for the fully graded students; left out until graded: {', '.join(sorted(pending))}")
