@@ -589,7 +589,7 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
             if not sandbox:
                 return _nbgrader_env(), options([]), None
             status = kernel_sandbox.status_folder(work, index)
-            env = _nbgrader_env({**extra_env, **kernel_sandbox.student_env(uids.uid(index), status)})
+            env = _nbgrader_env({**extra_env, **kernel_sandbox.student_env(uids.uid(index), status, work, index)})
             return env, options(kernel_args + kernel_sandbox.student_args(work, index)), status
 
         shared_folders = kernel_sandbox.world_writable_folders(skip=work) if sandbox else None

@@ -208,8 +208,8 @@ case("patch_checks", "a wrong mask; the answer replaces translab.checks.check_ma
         "from translab import checks\nchecks.check_mask = lambda *args, **kwargs: None\n"))))
 case("patch_checks_at_call", "a wrong mask whose function, when the test calls it, disables checks._fail")(
     _nb1(lambda nb: _replace(nb, "mask_answer", (
-        "def generate_square_subsequent_mask(sz):\n    from translab import checks\n"
-        "    checks._fail = lambda *args, **kwargs: None\n    return torch.tril(torch.ones(sz, sz))\n"))))
+        "def generate_square_subsequent_mask(sz):\n    from translab.checks import part1\n"
+        "    part1._fail = lambda *args, **kwargs: None\n    return torch.tril(torch.ones(sz, sz))\n"))))
 # Tricks that decide the verdict from inside the student's process (issue 13): each scores what a fair grader
 # gives (the trick's target earns nothing) once the verdicts are taken outside it; today they are known holes.
 case("read_references", "the mask answer returns the expected tensors, read from the checks' reference files")(

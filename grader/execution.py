@@ -15,15 +15,26 @@ and in both cases marks every code cell it did not run with an error output sayi
 those test cells 0 (a code cell with no error output would score full marks) while the cells that ran keep
 their points.  ``FlagIncidents`` then flags the notebook in the gradebook, so the instructor sees where
 grading was cut short and which cells it cost.
+
+It also decides the test cells' verdicts outside the kernel (``grader.verdicts``): a checker listens for the
+notebook's kernel, each graded test cell opens a window for the checks its source calls, and the cell's outputs
+are then replaced by what the checker recorded, which is what nbgrader scores.  Answer cells that reach for the
+tools of an attempt on the grader (``verdicts.suspicious``) flag the notebook for a human.
 """
 from __future__ import annotations
 
+import os
 import time
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float
+
+from translab import wire
+
+from .verdicts import Checker, expected_calls, suspicious
 
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short
 
@@ -45,7 +56,22 @@ class GuardedExecute(Execute):
         self._stopped: str | None = None  # why the remaining cells are not run
         resources = resources if resources is not None else {}
         resources[INCIDENTS] = []
-        return super().preprocess(nb, resources, km)
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+                for reason in suspicious(cell.source):
+                    resources[INCIDENTS].append(f"cell {index}: the answer {reason}")
+        # the batch puts the socket beside the kernel's own (reachable from the sandbox); else a private folder
+        self._checker = Checker(os.environ.get("TRANSLAB_CHECKER_DIR") or None)
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            self._checker.stop()
+
+    async def async_start_new_kernel(self, **kwargs):
+        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), wire.ENV: str(self._checker.path)}
+        await super().async_start_new_kernel(**kwargs)
+
+    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync name to its own coroutine
 
     def _get_timeout(self, cell):
         """The cell's timeout, cut to what is left of the notebook's budget (nbclient interrupts at it)."""
@@ -65,6 +91,19 @@ class GuardedExecute(Execute):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code" or not cell.source.strip():
             return cell, resources
+        grading = cell.metadata.get("nbgrader", {})
+        calls = expected_calls(cell.source) if grading.get("grade") and not grading.get("solution") else []
+        if not calls:
+            return self._run_cell(cell, resources, index)
+        self._checker.open(grading.get("grade_id", f"cell {index}"), calls)
+        try:
+            cell, resources = self._run_cell(cell, resources, index)
+        finally:
+            record = self._checker.close()
+        _apply_verdict(cell, record)
+        return cell, resources
+
+    def _run_cell(self, cell, resources, index):
         if self._stopped is None and time.monotonic() >= self._deadline:
             self._stop(index, f"the notebook's time budget of {self.notebook_budget:.0f} s was spent before this cell")
         if self._stopped is not None:
@@ -86,6 +125,30 @@ class GuardedExecute(Execute):
             cell.outputs.append(_error("TimeBudgetExceeded", budget))
             self._stop(index, budget)
         return cell, resources
+
+
+_GRADER_ERRORS = ("CellNotRun", "DeadKernelError", "UnresponsiveKernel", "TimeBudgetExceeded")
+
+
+def _apply_verdict(cell: NotebookNode, record) -> None:
+    """The test cell's outputs become the checker's record: its "ok" lines, and an error unless every check the
+    cell calls passed (nbgrader scores a test cell by that error).  The grader's own notes on a cell it cut short
+    stay; nothing else the kernel printed or raised is kept."""
+    outputs = []
+    lines = record.lines()
+    if lines:
+        outputs.append(NotebookNode(output_type="stream", name="stdout", text="\n".join(lines) + "\n"))
+    if not record.passed:
+        ours = [o for o in cell.get("outputs", []) if o.get("output_type") == "error" and o.get("ename") in _GRADER_ERRORS]
+        message, key = record.failure()
+        if ours and key == "no_verdict":
+            outputs += ours
+        else:
+            evalue = message + (f"\n[diagnosis: {key}]" if key else "")
+            first, *rest = message.splitlines() or [""]
+            outputs.append(NotebookNode(output_type="error", ename="CheckFailed", evalue=evalue,
+                                        traceback=[f"CheckFailed: {first}", *rest]))
+    cell.outputs = outputs
 
 
 class FlagIncidents(NbGraderPreprocessor):

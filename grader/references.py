@@ -15,10 +15,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from types import SimpleNamespace
+
 from translab import model as M
 from translab import params as P
 from translab.data import EOS_ID, PAD_ID
 from translab.paths import GRADER_DIR
+from translab.checks import part2, part3, part5, part6
+from translab.checks.harness import mistaken_outputs
 from translab.references import NAMES
 
 MASK_SIZES = {"visible": [5], "hidden": [1, 7, 13]}
@@ -75,21 +79,10 @@ def build_positional_encoding() -> dict:
 
 @torch.no_grad()
 def _encoder_variants(base: M.TransformerModel, src, padding, causal) -> dict:
-    """The right output and the outputs of common mistakes, for diagnosis."""
-    mask = causal
-    full = base(src, mask, padding)
-    emb = base.encoder(src)
-    pe = base.pos_encoder.pe[: src.size(1)]
-    enc = base.transformer_encoder
-    padding_float = torch.zeros(padding.shape).masked_fill(padding, float("-inf"))
-    return {
-        "expected": full,
-        "no_scale": enc(emb + pe, mask=mask, src_key_padding_mask=padding_float),
-        "no_positions": enc(emb * math.sqrt(base.nhid), mask=mask, src_key_padding_mask=padding_float),
-        "no_causal_mask": enc(emb * math.sqrt(base.nhid) + pe, src_key_padding_mask=padding),
-        "no_padding_mask": enc(emb * math.sqrt(base.nhid) + pe, mask=mask),
-        "expected_no_masks": base(src),
-    }
+    """The right output and the outputs of the mistakes part 2's check names (``part2.TRANSFORMER_MISTAKES``)."""
+    return {"expected": base(src, causal, padding),
+            **mistaken_outputs(part2.TRANSFORMER_MISTAKES, part2.transformer_pieces(base, src, padding, causal)),
+            "expected_no_masks": base(src)}
 
 
 def build_transformer() -> dict:
@@ -121,8 +114,7 @@ def build_heads() -> dict:
             out[split].append({
                 "config": cfg, "lm_state": _state(lm), "cls_state": _state(cls), "hidden": hidden,
                 "padding": padding, "lm_expected": lm(hidden), "cls_expected": cls(hidden, padding),
-                "cls_last_position": cls.decoder(hidden[:, -1]), "cls_first_position": cls.decoder(hidden[:, 0]),
-                "cls_mean": cls.decoder(hidden.mean(dim=1)),
+                **mistaken_outputs(part2.CLASSIFICATION_HEAD_MISTAKES, SimpleNamespace(head=cls, hidden=hidden)),
                 "cls_no_padding_mask": cls(hidden, None),
             })
     return out
@@ -182,9 +174,7 @@ def build_lm_loss() -> dict:
         out[split] = {
             "logits": logits, "targets": targets,
             "expected": nn.functional.cross_entropy(flat_logits, flat_targets, ignore_index=PAD_ID),
-            "softmax_first": nn.functional.cross_entropy(flat_logits.softmax(-1), flat_targets, ignore_index=PAD_ID),
-            "padding_counted": nn.functional.cross_entropy(flat_logits, flat_targets),
-            "sum": nn.functional.cross_entropy(flat_logits, flat_targets, ignore_index=PAD_ID, reduction="sum"),
+            **mistaken_outputs(part3.LM_LOSS_MISTAKES, SimpleNamespace(logits=flat_logits, targets=flat_targets)),
         }
     return out
 
@@ -259,13 +249,10 @@ def build_mlm_loss() -> dict:
         lm = M.build_language_model(M.ModelConfig.pick(cfg, dropout=0.1)).eval()
         ids, padding = _padded_batch(cfg["ntoken"], seed + 1, lengths=[12, 9, 5, 12])
         inputs, labels = mask_tokens(ids, cfg["ntoken"], torch.Generator().manual_seed(seed + 2), 0.3)
-        logits = lm(inputs, padding, causal=True)
+        pieces = SimpleNamespace(model=lm, ids=ids, inputs=inputs, labels=labels, padding=padding, ntoken=cfg["ntoken"])
         out[split] = {"config": cfg, "state_dict": _state(lm), "inputs": inputs, "labels": labels, "padding": padding,
                       "expected": mlm_loss(lm, inputs, labels, padding),
-                      "causal": nn.functional.cross_entropy(logits.reshape(-1, cfg["ntoken"]), labels.reshape(-1),
-                                                            ignore_index=PAD_ID),
-                      "all_positions": nn.functional.cross_entropy(lm(inputs, padding, causal=False).reshape(-1, cfg["ntoken"]),
-                                                                   ids.reshape(-1))}
+                      **mistaken_outputs(part5.MLM_LOSS_MISTAKES, pieces)}
     return out
 
 
@@ -336,40 +323,6 @@ def _bert_inputs(config, seed: int, lengths=(7, 4, 2)) -> tuple[torch.Tensor, to
 
 
 @torch.no_grad()
-def _bert_base_variants(model, ids, padding, types) -> dict:
-    """What a BertBase outputs when it gets one of BERT's differences from part 2 wrong, by name."""
-    import torch.nn.functional as F
-    config = model.config
-    d = config.hidden_size
-    positions = model.position_embeddings(torch.arange(ids.size(1)))
-    word, kind = model.word_embeddings(ids), model.token_type_embeddings(types)
-
-    def encoder_like(**changes):
-        settings = {"activation": "gelu", "layer_norm_eps": config.layer_norm_eps, "norm_first": False, **changes}
-        layer = nn.TransformerEncoderLayer(d, config.num_attention_heads, config.intermediate_size,
-                                           config.hidden_dropout_prob, batch_first=True, **settings)
-        encoder = nn.TransformerEncoder(layer, config.num_hidden_layers, enable_nested_tensor=False)
-        encoder.load_state_dict(model.encoder.state_dict())
-        return encoder.eval()
-
-    def run(x, encoder=model.encoder, mask=padding):
-        return encoder(x, src_key_padding_mask=mask)
-
-    norm = model.embedding_norm
-    return {
-        "scaled": run(norm(word * math.sqrt(d) + positions + kind)),
-        "no_embedding_norm": run(word + positions + kind),
-        "no_positions": run(norm(word + kind)),
-        "no_token_types": run(norm(word + positions)),
-        "types_ignored": run(norm(word + positions + model.token_type_embeddings(torch.zeros_like(types)))),
-        "relu": run(norm(word + positions + kind), encoder_like(activation="relu")),
-        "tanh_gelu": run(norm(word + positions + kind),
-                         encoder_like(activation=lambda t: F.gelu(t, approximate="tanh"))),
-        "pre_ln": run(norm(word + positions + kind), encoder_like(norm_first=True)),
-        "no_padding_mask": run(norm(word + positions + kind), mask=None),
-    }
-
-
 @torch.no_grad()
 def build_bert_base() -> dict:
     out = {}
@@ -381,7 +334,8 @@ def build_bert_base() -> dict:
             ids, padding, types = _bert_inputs(config, 3100 + 10 * i + (split == "hidden"))
             out[split].append({"config": fields, "state_dict": _state(model), "ids": ids, "padding": padding,
                                "types": types, "expected": model(ids, padding, types),
-                               "expected_no_masks": model(ids), **_bert_base_variants(model, ids, padding, types)})
+                               "expected_no_masks": model(ids),
+                               **mistaken_outputs(part6.BERT_BASE_MISTAKES, part6.bert_base_pieces(model, ids, padding, types))})
     return out
 
 
@@ -410,29 +364,10 @@ def build_bert_mapping() -> dict:
 
 
 def _bert_count_variants(fields: dict, pooler: bool) -> dict:
-    """The parameter count of a BERT encoder and its usual wrong versions, by name."""
-    from translab.bert import count_parameters_formula
-    config = _bert_config(fields)
-    d, f, layers, heads = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.num_attention_heads
-    right = count_parameters_formula(config, pooler)
-    layer = count_parameters_formula(replace_config(config, num_hidden_layers=1)) \
-        - count_parameters_formula(replace_config(config, num_hidden_layers=0))
-    return {
-        "config": fields, "pooler": pooler, "expected": right,
-        "pooler_flipped": count_parameters_formula(config, not pooler),
-        "no_biases": right - layers * (3 * d + d + f + d) - (d if pooler else 0),
-        "no_layer_norms": right - layers * 4 * d,
-        "one_layer_norm": right - layers * 2 * d,
-        "no_embedding_norm": right - 2 * d,
-        "no_position_embeddings": right - config.max_position_embeddings * d,
-        "no_token_types": right - config.type_vocab_size * d,
-        "position_ids_counted": right + config.max_position_embeddings,
-        "feed_forward_of_width_d": count_parameters_formula(replace_config(config, intermediate_size=d), pooler),
-        "attention_times_heads": right + layers * (heads - 1) * (4 * d * d + 4 * d),
-        "qkv_once": right - layers * (2 * d * d + 2 * d),
-        "no_out_projection": right - layers * (d * d + d),
-        "one_layer": right - (layers - 1) * layer,
-    }
+    """The parameter count of a BERT encoder and its usual wrong versions (``part6.BERT_COUNT_MISTAKES``)."""
+    pieces = part6.bert_count_pieces(_bert_config(fields), pooler)
+    return {"config": fields, "pooler": pooler, "expected": pieces.right,
+            **mistaken_outputs(part6.BERT_COUNT_MISTAKES, pieces)}
 
 
 BERT_COUNT_CONFIGS = {
@@ -450,7 +385,7 @@ def build_bert_parameters() -> dict:
 
 @torch.no_grad()
 def build_bert_classifier() -> dict:
-    from translab.bert import BertClassifier, mean_pool
+    from translab.bert import BertClassifier
     out = {}
     for split, configs in BERT_CONFIGS.items():
         out[split] = []
@@ -460,22 +395,11 @@ def build_bert_classifier() -> dict:
             torch.manual_seed(3500 + i)
             classifier = BertClassifier(encoder, nclasses).eval()
             ids, padding, types = _bert_inputs(config, 3600 + 10 * i + (split == "hidden"), lengths=(6, 2, 4, 6))
-            hidden = encoder(ids, padding, types)
-            head = classifier.head
-            lengths = (~padding).sum(dim=1)
-            keep = (~padding).unsqueeze(-1).float()
             out[split].append({
                 "config": fields, "nclasses": nclasses, "encoder_state": _state(encoder),
-                "head_state": _state(head), "ids": ids, "padding": padding, "types": types,
+                "head_state": _state(classifier.head), "ids": ids, "padding": padding, "types": types,
                 "expected": classifier(ids, padding, types), "expected_no_masks": classifier(ids),
-                "mean_with_padding": head(hidden.mean(dim=1)),
-                "first_token": head(hidden[:, 0]),
-                "last_real_token": head(hidden[torch.arange(len(ids)), lengths - 1]),
-                "last_position": head(hidden[:, -1]),
-                "sum": head((hidden * keep).sum(dim=1)),
-                "max": head(hidden.masked_fill(padding.unsqueeze(-1), float("-inf")).max(dim=1).values),
-                "no_padding_mask": head(mean_pool(encoder(ids, None, types), padding)),
-                "types_ignored": head(mean_pool(encoder(ids, padding), padding)),
+                **mistaken_outputs(part6.BERT_POOLING_MISTAKES, part6.bert_pooling_pieces(classifier, ids, padding, types)),
             })
     return out
 

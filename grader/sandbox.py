@@ -31,7 +31,8 @@ ipykernel process (``exec``, so signals and kills from nbgrader reach the kernel
   records and exit codes, never from text a kernel printed.
 
 Inside the kernel, ``load_ipython_extension`` puts ``translab.checks`` and the comparison functions back
-before every cell, so an answer cell cannot replace the checker.
+before every cell, so that a test cell's feedback comes from the real check; the verdict itself is decided outside
+the kernel (``grader.verdicts``).
 
 ``make lab`` does not use this kernel.
 """
@@ -171,12 +172,16 @@ class UidBlock:
         return self.base + index
 
 
-def student_env(uid: int | None, status: Path | None = None) -> dict:
-    """Per-student environment of its nbgrader process: the uid its kernels drop to when run as root, and the
-    folder where the launcher reports how each kernel start went (``launch_records``)."""
+def student_env(uid: int | None, status: Path | None = None, work: Path | None = None, index: int = 0) -> dict:
+    """Per-student environment of its nbgrader process: the uid its kernels drop to when run as root, the
+    folder where the launcher reports how each kernel start went (``launch_records``), and where the grader's
+    checker (``grader.verdicts``) puts its socket: beside the kernel's own, the one folder of the batch that a
+    sandboxed kernel can reach."""
     env = {"TRANSLAB_SANDBOX_UID": str(uid)} if uid is not None else {}
     if status is not None:
         env["TRANSLAB_SANDBOX_STATUS"] = str(status)
+    if work is not None:
+        env["TRANSLAB_CHECKER_DIR"] = str(_socket_prefix(work, index).parent)
     return env
 
 
@@ -315,9 +320,9 @@ def load_ipython_extension(ip) -> None:
     of ``translab.checks`` (and the notebook's ``checks`` name), the comparison functions of torch and
     numpy.testing, and the builtins.  Snapshot taken when the kernel starts, before any student code.
 
-    This closes "monkeypatch the checker in an answer cell".  It cannot stop an answer that patches at call
-    time, from inside the function the test calls (the test and the student share one process): that
-    remains a known hole, in grader/expected_scores.csv."""
+    The verdicts do not depend on it: they are decided outside the kernel (``grader.verdicts``), and a check the
+    answer replaced simply never reports (0).  It keeps the feedback useful: a test cell after such an answer
+    still runs the real check and shows why the answer fails."""
     import builtins
     import importlib
 
@@ -426,12 +431,16 @@ def _writable(path: Path) -> None:
 
 def hidden_paths(root: Path, student: str | None) -> list[Path]:
     """What a student's kernel must not read: the gradebook (hidden tests, everyone's grades), the
-    solutions, other students' submissions, results and feedback."""
+    solutions, the checks' references (the checker outside the kernel reads them), other students'
+    submissions, results and feedback."""
+    from translab.paths import GRADER_DIR, REPO_ROOT
     paths = [root / name for name in ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback",
-                                      "downloaded", ".git")]
+                                      "downloaded", ".git", "grader/references", "references")]
+    # and the references next to the translab the kernel imports (the course's own, or an installed checkout's)
+    paths += [GRADER_DIR / "references", REPO_ROOT / "references"]
     if (root / "autograded").is_dir():  # the kernel's own folder is in there
         paths += [p for p in (root / "autograded").iterdir() if p.name != student]
-    return [p for p in paths if p.exists()]
+    return sorted({p.resolve() for p in paths if p.exists()})
 
 
 def _hide(paths: list[Path], empty: Path) -> None:

@@ -111,11 +111,11 @@ def write(dest: Path, root: Path = REPO_ROOT) -> list[Path]:
 
 def student_pyproject(text: str) -> str:
     """The course's pyproject.toml for the student package: ``translab`` only, without instructor-only tools."""
-    text = re.sub(r'^packages = \[.*\]$', 'packages = ["translab"]', text, flags=re.M)
+    text = re.sub(r'^packages = \[.*\]$', 'packages = ["translab", "translab.checks"]', text, flags=re.M)
     text = re.sub(r'^testpaths = \[.*\]$', 'testpaths = []', text, flags=re.M)
     for name in INSTRUCTOR_ONLY_DEPENDENCIES:
         text = re.sub(rf'^\s*"{name}==[^"]*",\n', "", text, flags=re.M)
-    if 'packages = ["translab"]' not in text:
+    if 'packages = ["translab", "translab.checks"]' not in text:
         raise ReleaseError("pyproject.toml has no [tool.setuptools] packages line to rewrite")
     return text
 

@@ -57,3 +57,42 @@ def test_a_kernel_that_ignores_the_interrupt_is_given_up():
     assert _errors(cells[1])[-1] == "UnresponsiveKernel"
     assert len(incidents) == 1
     assert seconds < 40
+
+
+# ----------------------------------------------------------------- a test cell scores the checker's verdict
+
+RIGHT_MASK = "import torch\nfrom translab import checks\n" \
+    "def generate_square_subsequent_mask(sz):\n    return torch.triu(torch.full((sz, sz), float('-inf')), diagonal=1)\n"
+
+
+def _graded(answer: str, test: str) -> tuple[list, list[str]]:
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(answer), nbformat.v4.new_code_cell(test)])
+    notebook.cells[0].metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "answer", "locked": False}
+    notebook.cells[1].metadata["nbgrader"] = {"solution": False, "grade": True, "grade_id": "test", "locked": True,
+                                              "points": 1}
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook, resources = GuardedExecute(kernel_name="python3", notebook_budget=120).preprocess(
+        notebook, {"metadata": {"path": "."}})
+    return notebook.cells, resources[INCIDENTS]
+
+
+def test_a_passing_check_keeps_its_point_whatever_the_kernel_raises_after_it():
+    cells, _ = _graded(RIGHT_MASK, "checks.check_mask(generate_square_subsequent_mask)\nraise RuntimeError('after')")
+    assert _errors(cells[1]) == []
+    assert cells[1].outputs[0].text.startswith("ok  causal mask for sz = 5")
+
+
+def test_a_test_cell_whose_check_never_reports_scores_nothing():
+    cells, _ = _graded(RIGHT_MASK + "checks.check_mask = lambda *a, **k: print('ok  all tests passed')",
+                       "checks.check_mask(generate_square_subsequent_mask)")
+    assert _errors(cells[1]) == ["CheckFailed"]
+    assert "never reported a verdict" in cells[1].outputs[-1].evalue
+    assert all("all tests passed" not in output.get("text", "") for output in cells[1].outputs)
+
+
+def test_a_failing_check_shows_the_checkers_message_and_the_answer_is_flagged_when_it_reaches_for_tricks():
+    cells, incidents = _graded(RIGHT_MASK.replace("diagonal=1", "diagonal=0") + "import sys\nsys.settrace(None)",
+                               "checks.check_mask(generate_square_subsequent_mask)")
+    assert _errors(cells[1]) == ["CheckFailed"]
+    assert "the diagonal of the mask for sz=5 is -inf" in cells[1].outputs[-1].evalue
+    assert incidents == ["cell 0: the answer installs a tracer"]

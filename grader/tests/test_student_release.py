@@ -42,7 +42,7 @@ def test_the_release_holds_no_solutions_gradebook_grader_or_hidden_cases(release
         assert "MASK_SIZES" not in text and "PARAM_CONFIGS" not in text, \
             f"{path.relative_to(release)} holds the reference builders (hidden configurations)"
     pyproject = (release / "pyproject.toml").read_text(encoding="utf-8")
-    assert 'packages = ["translab"]' in pyproject and "playwright" not in pyproject and "nbgrader==" in pyproject
+    assert 'packages = ["translab", "translab.checks"]' in pyproject and "playwright" not in pyproject and "nbgrader==" in pyproject
     assert (release / "translab" / "jupyter_student" / "labconfig" / "page_config.json").exists()
 
 

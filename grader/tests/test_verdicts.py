@@ -1,0 +1,242 @@
+"""Verdicts outside the student's process: the wire's codec, the checker's windows, and tricks that fail now.
+
+A "kernel" here is a fresh Python process given ``TRANSLAB_CHECKER``, as nbgrader's kernel is by
+``GuardedExecute``; the corpus (test_corpus.py) runs the same tricks through nbgrader and the sandbox."""
+from __future__ import annotations
+
+import inspect
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from grader.verdicts import Call, Checker, expected_calls, suspicious
+from translab import wire
+
+RIGHT_MASK = """
+def generate_square_subsequent_mask(sz):
+    return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)
+"""
+WRONG_MASK = """
+def generate_square_subsequent_mask(sz):
+    return torch.zeros(sz, sz)
+"""
+
+
+def run_kernel(checker: Checker, code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    source = "import torch\nfrom translab import checks\n" + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-c", source], env={**os.environ, wire.ENV: str(checker.path)},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def checker():
+    instance = Checker()
+    yield instance
+    instance.stop()
+
+
+def grade(checker: Checker, code: str, calls: list[Call]):
+    checker.open("cell", calls)
+    done = run_kernel(checker, code)
+    return checker.close(), done
+
+
+# ----------------------------------------------------------------- the codec
+
+class Liar(torch.Tensor):
+    """Equal to everything, as far as torch's functions are asked."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.allclose, torch.equal):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def roundtrip(value):
+    objects = {}
+    tree, buffers = wire.encode(value, objects)
+    return wire.decode(tree, buffers, session=wire.Session(socket.socket(socket.AF_UNIX))), objects
+
+
+def test_tensors_arrive_as_plain_tensors_with_their_own_bytes():
+    liar = torch.zeros(3, 3).as_subclass(Liar)
+    back, _ = roundtrip({"liar": liar, "half": torch.arange(6, dtype=torch.float16).reshape(2, 3),
+                         "flags": torch.tensor([True, False]), "empty": torch.zeros(0, 4), "n": np.int64(7),
+                         "array": np.arange(4.0), "nested": [(1, 2.5, "x", None)], "inf": float("-inf")})
+    assert type(back["liar"]) is torch.Tensor and not torch.allclose(back["liar"], torch.ones(3, 3))
+    assert back["half"].dtype == torch.float16 and back["half"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert back["flags"].tolist() == [True, False] and tuple(back["empty"].shape) == (0, 4)
+    assert type(back["n"]) is np.int64 and back["n"] == 7 and back["array"].tolist() == [0, 1, 2, 3]
+    assert back["nested"] == [(1, 2.5, "x", None)] and back["inf"] == float("-inf")
+
+
+def test_other_objects_stay_in_the_kernel_as_handles_that_isinstance_sees():
+    back, objects = roundtrip([torch.nn.Linear(2, 2), lambda: 1])
+    linear, function = back
+    assert wire.remote(linear) and wire.remote(function)
+    assert isinstance(linear, torch.nn.Module) and isinstance(linear, torch.nn.Linear)
+    assert not isinstance(function, torch.nn.Module)
+    assert len(objects) == 2
+
+
+@pytest.mark.parametrize("tree, buffers", [
+    ({"t": "tensor", "dtype": "torch.float32", "shape": [2, 2], "buf": 0}, [b"\0" * 12]),  # bytes != shape
+    ({"t": "tensor", "dtype": "object", "shape": [1], "buf": 0}, [b"\0" * 8]),
+    ({"t": "ndarray", "dtype": "|O", "shape": [1], "buf": 0}, [b"\0" * 8]),
+    ({"t": "pickle", "v": "gASVAAAAAAAAAAB9lC4="}, []),
+    (["a bare list"], []),
+])
+def test_the_checker_refuses_what_is_not_plain_data(tree, buffers):
+    with pytest.raises(wire.WireError):
+        wire.decode(tree, buffers, None)
+
+
+# ----------------------------------------------------------------- windows and verdicts
+
+def test_a_right_answer_passes_and_the_checker_says_so(checker):
+    record, done = grade(checker, RIGHT_MASK + "checks.check_mask(generate_square_subsequent_mask, split='hidden')",
+                         [Call("check_mask", "hidden")])
+    assert record.passed, (record, done.stderr[-2000:])
+    assert any("hidden sizes" in line for line in record.lines())
+    assert "ok" in done.stdout  # the kernel shows the checker's message
+
+
+def test_a_wrong_answer_fails_with_the_same_feedback_as_in_the_lab(checker):
+    record, done = grade(checker, WRONG_MASK + "checks.check_mask(generate_square_subsequent_mask)",
+                         [Call("check_mask")])
+    message, key = record.failure()
+    assert not record.passed and key == "mask.zero_one" and "holds only 0 and 1" in message
+    assert "CheckFailed" in done.stderr and "holds only 0 and 1" in done.stderr
+
+
+def test_a_check_outside_a_graded_cell_runs_in_the_kernel(checker):
+    record, done = grade(checker, RIGHT_MASK + "checks.check_mask(generate_square_subsequent_mask)", [])
+    assert record.results == [] and record.refused and "ok" in done.stdout
+
+
+def test_a_cell_that_never_calls_its_check_scores_nothing(checker):
+    record, _ = grade(checker, RIGHT_MASK + "print('ok  all tests passed')", [Call("check_mask")])
+    assert not record.passed and record.failure()[1] == "no_verdict"
+
+
+def test_a_check_of_another_cell_is_refused(checker):
+    record, _ = grade(checker, RIGHT_MASK + "checks.check_mask(generate_square_subsequent_mask)",
+                      [Call("check_mask", "hidden")])
+    assert not record.passed and "not the next check" in record.refused[0]
+
+
+def test_every_check_of_a_cell_must_pass(checker):
+    code = RIGHT_MASK + "checks.check_mask(generate_square_subsequent_mask)\n"
+    record, _ = grade(checker, code, [Call("check_mask"), Call("check_mask", "hidden")])
+    assert not record.passed and len(record.results) == 1
+
+
+MASK_CHECK = ("checks.check_mask(generate_square_subsequent_mask, split='hidden')\n", Call("check_mask", "hidden"))
+PE_CHECK = ("checks.check_positional_encoding(PositionalEncoding, split='hidden')\n",
+            Call("check_positional_encoding", "hidden"))
+TRICKS = {  # each passes its check when the check judges inside the kernel (test below)
+    # the answer silences the checker from inside the function the check calls
+    "patch_at_call": ("""
+        def generate_square_subsequent_mask(sz):
+            checks.part1._fail = lambda *a, **k: None
+            return torch.zeros(sz, sz)
+    """, MASK_CHECK),
+    # ... walks up to the checker's frame for the expected value
+    "frame": ("""
+        import sys
+        def generate_square_subsequent_mask(sz):
+            frame = sys._getframe(1)
+            while frame is not None:
+                expected = frame.f_locals.get("expected")
+                if isinstance(expected, torch.Tensor) and tuple(expected.shape) == (sz, sz):
+                    return expected.clone()
+                frame = frame.f_back
+            return torch.zeros(sz, sz)
+    """, MASK_CHECK),
+    # ... returns a tensor that equals everything
+    "subclass": (inspect.getsource(Liar) + textwrap.dedent("""
+        class PositionalEncoding(torch.nn.Module):
+            def __init__(self, d_model, dropout=0.1, max_len=5000):
+                super().__init__()
+            def forward(self, x):
+                return x.as_subclass(Liar)
+    """), PE_CHECK),
+    # ... jumps over every line of the check that would fail
+    "tracer": ("""
+        import linecache, sys
+        def generate_square_subsequent_mask(sz):
+            return torch.zeros(sz, sz)
+        def _local(frame, event, arg):
+            line = lambda n: linecache.getline(frame.f_code.co_filename, n).strip()
+            if event == "line" and line(frame.f_lineno).startswith("_fail("):
+                frame.f_lineno = next(n for n in range(frame.f_lineno, frame.f_code.co_firstlineno + 400)
+                                      if line(n).startswith("sizes = "))
+            return _local
+        sys.settrace(lambda frame, event, arg: _local if frame.f_code.co_name == "check_mask" else None)
+    """, MASK_CHECK),
+    # ... reads the expected values from the references (the sandbox hides the grader's from the kernel)
+    "references": ("""
+        from translab import references
+        def generate_square_subsequent_mask(sz):
+            for split in references.load("mask").values():
+                for size, expected in split.items():
+                    if int(size) == sz:
+                        return expected.clone()
+            return torch.zeros(sz, sz)
+    """, MASK_CHECK),
+}
+
+
+def _trick(name: str, env: dict) -> subprocess.CompletedProcess:
+    code, (call, _) = TRICKS[name]
+    source = "import torch\nfrom translab import checks\n" + textwrap.dedent(code) + call + "print('PASSED')\n"
+    return subprocess.run([sys.executable, "-c", source], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("trick", sorted(TRICKS))
+def test_each_trick_passes_a_check_that_judges_inside_the_kernel(trick):
+    env = {k: v for k, v in os.environ.items() if k != wire.ENV}
+    done = _trick(trick, env)
+    assert "PASSED" in done.stdout, done.stderr[-1500:]
+
+
+@pytest.mark.parametrize("trick", sorted(TRICKS))
+def test_no_trick_changes_the_checkers_verdict(checker, trick, tmp_path):
+    checker.open("cell", [TRICKS[trick][1][1]])
+    # the kernel cannot read the grader's references (the sandbox hides them): here an empty folder, for the
+    # kernel only (the checker reads the real ones)
+    _trick(trick, {**os.environ, wire.ENV: str(checker.path), "TRANSLAB_REFERENCES": str(tmp_path)})
+    record = checker.close()
+    assert record.results and not record.passed, f"{trick}: {record}"
+
+
+# ----------------------------------------------------------------- reading the cells
+
+def test_expected_calls_are_read_from_the_test_cells_source_in_order():
+    source = ("# two checks\n### BEGIN HIDDEN TESTS\nchecks.check_masking(mask_tokens, part='structure', "
+              "split='hidden')\nchecks.check_masking(mask_tokens, part=\"rates\", split='hidden')\n### END HIDDEN TESTS")
+    assert expected_calls(source) == [Call("check_masking", "hidden", "structure"), Call("check_masking", "hidden", "rates")]
+    assert expected_calls("print('no check')") == [] and expected_calls("checks.check_mask(") == []
+
+
+@pytest.mark.parametrize("source, reason", [
+    ("import sys\nsys.settrace(lambda *a: None)", "installs a tracer"),
+    ("f = lambda: 0\nf.__code__ = (lambda: 1).__code__", "replaces a function's code"),
+    ("checks._fail = print", "assigns checks._fail"),
+    ("import torch.nn.modules.transformer as t\nm = t._generate_square_subsequent_mask(3)",
+     "calls PyTorch's private mask helper"),
+    ("import grader.sandbox", "imports the grader"),
+])
+def test_answers_that_reach_for_the_tools_of_a_rewrite_are_flagged(source, reason):
+    assert reason in suspicious(source)
+
+
+def test_an_ordinary_answer_is_not_flagged():
+    assert suspicious(RIGHT_MASK + "\nclass PositionalEncoding(torch.nn.Module):\n    pass\n") == []

@@ -1,0 +1,266 @@
+"""Verdicts decided outside the student's process.
+
+A test cell's ``checks.check_x(answer)`` used to judge inside the kernel that had just run the student's code,
+so the code could change the verdict (patch the checker, read its frames or the hidden references, return a
+tensor subclass that equals everything, trace past the failing lines).  Now, while ``GuardedExecute`` grades,
+a ``Checker`` (a thread of the nbgrader process, one per notebook) listens on a Unix socket whose path the kernel
+gets in ``TRANSLAB_CHECKER``; ``translab.wire`` describes the protocol.
+
+* Before a graded test cell runs, ``GuardedExecute`` opens a *window* on the checker: the cell's grade_id and
+  the checks its source calls (``expected_calls``; the source is the gradebook's, nbgrader puts it back).
+* The kernel's ``checks.check_x`` connects and names its check.  The checker accepts it only as the next call
+  the cell's source makes, runs ``translab.checks.check_x`` itself against the grader's references (the kernel
+  never sees a hidden expected value) and asks the kernel to run the student's code when the check needs it.
+* It records the verdict, then tells the kernel (which shows the message).  After the cell, ``GuardedExecute``
+  replaces the cell's outputs with the record: the check's "ok" lines, and an error when any expected check
+  did not pass or never reported.  nbgrader scores that; nothing the kernel printed or raised counts.
+
+What the kernel can still do: return wrong values (it fails), refuse to answer (it fails), and, with code that
+rewrites translab inside the kernel, misreport facts the check reads from the student's objects rather than
+from values computed on inputs (which parameters are trainable, whether two models share storage, which
+function it passes as the answer).  ``suspicious`` flags answers that reach for the tools of such rewrites.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from translab import wire
+
+SOCKET_NAME = "checker"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One ``checks.check_x(...)`` of a test cell: the check and the keywords that select what it grades."""
+    check: str
+    split: str = "visible"
+    part: str | None = None
+
+    def label(self) -> str:
+        extra = "".join(f", {k}={v!r}" for k, v in (("part", self.part), ("split", self.split))
+                        if v is not None and not (k == "split" and v == "visible"))
+        return f"checks.{self.check}(...{extra})"
+
+
+def _nodes(source: str) -> list[ast.AST]:
+    """Every node of a cell's source; none when it does not parse (such a cell runs and fails on its own)."""
+    try:
+        return list(ast.walk(ast.parse(source)))
+    except SyntaxError:
+        return []
+
+
+def expected_calls(source: str) -> list[Call]:
+    """The checks a test cell's source calls, in order (``checks.check_x(..., split=..., part=...)``)."""
+    calls = []
+    for node in _nodes(source):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.startswith("check_")
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "checks"):
+            keywords = {k.arg: k.value.value for k in node.keywords
+                        if k.arg in ("split", "part") and isinstance(k.value, ast.Constant)}
+            calls.append(((node.lineno, node.col_offset),
+                          Call(node.func.attr, keywords.get("split", "visible"), keywords.get("part"))))
+    return [call for _, call in sorted(calls, key=lambda item: item[0])]
+
+
+@dataclass
+class Record:
+    """What the checker saw during one test cell."""
+    grade_id: str
+    expected: list[Call]
+    results: list[tuple[Call, bool, list[str], str, str]] = field(default_factory=list)  # call, passed, ok lines, message, key
+    refused: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return len(self.results) == len(self.expected) and all(passed for _, passed, *_ in self.results)
+
+    def lines(self) -> list[str]:
+        return [line for _, _, lines, _, _ in self.results for line in lines]
+
+    def failure(self) -> tuple[str, str]:
+        """(message, key) of the first failure, or of the first expected check that never reported."""
+        for call, passed, _, message, key in self.results:
+            if not passed:
+                return message, key
+        missing = self.expected[len(self.results):]
+        why = ("the test cell's checks did not reach the grader: " + ", ".join(c.label() for c in missing) +
+               " never reported a verdict (the cell stopped before it, or the check was replaced)")
+        if self.refused:
+            why += f"; calls refused: {'; '.join(self.refused[:3])}"
+        return why, "no_verdict"
+
+
+class Checker:
+    """The grader's end of the wire for one notebook: a socket, a thread, the records of the test cells."""
+
+    def __init__(self, folder: str | os.PathLike | None = None):
+        self._own_folder = folder is None
+        self.folder = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="translab-checker-"))
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / SOCKET_NAME
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(self.path))
+        os.chmod(self.path, 0o666)  # a sandboxed kernel runs as another uid
+        self._server.listen(8)
+        self._lock = threading.Lock()
+        self._window: Record | None = None
+        self._connection: socket.socket | None = None
+        self._idle = threading.Event()  # no check running
+        self._idle.set()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name="translab-checker", daemon=True)
+        self._thread.start()
+
+    # -- the executor's side
+    def open(self, grade_id: str, calls: list[Call]) -> None:
+        with self._lock:
+            self._window = Record(grade_id, list(calls))
+
+    def close(self, wait: float = 10.0) -> Record:
+        """End the window: a check still running (its kernel interrupted or gone) gets ``wait`` seconds, then its
+        connection is cut; the record is what was decided by then."""
+        self._idle.wait(wait)
+        with self._lock:
+            record, self._window = self._window, None
+            if self._connection is not None:
+                with contextlib.suppress(OSError):
+                    self._connection.shutdown(socket.SHUT_RDWR)
+        return record
+
+    def stop(self) -> None:
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)
+        self._server.close()
+        self._thread.join(5)
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        if self._own_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    # -- the thread
+    def _serve(self) -> None:
+        while not self._stopping:
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return
+            with connection:
+                with self._lock:
+                    self._connection = connection
+                try:
+                    self._session(connection)
+                except Exception:  # noqa: BLE001 - a kernel that breaks the protocol gets no verdict
+                    pass
+                finally:
+                    self._idle.set()
+                    with self._lock:
+                        self._connection = None
+
+    def _session(self, connection: socket.socket) -> None:
+        header, buffers = wire.recv(connection)
+        if header.get("op") != "begin":
+            return
+        call = Call(str(header.get("check")), str(header.get("split") or "visible"),
+                    None if header.get("part") is None else str(header.get("part")))
+        with self._lock:
+            record = self._window
+            position = len(record.results) if record is not None else 0
+            if record is None or position >= len(record.expected) or record.expected[position] != call:
+                reason = (f"{call.label()} outside a graded test cell" if record is None else
+                          f"{call.label()} is not the next check of test cell {record.grade_id}")
+                if record is not None:
+                    record.refused.append(reason)
+                wire.send(connection, {"op": "refused", "reason": reason})
+                return
+            self._idle.clear()
+        passed, lines, message, key = run_check(call, header, buffers, connection)
+        with self._lock:
+            if self._window is record:  # still the same cell: the verdict counts
+                record.results.append((call, passed, lines, message, key))
+            else:
+                return
+        wire.send(connection, {"op": "end", "passed": passed, "output": lines, "message": message, "key": key})
+
+
+def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket.socket) -> tuple[bool, list[str], str, str]:
+    """Run ``translab.checks.<call.check>`` here, on the student's objects in the kernel: (passed, ok lines,
+    failure message, diagnosis key)."""
+    from translab import checks
+    if call.check not in checks.__all__ or not call.check.startswith("check_"):
+        return False, [], f"there is no check {call.check}", "checker_error"
+    session = wire.Session(connection)
+    token = wire.enter(session)
+    lines: list[str] = []
+    output = checks.capture_output(lines)
+    try:
+        arguments = wire.decode(header.get("value"), buffers, session)
+        args, kwargs = list(arguments["args"]), dict(arguments["kwargs"])
+        getattr(checks, call.check)(*args, **kwargs)
+        return True, lines, "", ""
+    except checks.CheckFailed as failed:
+        return False, lines, failed.message, failed.key
+    except Exception as error:  # noqa: BLE001 - a lost kernel, a malformed message
+        return False, lines, f"the grader could not run {call.label()}: {type(error).__name__}: {str(error)[:300]}", \
+            "checker_error"
+    finally:
+        checks.release_output(output)
+        wire.leave(token)
+
+
+# ----------------------------------------------------------------- answers that reach for the tools of a rewrite
+
+_SUSPICIOUS_NAMES = {
+    "settrace": "installs a tracer", "setprofile": "installs a profiler", "_getframe": "reads the call stack",
+    "f_back": "reads the call stack", "f_locals": "reads another frame's variables", "f_globals": "reads another "
+    "frame's globals", "__code__": "replaces a function's code", "__globals__": "reads a function's globals",
+    "__torch_function__": "defines a tensor subclass that answers torch's functions",
+    "__torch_dispatch__": "defines a tensor subclass that answers torch's operators",
+    "get_referrers": "walks the garbage collector", "get_objects": "walks the garbage collector",
+    "ctypes": "uses ctypes", "_generate_square_subsequent_mask": "calls PyTorch's private mask helper",
+    "wire": "reaches translab.wire", "TRANSLAB_CHECKER": "reaches the checker's socket",
+}
+
+
+# modules whose attributes an answer has no reason to assign (the checks, their references, torch, numpy, builtins)
+_GUARDED_MODULES = {"checks", "references", "harness", "wire", "torch", "nn", "F", "np", "numpy", "builtins", "sys",
+                    *(f"part{n}" for n in range(1, 7))}
+
+
+def suspicious(source: str) -> list[str]:
+    """Why an answer cell's source looks like an attempt on the grader (flag it for a human; it scores as graded)."""
+    found = []
+    for node in _nodes(source):
+        names = []
+        if isinstance(node, ast.Name):
+            names.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.append(node.attr)
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in _GUARDED_MODULES and isinstance(node.ctx, (ast.Store, ast.Del)):
+                found.append(f"assigns {ast.unparse(node)}")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            names += [m.split(".")[-1] for m in modules]
+            if any(m.split(".")[0] == "grader" for m in modules):
+                found.append("imports the grader")
+            if "references" in names or "translab.references" in modules:
+                found.append("imports the checks' references")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names += [n for n in _SUSPICIOUS_NAMES if n in node.value and n.startswith(("_", "TRANSLAB"))]
+        found += [_SUSPICIOUS_NAMES[n] for n in names if n in _SUSPICIOUS_NAMES]
+    return sorted(set(found))
+

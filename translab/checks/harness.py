@@ -1,0 +1,357 @@
+"""The harness every check shares: how a failure reads, how the student's code is called, what it may not use.
+
+``CheckFailed`` renders as its message (what was expected, what was found, the likely misconception) and
+carries a diagnosis key for ``make report``; ``_checked`` turns whatever the checker cannot compare into such a
+message, and in a grading kernel hands the check to the grader's checker (``translab.wire``); ``_call`` runs the
+student's code (in the grader's checker: asks the kernel to), with ``forbid``'s targets switched off.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import warnings
+from typing import Callable, NamedTuple, NoReturn
+
+import torch
+
+from .. import wire
+
+class CheckFailed(AssertionError):
+    """A test cell's check failed; the message explains why.
+
+    ``str(error)`` (nbgrader's ``evalue``) is the message and, when the check named the misconception, a last line
+    ``[diagnosis: key ...]`` (``translab.diagnosis``; ``grader.report`` counts them).  In a notebook the error
+    renders as its message alone (IPython's ``_render_traceback_``): JupyterLab, nbgrader's Validate dialog and the
+    feedback show what was expected, what was found and the likely mistake, no traceback from inside the checker and
+    no file path.  nbgrader still records an error output, so the cell scores 0."""
+
+    def __init__(self, message: str = "", key: str = ""):
+        self.message, self.key = str(message), str(key)
+        super().__init__(self.message + (f"\n[diagnosis: {self.key}]" if self.key else ""))
+
+    def _render_traceback_(self) -> list[str]:
+        first, *rest = self.message.splitlines() or [""]
+        return [f"\x1b[0;31mCheckFailed\x1b[0m: {first}", *rest]
+
+
+# "visible" or "hidden": the split of the check that is running (set by ``_checked``).  A hidden check's message
+# says what is wrong without the hidden inputs or the expected values.
+_SPLIT = contextvars.ContextVar("translab_check_split", default="visible")
+
+
+def _hidden() -> bool:
+    return _SPLIT.get() == "hidden"
+
+
+def _fail(what: str, expected=None, found=None, hint: str | None = None, *, key: str = "",
+          keep: bool = False) -> NoReturn:
+    """Raise ``CheckFailed``.  In a hidden check the expected and found lines are left out unless ``keep`` (they
+    hold nothing of the hidden inputs); ``key`` names the misconception for the report."""
+    lines = [what]
+    if keep or not _hidden():
+        if expected is not None:
+            lines.append(f"  expected: {expected}")
+        if found is not None:
+            lines.append(f"  found:    {found}")
+    if hint:
+        lines.append(f"  likely:   {hint}")
+    raise CheckFailed("\n".join(lines), key)
+
+
+# Where a passing check's "ok" line goes: printed in the kernel; a list in the grader's checker (grader.verdicts).
+_OUTPUT: contextvars.ContextVar[list | None] = contextvars.ContextVar("translab_check_output", default=None)
+
+
+def capture_output(lines: list):
+    return _OUTPUT.set(lines)
+
+
+def release_output(token) -> None:
+    _OUTPUT.reset(token)
+
+
+def _ok(message: str) -> None:
+    lines = _OUTPUT.get()
+    if lines is None:
+        print(f"ok  {message}")
+    else:
+        lines.append(f"ok  {message}")
+
+
+def _short(value, limit: int = 300) -> str:
+    try:
+        if isinstance(value, torch.Tensor):
+            text = str(value.detach()) if value.numel() <= 36 else f"tensor of shape {tuple(value.shape)}"
+        else:
+            text = repr(value)
+    except Exception:  # noqa: BLE001 - an odd object must not break the message about it
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def _kind(value) -> str:
+    """What a value is, in a few words: ``numpy.ndarray of shape (5, 5)``, ``list``, ``float64 tensor``."""
+    if isinstance(value, torch.Tensor):
+        return f"a {str(value.dtype).replace('torch.', '')} tensor of shape {tuple(value.shape)} on {value.device}"
+    module, name = wire.type_module(value), wire.type_name(value)
+    name = name if module in ("builtins", "") else f"{module.split('.')[0]}.{name}"
+    shape = None if wire.remote(value) else getattr(value, "shape", None)
+    return f"{name} of shape {tuple(shape)}" if isinstance(shape, tuple) else name
+
+
+def _require_tensor(value, what: str, verb: str = "return") -> torch.Tensor:
+    """``value`` if it is a CPU tensor; else a failure that says what it is and how to make it a tensor."""
+    if not isinstance(value, torch.Tensor):
+        module = wire.type_module(value)
+        hint = ("convert it with torch.from_numpy(array), or build it with torch functions from the start"
+                if module.startswith("numpy") else
+                "build it with torch functions (torch.zeros, torch.full, torch.tensor(...) of the list)"
+                if isinstance(value, (list, tuple)) else
+                "return the tensor itself" if value is not None else "the function returns nothing: add a return")
+        _fail(f"{what} must {verb} a torch.Tensor.", "a torch.Tensor", _kind(value), hint, key="wrong_type", keep=True)
+    if value.device.type != "cpu":
+        _fail(f"{what} {verb}s a tensor on the {value.device.type} device.", "a tensor on the CPU",
+              str(value.device), "the tests run on the CPU: do not move tensors with .to(device) / .cuda() inside "
+              "the answer, or create them on the device of the input", key="wrong_device", keep=True)
+    if value.is_complex():
+        _fail(f"{what} {verb}s a complex tensor.", "real numbers", str(value.dtype), key="wrong_dtype", keep=True)
+    return value
+
+
+def _same(found, expected: torch.Tensor, atol: float = 1e-5) -> bool:
+    """``found`` is a tensor of ``expected``'s shape and values, whatever its float dtype (compared in float64)."""
+    if not isinstance(found, torch.Tensor) or tuple(found.shape) != tuple(expected.shape):
+        return False
+    if found.device.type == "meta" or found.is_complex():
+        return False
+    try:
+        return bool(torch.allclose(found.detach().to("cpu", torch.float64), expected.to(torch.float64), atol=atol))
+    except Exception:  # noqa: BLE001 - an odd tensor is simply not the same
+        return False
+
+
+def _equal(found, expected: torch.Tensor) -> bool:
+    """``found`` is a tensor equal to ``expected`` element for element (after a cast to its dtype)."""
+    if not isinstance(found, torch.Tensor) or tuple(found.shape) != tuple(expected.shape) or found.device.type == "meta":
+        return False
+    try:
+        return bool(torch.equal(found.detach().to("cpu", expected.dtype), expected))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _number(value, what: str, whole: bool = False):
+    """A plain int or float from an answer that should be a number: Python and numpy numbers, one-element tensors
+    and integral floats (for a count) are accepted; strings, booleans, NaN and the rest get a message."""
+    import numbers
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        value = value.item()
+    elif type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "size", 1) == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        hint = ("an int, e.g. 1_008_100 (no quotes)" if whole else "a float, e.g. 0.75") if isinstance(value, str) \
+            else "return (or assign) the number itself"
+        found = f"the string {value!r}" if isinstance(value, str) else f"{_kind(value)}: {_short(value, 80)}"
+        _fail(f"{what} is not a number.", "an int" if whole else "a number", found, hint,
+              key="count.not_a_number" if whole else "wrong_type", keep=True)
+    if not math.isfinite(value):
+        _fail(f"{what} is {value}.", "a finite number", value, key="wrong_type", keep=True)
+    if whole:
+        if value != int(value):
+            _fail(f"{what} is not a whole number.", "an int", value, "a count of parameters is a whole number: check "
+                  "for a / that should be a // or a factor that should not be there", key="count.not_a_number", keep=True)
+        return int(value)
+    return float(value)
+
+
+def _twins(labels: list[str], why: str = "") -> str:
+    """Mistakes that give identical numbers, stated together (``why``: the identity behind it)."""
+    if len(labels) == 1:
+        return labels[0]
+    return ", equivalently ".join(labels) + f" (identical numbers{', since ' + why if why else ''}: the check cannot " \
+        "tell these apart)"
+
+
+def _checked(check: Callable) -> Callable:
+    """A check as the test cells call it: records its split for ``_fail``, and turns anything unexpected that
+    happens inside the checker (an answer of an odd type, dtype, device or shape that a comparison chokes on)
+    into a ``CheckFailed`` that says so, never a traceback from inside translab."""
+    import functools
+    import inspect
+    signature = inspect.signature(check)
+
+    @functools.wraps(check)
+    def run(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise CheckFailed(f"{check.__name__} was called with other arguments than the test cell gives it: {error}"
+                              "\n  likely:   the test cell was edited; use the notebook's test cell as it is",
+                              "checker_error") from None
+        bound.apply_defaults()
+        split = bound.arguments.get("split", "visible")
+        token = _SPLIT.set("hidden" if split == "hidden" else "visible")
+        try:
+            if wire.grading():
+                try:
+                    verdict = wire.serve(check.__name__, args, kwargs, split)
+                except wire.Refused:
+                    pass  # not a graded test cell: the check runs here, as in the lab
+                else:
+                    for line in verdict.get("output") or []:
+                        print(line)
+                    if not verdict.get("passed"):
+                        raise CheckFailed(str(verdict.get("message", "")), str(verdict.get("key", "")))
+                    return None
+            return check(*args, **kwargs)
+        except CheckFailed:
+            raise
+        except wire.WireError as error:
+            raise CheckFailed(f"the grader lost contact with this kernel during the check ({error}).",
+                              "checker_error") from None
+        except AssertionError as error:  # raised by the answer outside _call (e.g. while a class is built)
+            raise CheckFailed(f"{check.__name__}: your code failed an assertion: {str(error)[:300]}", "raised") from None
+        except Exception as error:  # noqa: BLE001 - the checker itself could not cope with this answer
+            detail = (str(error).splitlines() or [""])[0][:200]
+            raise CheckFailed(
+                f"the check could not compare your answer with the reference ({type(error).__name__}: {detail}).\n"
+                "  likely:   the answer returns something of an unexpected kind: another type (a numpy array, a list, "
+                "a string), dtype (float64, an integer type), device or shape than the exercise asks for; "
+                "compare what it returns with the docstring", "checker_error") from None
+        finally:
+            _SPLIT.reset(token)
+    return run
+
+
+# ----------------------------------------------------------------- running student code
+
+def _raising_code(name: str):
+    message = (f"this answer calls translab's own {name}. The exercise is to write it yourself: "
+               f"translab's version is switched off while this test runs.")
+    namespace: dict = {}
+    exec(f"def _forbidden(*args, **kwargs):\n    raise AssertionError({message!r})\n", namespace)
+    return namespace["_forbidden"].__code__
+
+
+def _innermost(function):
+    while hasattr(function, "__wrapped__"):
+        function = function.__wrapped__
+    return function
+
+
+@contextlib.contextmanager
+def forbid(*targets):
+    """Make translab's functions and classes raise while the block runs, whatever name they were
+    imported under: a function's code object and a class's ``__init__``/``forward`` are swapped
+    (on the shared object itself) and restored afterwards.  In the grader's checker the student's code runs in
+    the kernel: the targets are named there instead (``translab.wire``)."""
+    if wire.session() is not None:
+        names = [f"{t.__module__}:{t.__qualname__}" for t in (_innermost(t) for t in targets)]
+        token = wire.forbidding(names)
+        try:
+            yield
+        finally:
+            wire.stop_forbidding(token)
+        return
+    saved = []
+    try:
+        for target in targets:
+            if isinstance(target, type):
+                for attr in ("__init__", "forward"):
+                    if attr in vars(target):
+                        saved.append((target, attr, vars(target)[attr]))
+                        message = (f"this answer uses translab's own {target.__name__}. The exercise is to "
+                                   f"write it yourself: translab's version is switched off while this test runs.")
+
+                        def raiser(self, *args, _message=message, **kwargs):
+                            raise AssertionError(_message)
+                        setattr(target, attr, raiser)
+            else:
+                function = _innermost(target)
+                saved.append((function, "__code__", function.__code__))
+                function.__code__ = _raising_code(getattr(function, "__qualname__", "function"))
+        yield
+    finally:
+        for owner, attr, value in reversed(saved):
+            setattr(owner, attr, value)
+
+
+@contextlib.contextmanager
+def _no_warnings(what: str):
+    """Turn a warning from the student's code into a clear failure (in nbgrader, stderr scores 0)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for warning in caught:
+        hint = ("nn.TransformerEncoderLayer needs batch_first=True (our tensors are (batch, seq, features)), "
+                "and nn.TransformerEncoder enable_nested_tensor=False"
+                if "nested" in str(warning.message) or "batch_first" in str(warning.message) else
+                "PyTorch wants the attention mask and the padding mask of the same type: "
+                "keep the given lines that convert the padding mask"
+                if "mismatched" in str(warning.message) else None)
+        _fail(f"{what} printed a warning to stderr; under nbgrader any stderr output scores the cell 0.",
+              found=f"{warning.category.__name__}: {warning.message}", hint=hint, key="stderr_warning", keep=True)
+
+
+def _where(error: BaseException) -> str:
+    """`` at line N of your code: <source line>`` for the innermost frame of the student's own code (not translab,
+    torch or the standard library), without its file path."""
+    import os
+    import sysconfig
+    import traceback
+    skip = tuple(os.path.dirname(p) + os.sep for p in (os.path.dirname(__file__), torch.__file__)) + tuple(
+        {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")})
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if not frame.filename.startswith(skip) and frame.lineno:
+            line = (frame.line or "").strip()
+            return f" at line {frame.lineno} of your code" + (f" ({line[:120]})" if line else "")
+    return ""
+
+
+def _call(what: str, function: Callable, *args, **kwargs):
+    if wire.remote(function):  # in the grader's checker: the kernel runs it, with this function's rules
+        return wire.session().call(function, args, kwargs, what=what)
+    try:
+        with _no_warnings(what):
+            return function(*args, **kwargs)
+    except CheckFailed:
+        raise
+    except NotImplementedError:
+        _fail(f"{what} is not written yet (it raises NotImplementedError).",
+              hint="replace `raise NotImplementedError()` in the answer cell with your code, then run that cell",
+              key="not_written")
+    except AssertionError as error:
+        if "translab's own" in str(error):  # forbid()'s message: the answer calls translab's implementation
+            _fail(f"{what}: {error}", key="calls_translab")
+        _fail(f"{what} failed an assertion{_where(error)}: {str(error)[:300]}", key="raised")
+    except Exception as error:
+        _fail(f"{what} raised {type(error).__name__}{_where(error)}: {str(error)[:400]}", key="raised")
+
+
+def _model_module():
+    from .. import model
+    return model
+
+
+
+class Mistake(NamedTuple):
+    """A misconception, in one place: the hint the student reads, what the answer's output then looks like, and
+    ``variant(pieces)``, which the grader runs on a reference's inputs to store that output (``grader.references``);
+    a check names the mistake when the answer's output equals the stored one."""
+    hint: str
+    variant: Callable
+    looks_like: str = ""
+    what: str = ""  # the failure's first line, where a check words it per mistake
+    key: str = ""   # the diagnosis key, where it is not <exercise>.<name>
+
+
+def mistaken_outputs(mistakes: dict[str, Mistake], pieces) -> dict:
+    """What each mistake outputs on the pieces of one reference case (for the grader's references)."""
+    return {name: mistake.variant(pieces) for name, mistake in mistakes.items()}
+
+
+def _variant_matches(found, case: dict, variants: dict, expected, compare=_same) -> list[str]:
+    """Keys of ``variants`` ({key: text}) whose stored output in ``case`` ``found`` equals; variants that equal the
+    right answer on this case cannot be told from it and are left out."""
+    return [key for key in variants if key in case and not compare(case[key], expected) and compare(found, case[key])]

@@ -1,0 +1,343 @@
+"""Checks of part 2: the Transformer base, the heads, the model and the parameter count."""
+from __future__ import annotations
+
+import math
+import warnings
+from types import SimpleNamespace
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .. import references
+from .harness import Mistake, _call, _checked, _fail, _hidden, _kind, _model_module, _number, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
+
+
+def _load_state(module: nn.Module, state: dict, what: str) -> None:
+    if not isinstance(module, nn.Module):
+        _fail(f"{what} is not an nn.Module.", "an instance of a subclass of nn.Module", _kind(module),
+              "keep the skeleton's `class ...(nn.Module)` and call super().__init__() first", key="wrong_type", keep=True)
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as error:
+        own = sorted(module.state_dict().keys())
+        says = "" if _hidden() else (f" PyTorch says: {str(error).splitlines()[0]} "
+                                     + " ".join(str(error).splitlines()[1:3]))
+        _fail(f"{what}: the reference weights do not fit your module.",
+              f"parameters {sorted(state.keys())[:8]} ...", f"{own[:8]} ...",
+              "keep the attribute names and layer types of the skeleton (encoder, pos_encoder, transformer_encoder, "
+              f"decoder) and the sizes asked for.{says}", key="model.load_state")
+
+
+def _forbid_models():
+    m = _model_module()
+    return forbid(m.TransformerModel, m.LanguageModelHead, m.ClassificationHead, m.Model, m.last_token_states,
+                  m.build_language_model, m.build_classifier)
+
+
+def transformer_pieces(base: nn.Module, src, padding, causal) -> SimpleNamespace:
+    """What a reference TransformerModel computes on the way, from which its mistakes are computed."""
+    return SimpleNamespace(encoder=base.transformer_encoder, embedded=base.encoder(src), scale=math.sqrt(base.nhid),
+                           positions=base.pos_encoder.pe[: src.size(1)], causal=causal, padding=padding,
+                           padding_float=torch.zeros(padding.shape).masked_fill(padding, float("-inf")))
+
+
+TRANSFORMER_MISTAKES = {  # key model.<name>
+    "no_scale": Mistake("the embeddings are not multiplied by sqrt(nhid) before adding the positions",
+                        lambda p: p.encoder(p.embedded + p.positions, mask=p.causal, src_key_padding_mask=p.padding_float)),
+    "no_positions": Mistake("the positional encoding is not applied (self.pos_encoder)",
+                            lambda p: p.encoder(p.embedded * p.scale, mask=p.causal, src_key_padding_mask=p.padding_float)),
+    "no_causal_mask": Mistake("src_mask is not passed to the encoder: mask=src_mask",
+                              lambda p: p.encoder(p.embedded * p.scale + p.positions, src_key_padding_mask=p.padding)),
+    "no_padding_mask": Mistake("src_key_padding_mask is not passed to the encoder",
+                               lambda p: p.encoder(p.embedded * p.scale + p.positions, mask=p.causal)),
+}
+
+
+@_checked
+def check_transformer_model(TransformerModel: type, split: str = "visible") -> None:
+    visible = split == "visible"
+    cases = references.load("transformer")[split]
+    for case in cases:
+        cfg = case["config"]
+        label = (f"TransformerModel(ntoken={cfg['ntoken']}, nhead={cfg['nhead']}, nhid={cfg['nhid']}, "
+                 f"nlayers={cfg['nlayers']})" if visible else "TransformerModel on a hidden configuration")
+        with _forbid_models():
+            model = _call(label, TransformerModel, cfg["ntoken"], cfg["nhead"], cfg["nhid"], cfg["nlayers"], dropout=0.1)
+            _load_state(model, case["state_dict"], label)
+            model.eval()
+            with torch.no_grad():
+                out = _call(f"{label}.forward(src, src_mask, src_key_padding_mask)", model, case["src"],
+                            case["causal"], case["padding"])
+                out_plain = _call(f"{label}.forward(src)", model, case["src"])
+        expected = case["expected"]
+        _require_tensor(out, f"{label}.forward(src, src_mask, src_key_padding_mask)")
+        if out.shape != expected.shape:
+            _fail(f"{label} returns the wrong shape" + (f" for src of shape {tuple(case['src'].shape)}." if visible else "."),
+                  tuple(expected.shape), tuple(out.shape), "the base returns (batch, seq, nhid) contextual vectors; "
+                  "build the encoder layer with batch_first=True and do not apply a head inside the base",
+                  key="wrong_shape")
+        if not _same(out, expected):
+            real = ~case["padding"]
+            diagnoses = {name: mistake.hint for name, mistake in TRANSFORMER_MISTAKES.items()}
+            matches = _variant_matches(out, case, diagnoses, expected)
+            if not matches and _same(out[real], expected[real]):
+                matches = ["no_padding_mask"]
+            if matches:
+                hint = _twins([diagnoses[k] for k in matches])
+                _fail(f"{label}: output differs from the reference.", "the reference output", f"the output when {hint}",
+                      hint, key="|".join(f"model.{k}" for k in matches), keep=True)
+            if bool(torch.isnan(out).any()):
+                _fail(f"{label}: the output holds NaN.", hint="a row of the attention mask that is all -inf gives NaN "
+                      "(softmax of nothing); pass the masks as given, do not invert the padding mask")
+            _fail(f"{label}: output differs from the reference.", f"{_short(expected[0, 0, :4])} at [0, 0, :4]",
+                  f"{_short(out[0, 0, :4])}", "embedding * sqrt(nhid) -> positional encoding -> encoder(mask, padding mask)")
+        if not _same(out_plain, case["expected_no_masks"]):
+            _fail(f"{label}: forward(src) without masks differs from the reference.",
+                  hint="both masks are optional (default None); pass them through unchanged", key="model.masks_not_optional")
+    _ok(f"TransformerModel on {len(cases)} {'' if visible else 'hidden '}configuration(s): reference outputs with and "
+        "without masks")
+
+
+CLASSIFICATION_HEAD_MISTAKES = {  # variants of ClassificationHead(hidden, padding), from SimpleNamespace(head, hidden)
+    "cls_last_position": Mistake(
+        "with right padding, sentence b ends at position (~padding[b]).sum() - 1; use the padding mask to find it (the "
+        "original lab had this bug: short reviews were classified from padding)",
+        lambda p: p.head.decoder(p.hidden[:, -1]), looks_like="the state at position -1 for every sentence",
+        what="ClassificationHead reads the last position, hidden[:, -1], which is padding for shorter sentences.",
+        key="heads.last_position"),
+    "cls_first_position": Mistake(
+        "with a causal mask, position 0 has only seen the first token; the last real token has seen them all",
+        lambda p: p.head.decoder(p.hidden[:, 0]), looks_like="position 0",
+        what="ClassificationHead reads the first position.", key="heads.first_position"),
+    "cls_mean": Mistake(
+        "read the state of each sentence's last non-padding token", lambda p: p.head.decoder(p.hidden.mean(dim=1)),
+        looks_like="the mean over the sequence", what="ClassificationHead averages over all positions, padding included.",
+        key="heads.mean"),
+}
+
+
+@_checked
+def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = "visible") -> None:
+    visible = split == "visible"
+    cases = references.load("heads")[split]
+    for case in cases:
+        cfg = case["config"]
+        hidden, padding = case["hidden"], case["padding"]
+        lm_label = f"LanguageModelHead(nhid={cfg['nhid']}, ntoken={cfg['ntoken']})" if visible else \
+            "LanguageModelHead on a hidden configuration"
+        cls_label = f"ClassificationHead(nhid={cfg['nhid']}, nclasses={cfg['nclasses']})" if visible else \
+            "ClassificationHead on a hidden configuration"
+        with _forbid_models():
+            lm = _call(lm_label, LanguageModelHead, cfg["nhid"], cfg["ntoken"])
+            _load_state(lm, case["lm_state"], "LanguageModelHead")
+            cls = _call(cls_label, ClassificationHead, cfg["nhid"], cfg["nclasses"])
+            _load_state(cls, case["cls_state"], "ClassificationHead")
+            with torch.no_grad():
+                lm_out = _call("LanguageModelHead.forward(hidden)", lm, hidden)
+                cls_out = _call("ClassificationHead.forward(hidden, src_key_padding_mask)", cls, hidden, padding)
+        _require_tensor(lm_out, "LanguageModelHead.forward(hidden)")
+        if lm_out.shape != case["lm_expected"].shape:
+            _fail("LanguageModelHead returns the wrong shape.", f"{tuple(case['lm_expected'].shape)} = (batch, seq, ntoken)",
+                  tuple(lm_out.shape), "the LM head scores every vocabulary token at every position", key="wrong_shape")
+        if not _same(lm_out, case["lm_expected"]):
+            if _same(lm_out, case["lm_expected"].softmax(-1)) or _same(lm_out, case["lm_expected"].log_softmax(-1)):
+                _fail("LanguageModelHead applies a softmax.", "raw logits", "probabilities",
+                      "CrossEntropyLoss applies log-softmax itself: the head returns raw scores (logits)",
+                      key="heads.lm_softmax", keep=True)
+            _fail("LanguageModelHead output differs from the reference.", hint="one nn.Linear(nhid, ntoken) named decoder")
+        expected = case["cls_expected"]
+        _require_tensor(cls_out, "ClassificationHead.forward(hidden, src_key_padding_mask)")
+        if cls_out.shape != expected.shape:
+            _fail("ClassificationHead returns the wrong shape.", f"{tuple(expected.shape)} = (batch, nclasses)",
+                  tuple(cls_out.shape), "one prediction per sentence: pick one position per sequence before the "
+                  "linear layer", key="wrong_shape")
+        if not _same(cls_out, expected):
+            readings = CLASSIFICATION_HEAD_MISTAKES
+            matches = _variant_matches(cls_out, case, readings, expected)
+            if matches:
+                first = readings[matches[0]]
+                what = first.what if len(matches) == 1 else _twins([readings[k].what.rstrip(".") for k in matches]) + "."
+                _fail(what, "the state at each sentence's last real token", first.looks_like, first.hint,
+                      key="|".join(readings[k].key for k in matches), keep=True)
+            _fail("ClassificationHead output differs from the reference.", _short(expected), _short(cls_out))
+        with _forbid_models(), torch.no_grad():
+            no_mask = _call("ClassificationHead.forward(hidden) without a padding mask", cls, hidden)
+        if not _same(no_mask, case["cls_no_padding_mask"]):
+            _fail("ClassificationHead without a padding mask should read the last position.",
+                  hint="src_key_padding_mask=None means no padding: every sequence ends at position -1",
+                  key="heads.no_padding_mask_default")
+    _ok(f"LM head and classification head on {len(cases)} {'' if visible else 'hidden '}configuration(s); the "
+        "classifier reads each sentence's last real token, never padding")
+
+
+@_checked
+def check_model(Model: type, split: str = "visible") -> None:
+    m = _model_module()
+    cases = references.load("model")[split]
+    for case in cases:
+        cfg = case["config"]
+        base = m.TransformerModel.from_config(m.ModelConfig.pick(cfg, dropout=0.1))
+        head = m.LanguageModelHead(cfg["nhid"], cfg["ntoken"])
+        base.load_state_dict(case["base_state"])
+        head.load_state_dict(case["head_state"])
+        with forbid(m.Model, m.build_language_model, m.build_classifier):
+            model = _call("Model(base, head)", Model, base, head)
+            if not isinstance(model, nn.Module):
+                _fail("Model(base, head) is not an nn.Module.", "an instance of a subclass of nn.Module", _kind(model),
+                      "keep `class Model(nn.Module)` and call super().__init__() first", key="wrong_type", keep=True)
+            trainable = sum(p.numel() for p in model.parameters())
+            expected_count = sum(p.numel() for p in base.parameters()) + sum(p.numel() for p in head.parameters())
+            if trainable != expected_count:
+                _fail("Model(base, head) does not register the base and the head as submodules.",
+                      f"{expected_count} parameters", f"{trainable}",
+                      "assign them as attributes (self.base = base; self.head = head) after super().__init__()",
+                      key="model.not_registered")
+            model.eval()
+            with torch.no_grad():
+                causal = _call("model(src, src_key_padding_mask)", model, case["src"], case["padding"])
+                bidirectional = _call("model(src, src_key_padding_mask, causal=False)", model, case["src"],
+                                      case["padding"], causal=False)
+                plain = _call("model(src)", model, case["src"])
+        _require_tensor(causal, "model(src, src_key_padding_mask)")
+        if causal.shape != case["causal_expected"].shape:
+            _fail("Model returns the wrong shape.", tuple(case["causal_expected"].shape), tuple(causal.shape),
+                  key="wrong_shape")
+        if not _same(causal, case["causal_expected"]):
+            if _same(causal, case["bidirectional_expected"]):
+                _fail("Model(src) is not causal.", "a square subsequent mask when causal=True", "no mask",
+                      "build the mask with generate_square_subsequent_mask(src.size(1)) and pass it as src_mask",
+                      key="model.not_causal", keep=True)
+            _fail("Model output differs from the reference.",
+                  hint="hidden = base(src, src_mask, src_key_padding_mask); return head(hidden, src_key_padding_mask)")
+        if not _same(bidirectional, case["bidirectional_expected"]):
+            _fail("Model(..., causal=False) still masks the future.", hint="causal=False means src_mask=None",
+                  key="model.causal_false_masks")
+        if not _same(plain, case["causal_no_padding"]):
+            _fail("Model(src) without a padding mask differs from the reference.", key="model.masks_not_optional")
+    _ok(f"Model joins base and head on {len(cases)} configuration(s); causal by default, bidirectional with causal=False")
+
+
+def _count_recipe() -> str:
+    from ..params import TERMS
+    names = {"attention": "attention", "feed_forward": "feed-forward", "layer_norm": "two LayerNorms"}
+    layer = "; ".join(f"{names[c]} " + " + ".join(t.formula.replace(" per layer", "") for t in TERMS
+                                                   if t.per_layer and t.component == c) for c in names)
+    return (f"count the embedding (ntoken*nhid); per layer: {layer}; then the head nhid*outputs + outputs (outputs = "
+            "ntoken for the LM head, nclasses for a classifier); the positional encoding has none")
+
+
+def _probe_counts(count_parameters: Callable) -> tuple[list[dict], list[float]]:
+    """The student's count at ``diagnosis.PROBES``, where it runs and returns a number (translab's formula off)."""
+    from .. import diagnosis, params
+    configs, values = [], []
+    with forbid(*params.FORMULA_FUNCTIONS), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for cfg in diagnosis.PROBES:
+            try:
+                value = _number(count_parameters(**cfg), "count_parameters")
+            except Exception:  # noqa: BLE001 - a probe the answer cannot handle is left out
+                continue
+            configs.append(cfg)
+            values.append(value)
+    return configs, values
+
+
+def _count_at(count_parameters: Callable) -> Callable:
+    from .. import params
+
+    def count(cfg):
+        try:
+            with forbid(*params.FORMULA_FUNCTIONS), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return _number(count_parameters(**cfg), "count_parameters")
+        except Exception:  # noqa: BLE001
+            return None
+    return count
+
+
+def _explain(configs: list[dict], values: list[float]) -> tuple[str, str]:
+    from .. import diagnosis
+    explanations, total = diagnosis.explain_counts(configs, values, limit=4)
+    return diagnosis.describe_explanations(explanations, total)
+
+
+def _diagnose_formula(count_parameters: Callable, cfg: dict, value: int) -> tuple[str, str]:
+    """(hint, keys) for a wrong count_parameters: the combination of mistakes that gives exactly its numbers at the
+    failing configuration and at ``diagnosis.PROBES``; else whether it depends on nhead and where the error lies."""
+    from .. import diagnosis
+    configs, values = _probe_counts(count_parameters)
+    hint, keys = _explain(configs + [cfg], values + [value])
+    if hint:
+        return hint, keys
+    family = [(c, v) for c, v in zip(configs, values) if c in diagnosis.NHEAD_PROBES]
+    if len({round(v, 6) for _, v in family}) > 1:
+        right = diagnosis.right_count(family[0][0])
+        shown = ", ".join(f"nhead={c['nhead']}: {v:,.0f}" for c, v in family)
+        base = ", ".join(f"{k}={v}" for k, v in family[0][0].items() if k != "nhead")
+        return (f"your count changes with nhead alone ({base}: {shown}; the right count is {right:,} for every "
+                f"nhead): {diagnosis.WHY_NHEAD}", "count.depends_on_nhead")
+    variables = diagnosis.error_dependence(_count_at(count_parameters))
+    recipe = _count_recipe()
+    if variables is None:
+        return recipe, "count.unexplained"
+    return f"{diagnosis.locate_text(variables)}. {recipe[0].upper()}{recipe[1:]}", "count.unexplained"
+
+
+@_checked
+def check_parameter_formula(count_parameters: Callable, split: str = "visible") -> None:
+    from .. import params
+    visible = split == "visible"
+    cases = references.load("parameters")[split]
+    for case in cases:
+        cfg = case["config"]
+        head = "the LM head" if cfg["nclasses"] is None else f"{cfg['nclasses']} classes"
+        what = (f"count_parameters for ntoken={cfg['ntoken']}, nhid={cfg['nhid']}, nlayers={cfg['nlayers']}, "
+                f"nhead={cfg['nhead']}, dim_feedforward={cfg['dim_feedforward']} with {head}" if visible
+                else "count_parameters on a hidden configuration")
+        with forbid(*params.FORMULA_FUNCTIONS):
+            found = _call(f"count_parameters(**{cfg})" if visible else what, count_parameters, **cfg)
+        value = _number(found, what, whole=True)
+        expected = case["expected"]
+        if value == expected:
+            continue
+        hint, keys = _diagnose_formula(count_parameters, cfg, value)
+        _fail(f"{what} is off by {value - expected:+,}." if visible else
+              f"{what} is wrong (other ntoken, nhid, nlayers, nhead, dim_feedforward or head than the notebook's).",
+              f"{expected:,}", f"{value:,}", hint, key=keys)
+    _ok(f"parameter formula right on {len(cases)} {'' if visible else 'hidden '}configuration(s)")
+
+
+@_checked
+def check_stated_counts(n_params_lm, n_params_classifier) -> None:
+    lm_case, cls_case = references.load("parameters")["visible"]
+    cfg = lm_case["config"]
+    shown = (f"ntoken={cfg['ntoken']}, nhid={cfg['nhid']}, nlayers={cfg['nlayers']}, nhead={cfg['nhead']}, "
+             f"dim_feedforward={cfg['dim_feedforward']}")
+    numbers = [("n_params_lm", _number(n_params_lm, "n_params_lm", whole=True), lm_case),
+               ("n_params_classifier", _number(n_params_classifier, "n_params_classifier", whole=True), cls_case)]
+    wrong = [(name, value, case) for name, value, case in numbers if value != case["expected"]]
+    if wrong:
+        configs, values = [case["config"] for _, _, case in wrong], [value for _, value, _ in wrong]
+        hint, keys = _explain(configs, values)
+        if hint:
+            from .. import diagnosis
+            bigger, _ = diagnosis.explain_counts(configs, values, limit=12, slack=1)
+            fewest = min(len(e) for e in bigger)
+            others = [e for e in bigger if len(e) > fewest]
+            if others or "equivalently" in hint:
+                also = diagnosis.describe_explanations(others[:1], 1)[0]
+                hint += ("; but at one size several mistakes give the same numbers" +
+                         (f" (for instance also: {also})" if also else "") + ": check_parameter_formula, which "
+                         "tries your formula at other sizes too, tells them apart")
+        if not hint and len(wrong) == 2:  # no common explanation: each number on its own
+            parts = [(name, *_explain([case["config"]], [value])) for name, value, case in wrong]
+            hint = "; ".join(f"{name}: {text}" for name, text, _ in parts if text)
+            keys = " ".join(dict.fromkeys(k for _, _, key in parts for k in key.split() if k))
+        heads = {"n_params_lm": "the LM head", "n_params_classifier": "2 classes"}
+        _fail(" and ".join(f"{name} ({heads[name]}) is off by {value - case['expected']:+,}" for name, value, case in wrong)
+              + f" (base: {shown}).",
+              " and ".join(f"{case['expected']:,}" for _, _, case in wrong),
+              " and ".join(f"{value:,}" for _, value, _ in wrong),
+              hint or _count_recipe(), key=keys or "count.unexplained")
+    _ok(f"{lm_case['expected']:,} parameters with the LM head, {cls_case['expected']:,} with 2 classes")

@@ -1,0 +1,186 @@
+"""Checks of part 5: BERT's masking and the MLM loss."""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .. import references
+from ..data import BOS_ID, EOS_ID, MASK_ID, PAD_ID
+from .harness import Mistake, _call, _checked, _fail, _hidden, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
+
+
+MASKING_CASES = {
+    "visible": dict(vocab_size=1000, shape=(128, 64), mlm_probability=0.15, seeds=(0, 1)),
+    "hidden": dict(vocab_size=300, shape=(96, 81), mlm_probability=0.25, seeds=(1234, 77)),
+}
+SPECIAL = (PAD_ID, 1, BOS_ID, EOS_ID, MASK_ID)
+
+
+def _masking_batch(vocab_size: int, shape: tuple, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed + 99)
+    ids = torch.randint(5, vocab_size, shape, generator=g)
+    lengths = torch.randint(shape[1] // 3, shape[1] + 1, (shape[0],), generator=g)
+    for row, length in enumerate(lengths.tolist()):
+        ids[row, 0] = BOS_ID
+        ids[row, length - 1] = EOS_ID
+        ids[row, length:] = PAD_ID
+    ids[::7, 3] = 1  # an UNK now and then
+    return ids
+
+
+def _run_masking(mask_tokens, ids, vocab_size, seed, probability):
+    from .. import mlm
+    generator = torch.Generator().manual_seed(seed)
+    original = ids.clone()
+    call = (f"mask_tokens(ids, vocab_size={vocab_size}, generator, mlm_probability={probability})" if not _hidden()
+            else "mask_tokens on a hidden batch")
+    with forbid(mlm.mask_tokens):
+        result = _call(call, mask_tokens, ids, vocab_size, generator, probability)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        _fail("mask_tokens must return a pair (inputs, labels).", "(inputs, labels)", _kind(result),
+              key="wrong_type", keep=True)
+    inputs, labels = result
+    if not torch.equal(ids, original):
+        _fail("mask_tokens modified ids in place.", "ids unchanged", "ids changed",
+              "start from inputs = ids.clone(); the original ids are needed for the labels", key="masking.in_place",
+              keep=True)
+    for name, tensor in (("inputs", inputs), ("labels", labels)):
+        _require_tensor(tensor, f"mask_tokens's {name}")
+        if tensor.shape != ids.shape:
+            _fail(f"{name} has the wrong shape.", tuple(ids.shape), tuple(tensor.shape), key="wrong_shape")
+        if tensor.dtype != torch.long:
+            _fail(f"{name} must hold token ids (torch.long).", "torch.long", tensor.dtype,
+                  "token ids are integers: keep ids' dtype (ids.clone(), torch.full_like(ids, PAD_ID), "
+                  "torch.randint)", key="wrong_dtype", keep=True)
+    return inputs, labels
+
+
+@_checked
+def check_masking(mask_tokens: Callable, part: str = "structure", split: str = "visible") -> None:
+    """``part``: "structure" (labels, special tokens, reproducibility) or "rates" (15 % / 80-10-10)."""
+    case = MASKING_CASES[split]
+    vocab_size, probability = case["vocab_size"], case["mlm_probability"]
+    ids = _masking_batch(vocab_size, case["shape"], case["seeds"][0])
+    inputs, labels = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][0], probability)
+    special = torch.isin(ids, torch.tensor(SPECIAL))
+    chosen = labels != PAD_ID
+    if part == "structure":
+        if bool((chosen & special).any()):
+            _fail("special tokens were chosen for prediction.", "labels = PAD_ID at PAD, UNK, BOS, EOS and MASK",
+                  f"{int((chosen & special).sum())} special positions with a label",
+                  "only real tokens are chosen: set their probability to 0 before sampling", key="masking.special_chosen")
+        if bool((inputs[special] != ids[special]).any()):
+            _fail("special tokens were changed in the inputs.", "PAD, BOS, EOS unchanged",
+                  f"{int((inputs[special] != ids[special]).sum())} changed", "padding and sentence markers are never masked",
+                  key="masking.special_changed")
+        if bool(chosen.all()) or bool((labels == ids).all()):
+            _fail("every position has a label.", "labels only at the chosen ~15 % (PAD_ID elsewhere, ignored by the loss)",
+                  "labels everywhere", "the model is only scored on the tokens it could not see",
+                  key="masking.labels_everywhere", keep=True)
+        if not torch.equal(labels[chosen], ids[chosen]):
+            _fail("labels at the chosen positions are not the original tokens.", "labels[chosen] == ids[chosen]",
+                  _short(labels[chosen][:10]), "the label is what the model must recover: the token before masking",
+                  key="masking.wrong_labels")
+        if bool((inputs[~chosen] != ids[~chosen]).any()):
+            changed = int((inputs[~chosen] != ids[~chosen]).sum())
+            _fail("tokens that were not chosen were changed.", "inputs == ids wherever labels == PAD_ID",
+                  f"{changed} unlabeled positions changed",
+                  "the 80/10/10 split applies only to the chosen tokens; draw it, then AND it with the chosen mask",
+                  key="masking.unchosen_changed")
+        if not bool((inputs >= 0).all() and (inputs < vocab_size).all()):
+            _fail("inputs hold ids outside the vocabulary.", f"0 <= id < {vocab_size}",
+                  f"min {int(inputs.min())}, max {int(inputs.max())}", "draw random ids with torch.randint(low, "
+                  "vocab_size, ...): the upper bound is excluded", key="masking.out_of_vocabulary")
+        inputs_again, labels_again = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][0], probability)
+        if not (torch.equal(inputs_again, inputs) and torch.equal(labels_again, labels)):
+            _fail("the same generator seed gives different masks.", "reproducible masking",
+                  hint="pass generator=generator to every torch.rand / torch.bernoulli / torch.randint call",
+                  key="masking.no_generator")
+        other_inputs, other_labels = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][1], probability)
+        if torch.equal(other_labels, labels):
+            _fail("another seed gives the same choice of tokens.", "a fresh random choice per call",
+                  hint="draw the choice with the generator, do not hard-code positions", key="masking.fixed_choice")
+        _ok(f"masking structure: labels only at chosen real tokens (original ids), specials untouched, "
+            "reproducible with the generator")
+        return
+    regular = ~special
+    rate = float(chosen.sum()) / float(regular.sum())
+    if abs(rate - probability) > 0.02:
+        base_rate = float(chosen.sum()) / float(ids.numel())
+        hint = ("the rate is computed over all positions or padding counted" if abs(base_rate - probability) < 0.02
+                else "choose each real token with probability mlm_probability (torch.bernoulli) ")
+        _fail(f"{rate:.1%} of the real tokens were chosen.", f"{probability:.0%} (+-2 %)", f"{rate:.1%}", hint,
+              key="masking.rate")
+    n = int(chosen.sum())
+    if n == 0:
+        _fail("no token was chosen.", hint="choose each real token with probability mlm_probability", key="masking.rate")
+    masked = float((inputs[chosen] == MASK_ID).sum()) / n
+    random_ = float(((inputs[chosen] != MASK_ID) & (inputs[chosen] != ids[chosen])).sum()) / n
+    kept = float((inputs[chosen] == ids[chosen]).sum()) / n
+    found = f"{masked:.0%} mask, {random_:.0%} random, {kept:.0%} unchanged"
+    if abs(masked - 0.8) > 0.06 or abs(random_ - 0.1) > 0.05 or abs(kept - 0.1) > 0.05:
+        hint, key = "of the CHOSEN tokens: 80 % -> MASK_ID, 10 % -> a random token, 10 % left as they are", "masking.split"
+        if masked > 0.95:
+            hint = "every chosen token became MASK_ID; BERT replaces only 80 % (the model must also handle real tokens)"
+            key = "masking.all_masked"
+        elif abs(masked - 0.8) < 0.06 and random_ < 0.07:
+            hint = "the random 10 % is missing: half of the chosen tokens that are not masked get a random id"
+            key = "masking.no_random"
+        elif abs(random_ - 0.2) < 0.05:
+            hint, key = "the remaining 20 % all became random; half of them must stay unchanged", "masking.random_20"
+        _fail("the 80/10/10 split of the chosen tokens is off.", "80% mask, 10% random, 10% unchanged", found, hint,
+              key=key, keep=True)
+    random_positions = chosen & (inputs != MASK_ID) & (inputs != ids)
+    if bool(random_positions.any()) and len(inputs[random_positions].unique()) < 10:
+        _fail("the random replacements use few distinct tokens.", "ids drawn uniformly from the vocabulary",
+              f"{len(inputs[random_positions].unique())} distinct ids", "use torch.randint(low, vocab_size, ...)",
+              key="masking.few_random_ids")
+    _ok(f"masking rates: {rate:.1%} of real tokens chosen; of those {found}" if not _hidden() else
+        "masking rates on a hidden batch and probability: the share of chosen tokens and the 80/10/10 split are right")
+
+
+# from SimpleNamespace(model, ids, inputs, labels, padding, ntoken); key mlm.<name>
+MLM_LOSS_MISTAKES = {
+    "causal": Mistake("a masked LM reads both sides of the blank: call the model with causal=False (no square mask)",
+                      lambda p: nn.functional.cross_entropy(p.model(p.inputs, p.padding, causal=True).reshape(-1, p.ntoken),
+                                                            p.labels.reshape(-1), ignore_index=PAD_ID),
+                      what="the MLM loss uses the causal mask."),
+    "all_positions": Mistake("only the chosen positions have labels; the others hold PAD_ID and must be ignored",
+                             lambda p: nn.functional.cross_entropy(
+                                 p.model(p.inputs, p.padding, causal=False).reshape(-1, p.ntoken), p.ids.reshape(-1)),
+                             what="the loss is computed at every position."),
+}
+
+
+@_checked
+def check_mlm_loss(mlm_loss: Callable, split: str = "visible") -> None:
+    from .. import mlm
+    m = _model_module()
+    case = references.load("mlm_loss")[split]
+    cfg = case["config"]
+    model = m.build_language_model(m.ModelConfig.pick(cfg, dropout=0.1))
+    model.load_state_dict(case["state_dict"])
+    model.eval()
+    with forbid(mlm.mlm_loss):
+        loss = _call("mlm_loss(model, inputs, labels, padding_mask)", mlm_loss, model, case["inputs"].clone(),
+                     case["labels"].clone(), case["padding"].clone())
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        _fail("mlm_loss must return a scalar tensor.", "a 0-dim tensor", _kind(loss), key="loss.not_scalar", keep=True)
+    if not loss.requires_grad:
+        _fail("the MLM loss carries no gradient.", hint="do not use torch.no_grad() or .item() inside mlm_loss",
+              key="mlm.detached")
+    expected = case["expected"]
+    value = float(loss.detach().double())
+    if _same(loss, expected):
+        _ok(f"MLM loss {value:.4f}: bidirectional encoder, loss only on the chosen tokens")
+        return
+    mistakes = MLM_LOSS_MISTAKES
+    matches = _variant_matches(loss, case, mistakes, expected)
+    if matches:
+        _fail(_twins([mistakes[k].what.rstrip(".") for k in matches]) + ".", f"{expected.item():.4f}", f"{value:.4f}",
+              _twins([mistakes[k].hint for k in matches]), key="|".join(f"mlm.{k}" for k in matches))
+    _fail("the MLM loss differs from the reference.", f"{expected.item():.4f}", f"{value:.4f}",
+          "logits = model(inputs, padding_mask, causal=False); CrossEntropyLoss(ignore_index=PAD_ID) on the "
+          "flattened logits and labels")

@@ -1,0 +1,601 @@
+"""Checks of part 6: the BERT-family encoder, the weight mapping, the parameter count and the classifier."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .. import references, wire
+from .harness import Mistake, CheckFailed, _call, _checked, _fail, _no_warnings, _ok, _short, forbid
+
+
+def _bert_module():
+    from .. import bert
+    return bert
+
+
+def _forbid_bert():
+    b = _bert_module()
+    return forbid(b.BertEncoder, b.BertClassifier, b.load_minilm, b.mean_pool, b.embed, b.convert_checkpoint,
+                  b.weight_mapping, b.load_pretrained_weights, b.count_parameters_formula)
+
+
+def _forbid_pooling():
+    """The classifier's check runs translab's encoder inside the answer: only the pooling and the classifier are off."""
+    b = _bert_module()
+    return forbid(b.BertClassifier, b.mean_pool, b.embed)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-5) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a.float(), b.float(), atol=atol, rtol=1e-4))
+
+
+def _config_text(fields: dict) -> str:
+    return "BertConfig(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ")" if fields else "BertConfig()"
+
+
+def _layer_pattern(name: str) -> str:
+    import re
+    return re.sub(r"\.(layers?)\.\d+\.", r".\1.*.", name)
+
+
+def _names(names, limit: int = 4, counts: bool = True) -> str:
+    """Parameter names, one pattern per kind: ``encoder.layers.*.norm1.weight (6 layers)`` (``counts=False``: without
+    the number of layers, which a hidden configuration keeps to itself)."""
+    groups: dict = {}
+    for name in names:
+        groups.setdefault(_layer_pattern(name), []).append(name)
+    parts = [pattern + (f" ({len(members)} layers)" if "*" in pattern and counts else "")
+             for pattern, members in groups.items()]
+    return ", ".join(parts[:limit]) + (f" and {len(parts) - limit} more" if len(parts) > limit else "")
+
+
+_BERT_ATTRIBUTES = ("keep the attribute names of the skeleton (word_embeddings, position_embeddings, "
+                    "token_type_embeddings, embedding_norm, dropout, encoder): the weights are loaded by name")
+
+
+def _load_bert_state(module: nn.Module, state: dict, what: str, classifier: bool = False, visible: bool = True) -> None:
+    own = module.state_dict()
+    missing = [k for k in state if k not in own]
+    unexpected = [k for k in own if k not in state]
+    resized = [k for k in state if k in own and tuple(own[k].shape) != tuple(state[k].shape)]
+    if not (missing or unexpected or resized):
+        module.load_state_dict(state, strict=True)
+        return
+    prefix = "encoder." if classifier else ""
+    if classifier and any(k.startswith("head.") for k in missing):
+        hint = "name the new linear layer self.head (nn.Linear(hidden_size, nclasses)) and keep self.encoder as given"
+    elif any(k.startswith(prefix + "token_type_embeddings") for k in missing):
+        hint = ("BERT adds a token-type (segment) embedding: self.token_type_embeddings = "
+                "nn.Embedding(config.type_vocab_size, config.hidden_size)")
+    elif any(k.startswith(prefix + "position_embeddings") for k in missing):
+        hint = ("BERT learns its positions: self.position_embeddings = nn.Embedding(config.max_position_embeddings, "
+                "config.hidden_size), not part 1's fixed sinusoids")
+    elif any(k.startswith(prefix + "embedding_norm") for k in missing):
+        hint = "BERT normalises the summed embeddings: self.embedding_norm = nn.LayerNorm(hidden_size, eps=config.layer_norm_eps)"
+    elif any(k.startswith(prefix + "encoder.layers") for k in missing + unexpected):
+        hint = ("the layers: self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(...), "
+                "config.num_hidden_layers, enable_nested_tensor=False), one layer per config.num_hidden_layers")
+    elif resized:
+        hint = ("every size comes from config: vocab_size, hidden_size, intermediate_size (the layer's "
+                "dim_feedforward), max_position_embeddings, type_vocab_size")
+    else:
+        hint = ("keep self.encoder (the encoder given) and the new layer as self.head" if classifier
+                else _BERT_ATTRIBUTES)
+    sizes = ", ".join(f"{k} {tuple(own[k].shape)} instead of {tuple(state[k].shape)}" if visible else k
+                      for k in resized[:2])
+    found = "; ".join(part for part in (
+        missing and f"missing {_names(missing, counts=visible)}",
+        unexpected and f"unexpected {_names(unexpected, counts=visible)}", resized and f"wrong sizes for {sizes}")
+        if part)
+    _fail(f"{what}: the reference weights do not fit your module.", "the parameters of BERT's encoder, by name", found, hint)
+
+
+def bert_base_pieces(model: nn.Module, ids, padding, types) -> SimpleNamespace:
+    """What a reference BertEncoder computes on the way, and an encoder like its own with other settings, from
+    which BERT's differences from part 2, each got wrong, are computed."""
+    config = model.config
+
+    def encoder_like(**changes):
+        settings = {"activation": "gelu", "layer_norm_eps": config.layer_norm_eps, "norm_first": False, **changes}
+        layer = nn.TransformerEncoderLayer(config.hidden_size, config.num_attention_heads, config.intermediate_size,
+                                           config.hidden_dropout_prob, batch_first=True, **settings)
+        encoder = nn.TransformerEncoder(layer, config.num_hidden_layers, enable_nested_tensor=False)
+        encoder.load_state_dict(model.encoder.state_dict())
+        return encoder.eval()
+
+    def run(x, encoder=model.encoder, mask=padding):
+        return encoder(x, src_key_padding_mask=mask)
+
+    return SimpleNamespace(run=run, encoder_like=encoder_like, norm=model.embedding_norm,
+                           scale=math.sqrt(config.hidden_size), word=model.word_embeddings(ids),
+                           position=model.position_embeddings(torch.arange(ids.size(1))),
+                           kind=model.token_type_embeddings(types),
+                           kind_zero=model.token_type_embeddings(torch.zeros_like(types)))
+
+
+BERT_BASE_MISTAKES = {  # what the output looks like: "the output of an encoder with <looks_like>"
+    "scaled": Mistake("the word embeddings are multiplied by sqrt(hidden_size), as in part 2. BERT does not scale them: "
+                      "it learned their size, and the embedding LayerNorm sets the scale anyway",
+                      lambda p: p.run(p.norm(p.word * p.scale + p.position + p.kind)),
+                      "embeddings scaled by sqrt(hidden_size)"),
+    "no_embedding_norm": Mistake("the embedding LayerNorm is not applied: "
+                                 "x = embedding_norm(word + position + token type), then dropout, then the encoder",
+                                 lambda p: p.run(p.word + p.position + p.kind), "no embedding LayerNorm"),
+    "no_positions": Mistake("the position embeddings are not added: "
+                            "position_embeddings(torch.arange(seq_len)), one learned vector per position",
+                            lambda p: p.run(p.norm(p.word + p.kind)), "no position embeddings"),
+    "no_token_types": Mistake("the token-type embeddings are not added: token_type_embeddings(token_type_ids)",
+                              lambda p: p.run(p.norm(p.word + p.position)), "no token-type embeddings"),
+    "types_ignored": Mistake("token_type_ids is ignored: use it when it is given (all zeros only when it is None)",
+                             lambda p: p.run(p.norm(p.word + p.position + p.kind_zero)), "token_type_ids ignored"),
+    "relu": Mistake("the feed-forward uses ReLU, PyTorch's default; BERT uses GELU: activation=\"gelu\"",
+                    lambda p: p.run(p.norm(p.word + p.position + p.kind), p.encoder_like(activation="relu")),
+                    "ReLU layers"),
+    "tanh_gelu": Mistake("BERT uses the exact (erf) GELU: activation=\"gelu\"",
+                         lambda p: p.run(p.norm(p.word + p.position + p.kind), p.encoder_like(
+                             activation=lambda t: nn.functional.gelu(t, approximate="tanh"))),
+                         "tanh-approximated GELU"),
+    "pre_ln": Mistake("the layers normalise first (norm_first=True); BERT is post-LN, PyTorch's default "
+                      "norm_first=False: x = norm1(x + attention(x)), then x = norm2(x + feed_forward(x))",
+                      lambda p: p.run(p.norm(p.word + p.position + p.kind), p.encoder_like(norm_first=True)),
+                      "pre-LN layers"),
+    "no_padding_mask": Mistake("padding_mask is not passed to the encoder: src_key_padding_mask=padding_mask",
+                               lambda p: p.run(p.norm(p.word + p.position + p.kind), mask=None), "no padding mask"),
+}
+
+
+@_checked
+def check_bert_base(BertBase: type, split: str = "visible") -> None:
+    """BertBase(config) loads the reference encoder's weights by name and computes the same outputs."""
+    b = _bert_module()
+    cases = references.load("bert_base")[split]
+    visible = split == "visible"
+    for case in cases:
+        config = b.BertConfig(**case["config"])
+        label = f"BertBase({_config_text(case['config'])})" if visible else "BertBase on a hidden configuration"
+        with _forbid_bert():
+            model = _call(label, BertBase, config)
+        if not isinstance(model, nn.Module):
+            _fail(f"{label} must build an nn.Module.", "an nn.Module", wire.type_name(model))
+        _load_bert_state(model, case["state_dict"], label, visible=visible)
+        eps = sorted({module.eps for module in model.modules() if isinstance(module, nn.LayerNorm)})
+        if eps != [config.layer_norm_eps]:
+            _fail(f"{label}: the LayerNorms do not use config.layer_norm_eps.",
+                  f"eps={config.layer_norm_eps:g} everywhere" if visible else "eps=config.layer_norm_eps everywhere",
+                  f"eps {', '.join(f'{e:g}' for e in eps)}" if visible else None,
+                  "BERT's LayerNorms use eps=1e-12 (config.layer_norm_eps), PyTorch's default is 1e-5: pass "
+                  "layer_norm_eps=config.layer_norm_eps to the encoder layer and eps=config.layer_norm_eps to "
+                  "the embedding LayerNorm")
+        model.eval()
+        with _forbid_bert(), torch.no_grad():
+            out = _call(f"{label}.forward(input_ids, padding_mask, token_type_ids)", model, case["ids"],
+                        case["padding"], case["types"])
+            plain = _call(f"{label}.forward(input_ids)", model, case["ids"])
+        expected, real = case["expected"], ~case["padding"]
+        for found, what in ((out, "forward(input_ids, padding_mask, token_type_ids)"), (plain, "forward(input_ids)")):
+            if not isinstance(found, torch.Tensor) or found.shape != expected.shape:
+                _fail(f"{label}: {what} returns the wrong shape for input_ids of shape {tuple(case['ids'].shape)}.",
+                      f"{tuple(expected.shape)} = (batch, seq, hidden_size)",
+                      tuple(found.shape) if isinstance(found, torch.Tensor) else wire.type_name(found),
+                      "batch-first: nn.TransformerEncoderLayer(..., batch_first=True); return the encoder's output "
+                      "(one vector per token), no pooling inside the base")
+        if not _close(out[real], expected[real]):
+            if bool(torch.isnan(out[real]).any()):
+                _fail(f"{label}: the output holds NaN.", hint="padding_mask is True at padding (PyTorch's "
+                      "src_key_padding_mask); Hugging Face's attention_mask is the opposite (1 = real token): "
+                      "do not invert it")
+            for key, (hint, _, looks_like, _, _) in BERT_BASE_MISTAKES.items():
+                variant = case[key]
+                if not _close(variant[real], expected[real]) and _close(out[real], variant[real]):
+                    _fail(f"{label}: the output differs from the reference.", "the reference encoder's output",
+                          f"the output of an encoder with {looks_like}", hint)
+            _fail(f"{label}: the output differs from the reference.",
+                  _short(expected[0, 0, :4]) + " at [0, 0, :4]" if visible else None,
+                  _short(out[0, 0, :4]) if visible else None,
+                  "embedding_norm(word + position + token type) -> dropout -> post-LN encoder layers with GELU, "
+                  "padding mask passed as src_key_padding_mask")
+        if not _close(plain, case["expected_no_masks"]):
+            _fail(f"{label}: forward(input_ids) without the optional arguments differs from the reference.",
+                  hint="padding_mask=None means no padding, token_type_ids=None means every token type is 0")
+    what = "the configuration shown" if visible else f"{len(cases)} hidden configurations"
+    _ok(f"BertBase on {what}: BERT's weights load by name, outputs equal the reference encoder's "
+        "(learned positions and token types, embedding LayerNorm, post-LN GELU layers, padding mask)")
+
+
+# --- the weight mapping
+
+_QKV = ("query", "key", "value")
+
+
+def _checkpoint_case(case: dict):
+    """(config, checkpoint under the checkpoint's names) of one case of the mapping check."""
+    b = _bert_module()
+    if case["checkpoint"] is None:
+        return b.load_checkpoint()
+    return b.BertConfig(**case["config"]), case["checkpoint"]
+
+
+def _provenance(tensor: torch.Tensor, checkpoint: dict) -> str | None:
+    """The checkpoint tensor that ``tensor`` is a copy of, if any."""
+    for key, value in checkpoint.items():
+        if value.shape == tensor.shape and value.dtype.is_floating_point and torch.equal(value, tensor.to(value.dtype)):
+            return key
+    return None
+
+
+def _mapping_value_mistake(name: str, found: torch.Tensor, right: dict, checkpoint: dict, mapping: dict):
+    """(kind, hint) for a tensor of the right shape and the wrong values."""
+    sources = mapping[name]
+    if "in_proj" in name:
+        chunks = found.chunk(3)
+        parts = [checkpoint[key] for key in sources]
+        order = []
+        for chunk in chunks:
+            match = [i for i, part in enumerate(parts) if part.shape == chunk.shape and torch.equal(part, chunk.to(part.dtype))]
+            order.append(match[0] if match else None)
+        if None not in order and order != [0, 1, 2]:
+            packed = ", ".join(_QKV[i] for i in order)
+            return (f"in_proj packed as ({packed})",
+                    f"query, key and value are packed in the order ({packed}). PyTorch cuts in_proj_weight into "
+                    "q, k, v in that order: rows 0..d-1 are the query, d..2d-1 the key, 2d..3d-1 the value; stack "
+                    "torch.cat([query, key, value], dim=0), the biases in the same order")
+        if found.dim() == 2 and all(part.dim() == 2 and torch.equal(chunk, part.T.to(chunk.dtype))
+                                    for chunk, part in zip(chunks, parts)):
+            return ("transposed", "the query, key and value matrices are transposed. nn.Linear keeps its weight as "
+                                  "(out_features, in_features), and so does the checkpoint: copy them as they are")
+    if ".norm1." in name or ".norm2." in name:
+        other = name.replace(".norm1.", ".norm#.").replace(".norm2.", ".norm1.").replace(".norm#.", ".norm2.")
+        if torch.equal(found.to(right[other].dtype), right[other]):
+            return ("the two LayerNorms swapped",
+                    "norm1 and norm2 are swapped. Post-LN: norm1 normalises x + attention(x), i.e. the checkpoint's "
+                    "attention.output.LayerNorm; norm2 normalises x + feed_forward(x), i.e. its output.LayerNorm")
+    if found.dim() == 2 and found.shape[0] == found.shape[1] and torch.equal(found.T.to(right[name].dtype), right[name]):
+        return ("transposed", "a weight matrix is transposed. nn.Linear keeps its weight as (out_features, "
+                              "in_features), and so does the checkpoint: copy it as it is, no .T")
+    if name.endswith("bias") and not bool(found.any()):
+        return ("a bias left at zero", "a bias is all zeros, as if it was never copied: every Linear of the "
+                                       "checkpoint has a bias (in_proj_bias packs query.bias, key.bias, value.bias)")
+    if "norm" in name and name.endswith("weight") and bool((found == 1).all()):
+        return ("a LayerNorm left at its initial value", "a LayerNorm weight is all ones, as if it was never "
+                "copied: copy the checkpoint's LayerNorm.weight and LayerNorm.bias (BERT's gamma and beta)")
+    origin = _provenance(found, checkpoint)
+    if origin is not None:
+        return (f"{_layer_pattern(name)} holds {_layer_pattern(origin)}", _confusion_hint(name, origin, sources))
+    return ("values differ", "the values differ from the checkpoint's: copy the tensors unchanged (no scaling, "
+                             "no re-initialisation)")
+
+
+def _confusion_hint(name: str, origin: str, sources) -> str:
+    import re
+    layer_found = re.search(r"\.layers?\.(\d+)\.", origin)
+    layer_wanted = re.search(r"\.layers?\.(\d+)\.", name)
+    if layer_found and layer_wanted and layer_found.group(1) != layer_wanted.group(1) and \
+            _layer_pattern(origin) == _layer_pattern(sources[0]):
+        return "a tensor of another layer: layer i of the checkpoint (encoder.layer.i) goes to encoder.layers.i"
+    if "attention.output.dense" in origin or ("output.dense" in origin and "out_proj" in name):
+        return ("attention.output.dense is the attention's output projection (self_attn.out_proj); output.dense "
+                "is the feed-forward's second Linear (linear2)")
+    if "intermediate.dense" in origin or ("output.dense" in origin and "linear1" in name):
+        return ("intermediate.dense is the feed-forward's first Linear (hidden -> intermediate: linear1), "
+                "output.dense its second (linear2)")
+    if "LayerNorm" in origin:
+        return ("a LayerNorm from the wrong place: embedding_norm is embeddings.LayerNorm; in each layer norm1 "
+                "follows attention (attention.output.LayerNorm) and norm2 the feed-forward (output.LayerNorm)")
+    return f"{_layer_pattern(name)} is filled from the wrong checkpoint tensor"
+
+
+def _mapping_shape_hint(name: str, found: torch.Tensor, wanted: torch.Tensor, checkpoint: dict, sources) -> str:
+    origin = _provenance(found, checkpoint)
+    if origin is not None and origin not in sources:
+        return _confusion_hint(name, origin, sources)
+    if "in_proj" in name and found.dim() == 2 and tuple(found.shape) == tuple(wanted.shape[::-1]):
+        return ("query, key and value are stacked along dim=1, or the stack is transposed: in_proj_weight is "
+                "(3 * hidden_size, hidden_size), torch.cat([query, key, value], dim=0)")
+    if found.dim() == 2 and tuple(found.shape) == tuple(wanted.shape[::-1]):
+        return ("a transposed weight. nn.Linear keeps its weight as (out_features, in_features), and so does the "
+                "checkpoint: copy it as it is, no .T")
+    if "in_proj" in name and found.shape[0] * 3 == wanted.shape[0]:
+        return "in_proj packs all three of query, key and value, stacked along dim 0 (3 * hidden_size rows)"
+    return "each parameter of BertBase has the shape of the checkpoint tensor(s) it comes from"
+
+
+def _mapping_keys_hint(missing: list[str], unexpected: list[str]) -> str:
+    ignored = [k for k in unexpected if k.startswith("pooler.") or k == "embeddings.position_ids"]
+    if any(k.startswith(("embeddings.", "encoder.layer.")) for k in unexpected if k not in ignored):
+        return ("the keys are BertBase's parameter names (those of BertBase(config).state_dict()), not the "
+                "checkpoint's: e.g. encoder.layer.0.attention.output.dense.weight goes to "
+                "encoder.layers.0.self_attn.out_proj.weight")
+    if ignored:
+        return ("leave out the pooler (BertBase has none: we average the tokens) and embeddings.position_ids "
+                "(a constant buffer 0, 1, 2, ..., not a weight)")
+    if any(part in k for k in unexpected for part in ("query", "key", "value", "q_proj", "k_proj", "v_proj")):
+        return ("nn.MultiheadAttention has no separate query, key and value weights: stack them into "
+                "self_attn.in_proj_weight, and their biases into self_attn.in_proj_bias")
+    if any(k.endswith("in_proj_bias") for k in missing):
+        return ("in_proj_bias is missing: the query, key and value biases are packed into it like the weights, "
+                "in the same order")
+    if any(k.endswith(".bias") and "norm" not in k for k in missing):
+        return "a bias is missing: every Linear (out_proj, linear1, linear2) has a weight and a bias"
+    if any("norm" in k for k in missing):
+        return ("a LayerNorm is missing: embedding_norm from embeddings.LayerNorm, and in every layer norm1 and "
+                "norm2 from the layer's two LayerNorms, a weight and a bias each")
+    if any(".layers." in k for k in missing + unexpected):
+        return "one set of keys per layer: loop over range(config.num_hidden_layers), not a fixed count"
+    return "exactly one entry per parameter of BertBase(config).state_dict()"
+
+
+def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, visible: bool):
+    """The student's state dict for one case, after checking its keys, shapes, values and outputs."""
+    from collections.abc import Mapping
+    b = _bert_module()
+    config, checkpoint = _checkpoint_case(case)
+    mapping = b.weight_mapping(config)
+    right = b.convert_checkpoint(checkpoint, config)
+    reference = b.BertEncoder(config).eval()
+    given = {key: value.clone() for key, value in checkpoint.items()}
+    with _forbid_bert():
+        try:
+            with _no_warnings(what):
+                found = convert_checkpoint(given, config)
+        except CheckFailed:
+            raise
+        except AssertionError as error:
+            if "translab's own" in str(error):  # forbid()'s message: the answer calls translab's implementation
+                _fail(f"{what}: {error}", key="calls_translab")
+            _fail(f"{what} failed an assertion: {str(error)[:300]}", key="raised")
+        except NotImplementedError:
+            _fail(f"{what} is not written yet (it raises NotImplementedError).",
+                  hint="replace `raise NotImplementedError()` in the answer cell with your code, then run that cell",
+                  key="not_written")
+        except KeyError as error:
+            _fail(f"{what} raised KeyError" + (f": {error}" if visible else " (a key this checkpoint does not have)"),
+                  hint="read only the checkpoint's own keys (print them); loop "
+                  "over range(config.num_hidden_layers), not a fixed number of layers")
+        except Exception as error:
+            _fail(f"{what} raised {type(error).__name__}: {error}")
+    if not isinstance(found, Mapping) or not all(isinstance(v, torch.Tensor) for v in found.values()):
+        _fail(f"{what} must return a dict {{parameter name of BertBase: tensor}}.", "a dict of tensors",
+              wire.type_name(found) if not isinstance(found, Mapping) else "a dict with values that are not tensors",
+              "build a new dict; BertBase(config).load_state_dict(it) must accept it")
+    missing = [k for k in right if k not in found]
+    unexpected = [k for k in found if k not in right]
+    if missing or unexpected:
+        _fail(f"{what}: the keys are not BertBase's parameter names.",
+              f"the {len(right)} names of BertBase(config).state_dict()" if visible else "BertBase's names",
+              "; ".join(p for p in (missing and f"missing {_names(missing, counts=visible)}",
+                                    unexpected and f"unexpected {_names(unexpected, counts=visible)}") if p),
+              _mapping_keys_hint(missing, unexpected))
+    resized = [k for k in right if tuple(found[k].shape) != tuple(right[k].shape)]
+    if resized:
+        name = resized[0]
+        _fail(f"{what}: tensors of the wrong shape: {_names(resized, counts=visible)}.",
+              f"{name} {tuple(right[name].shape)}" if visible else None,
+              f"{tuple(found[name].shape)}" if visible else None,
+              _mapping_shape_hint(name, found[name], right[name], checkpoint, mapping[name]))
+    wrong = [k for k in right if not torch.equal(found[k].to(right[k].dtype), right[k])]
+    if wrong:
+        kinds: dict = {}
+        for name in wrong:
+            kind, hint = _mapping_value_mistake(name, found[name], right, checkpoint, mapping)
+            kinds.setdefault((kind, hint), []).append(name)
+        (kind, hint), names = max(kinds.items(), key=lambda item: len(item[1]))
+        others = " (and other tensors wrong otherwise)" if len(names) < len(wrong) else ""
+        _fail(f"{what}: tensors hold the wrong values: {_names(names, counts=visible)}{others}.",
+              "each parameter filled from its checkpoint tensor(s)", kind, hint)
+    reference.load_state_dict(dict(found), strict=True)
+    real = ~case["padding"]
+    with torch.no_grad():
+        out = reference(case["ids"], case["padding"], case["types"])
+    if not _close(out[real], case["expected"][real], atol=1e-4):
+        _fail(f"{what}: the encoder loaded with your tensors does not reproduce the reference outputs.",
+              hint="every tensor must be copied unchanged, in float32")
+    return config, found, out, case
+
+
+@_checked
+def check_weight_mapping(convert_checkpoint: Callable, split: str = "visible", BertBase: type | None = None) -> None:
+    """convert_checkpoint(checkpoint, config) -> BertBase's state dict: loaded into the reference encoder, the real
+    all-MiniLM-L6-v2 reproduces the reference outputs on sentences (hidden: other sentences, and a small
+    checkpoint of another shape).  With ``BertBase``, also says (not graded) whether your base computes the same."""
+    visible = split == "visible"
+    cases = references.load("bert_mapping")[split]
+    results = []
+    for case in cases:
+        real = case["checkpoint"] is None
+        what = ("convert_checkpoint(checkpoint, config) on all-MiniLM-L6-v2" + ("" if visible else ", hidden sentences")
+                if real else "convert_checkpoint on another (hidden) checkpoint")
+        results.append(_check_mapping_case(convert_checkpoint, case, what, visible))
+    config, found, out, case = results[0]
+    sentences = int(case["ids"].size(0))
+    message = (f"weight mapping: all {len(found)} tensors of all-MiniLM-L6-v2 in place (query, key, value packed in "
+               f"order); the reference encoder loaded with them reproduces its outputs on {sentences} "
+               + ("sentences" if visible else "hidden sentences") + (" and on another checkpoint" if len(cases) > 1 else ""))
+    if BertBase is not None:
+        try:
+            with _forbid_bert():
+                model = _call("BertBase(config)", BertBase, config)
+                model.load_state_dict(dict(found), strict=True)
+                model.eval()
+                with torch.no_grad():
+                    mine = _call("BertBase.forward", model, case["ids"], case["padding"], case["types"])
+            same = _close(mine[~case["padding"]], out[~case["padding"]], atol=1e-4)
+            note = ("your BertBase, loaded with the same tensors, computes the same outputs" if same else
+                    "not graded here: your BertBase loads these tensors but computes other outputs (see its check)")
+        except Exception as error:  # noqa: BLE001 - the base is graded by its own check
+            note = f"not graded here: your BertBase could not load or run them ({str(error).splitlines()[0][:120]})"
+        message += f"\n    {note}"
+    _ok(message)
+
+
+# --- the parameter count
+
+def bert_count_pieces(config, pooler: bool) -> SimpleNamespace:
+    """The right count of a BERT encoder and what its terms are made of, from which the usual wrong counts are
+    computed (d hidden size, f feed-forward width)."""
+    from dataclasses import replace
+    count = _bert_module().count_parameters_formula
+    layer = count(replace(config, num_hidden_layers=1)) - count(replace(config, num_hidden_layers=0))
+    return SimpleNamespace(config=config, pooler=pooler, right=count(config, pooler), count=count, replace=replace,
+                           layer=layer, d=config.hidden_size, f=config.intermediate_size,
+                           layers=config.num_hidden_layers, heads=config.num_attention_heads)
+
+
+BERT_COUNT_MISTAKES = {
+    "pooler_flipped": Mistake("the pooler is counted when pooler=False or left out when pooler=True: it is one Linear "
+                              "(hidden_size x hidden_size and its bias), added only when pooler=True",
+                              lambda p: p.count(p.config, not p.pooler)),
+    "no_biases": Mistake("biases are missing: every Linear has one (in-projection 3d, out-projection d, feed-forward "
+                         "intermediate_size + d, the pooler d)",
+                         lambda p: p.right - p.layers * (3 * p.d + p.d + p.f + p.d) - (p.d if p.pooler else 0)),
+    "no_layer_norms": Mistake("the two LayerNorms of each layer are missing (a weight and a bias of hidden_size each: "
+                              "4d per layer)", lambda p: p.right - p.layers * 4 * p.d),
+    "one_layer_norm": Mistake("one LayerNorm per layer; there are two (after attention and after the feed-forward)",
+                              lambda p: p.right - p.layers * 2 * p.d),
+    "no_embedding_norm": Mistake("the embedding LayerNorm (a weight and a bias of hidden_size: 2d) is missing",
+                                 lambda p: p.right - 2 * p.d),
+    "no_position_embeddings": Mistake("the position table is missing: BERT learns its positions, "
+                                      "max_position_embeddings x hidden_size parameters (part 1's sinusoids had none)",
+                                      lambda p: p.right - p.config.max_position_embeddings * p.d),
+    "no_token_types": Mistake("the token-type table (type_vocab_size x hidden_size) is missing",
+                              lambda p: p.right - p.config.type_vocab_size * p.d),
+    "position_ids_counted": Mistake("embeddings.position_ids is counted: a constant buffer of the checkpoint "
+                                    "(0 .. max_position_embeddings - 1), not a parameter",
+                                    lambda p: p.right + p.config.max_position_embeddings),
+    "feed_forward_of_width_d": Mistake("the feed-forward is counted with width hidden_size, as in part 2; BERT's is "
+                                       "intermediate_size wide",
+                                       lambda p: p.count(p.replace(p.config, intermediate_size=p.d), p.pooler)),
+    "attention_times_heads": Mistake("the attention is multiplied by the number of heads; the heads split hidden_size "
+                                     "into slices, the projections stay hidden_size x hidden_size",
+                                     lambda p: p.right + p.layers * (p.heads - 1) * (4 * p.d * p.d + 4 * p.d)),
+    "qkv_once": Mistake("one projection counted instead of three (query, key and value each have d*d + d)",
+                        lambda p: p.right - p.layers * (2 * p.d * p.d + 2 * p.d)),
+    "no_out_projection": Mistake("the attention's output projection (d*d + d per layer) is missing",
+                                 lambda p: p.right - p.layers * (p.d * p.d + p.d)),
+    "one_layer": Mistake("only one layer counted; multiply by num_hidden_layers",
+                         lambda p: p.right - (p.layers - 1) * p.layer),
+}
+
+
+@_checked
+def check_bert_parameter_count(count_bert_parameters: Callable, split: str = "visible") -> None:
+    """count_bert_parameters(config, pooler=False) by formula: all-MiniLM-L6-v2 (visible), other shapes (hidden)."""
+    from .. import params
+    b = _bert_module()
+    visible = split == "visible"
+    cases = references.load("bert_parameters")[split]
+    for case in cases:
+        config, pooler, expected = b.BertConfig(**case["config"]), case["pooler"], case["expected"]
+        call = f"count_bert_parameters(config, pooler={pooler})"
+        with forbid(b.count_parameters_formula, params.count_trainable_parameters):
+            found = _call(call, count_bert_parameters, config, pooler=pooler)
+        try:
+            value = int(found)
+        except (TypeError, ValueError):
+            _fail(f"{call} is not a number.", "an int", _short(found))
+        if value == expected and float(found) == expected:
+            continue
+        hints = [mistake.hint for key, mistake in BERT_COUNT_MISTAKES.items()
+                 if case[key] != expected and value == case[key]]
+        hint = " -- or: ".join(hints) if hints else (
+            "embeddings (vocab_size + max_position_embeddings + type_vocab_size) * d + 2d; per layer "
+            "3(d*d + d) + (d*d + d) + (d*f + f) + (f*d + d) + 4d; the pooler d*d + d only when pooler=True")
+        if visible:
+            _fail(f"{call} for all-MiniLM-L6-v2 is off by {value - expected:+,}.", f"{expected:,}", f"{value:,}", hint)
+        _fail(f"{call} is wrong on a hidden configuration.", hint=hint)
+    if visible:
+        without, with_pooler = (case["expected"] for case in cases)
+        _ok(f"all-MiniLM-L6-v2: {without:,} parameters without the pooler, {with_pooler:,} with it")
+    else:
+        _ok(f"parameter formula right on {len(cases) // 2} hidden configurations, with and without the pooler")
+
+
+# --- the classifier
+
+def bert_pooling_pieces(classifier: nn.Module, ids, padding, types) -> SimpleNamespace:
+    """A reference BertClassifier's encoder output and head, from which the usual wrong readouts are computed."""
+    encoder = classifier.encoder
+    return SimpleNamespace(head=classifier.head, encoder=encoder, ids=ids, padding=padding, types=types,
+                           hidden=encoder(ids, padding, types), lengths=(~padding).sum(dim=1),
+                           keep=(~padding).unsqueeze(-1).float(), mean_pool=_bert_module().mean_pool)
+
+
+BERT_POOLING_MISTAKES = {  # what the logits look like: "the head applied to <looks_like>"
+    "mean_with_padding": Mistake("average the real tokens only (padding_mask is True at padding): "
+                                 "(hidden * keep).sum(1) / keep.sum(1) with keep = ~padding_mask",
+                                 lambda p: p.head(p.hidden.mean(dim=1)), "the mean over every position, padding included"),
+    "last_real_token": Mistake("that is part 4's readout, right for a causal model. This encoder is bidirectional: every "
+                               "token has seen the whole sentence, and the mean over the real tokens is the summary it "
+                               "was trained to give",
+                               lambda p: p.head(p.hidden[torch.arange(len(p.ids)), p.lengths - 1]),
+                               "each sentence's last real token"),
+    "first_token": Mistake("average the real tokens instead: this checkpoint was trained with mean-pooled sentence "
+                           "vectors (and the pooler over [CLS] is not loaded)",
+                           lambda p: p.head(p.hidden[:, 0]), "the first token ([CLS]) alone"),
+    "last_position": Mistake("that is padding for every shorter sentence; average the real tokens",
+                             lambda p: p.head(p.hidden[:, -1]), "the last position"),
+    "sum": Mistake("divide by the number of real tokens: a mean does not grow with length",
+                   lambda p: p.head((p.hidden * p.keep).sum(dim=1)), "the sum over the real tokens"),
+    "max": Mistake("average the real tokens instead",
+                   lambda p: p.head(p.hidden.masked_fill(p.padding.unsqueeze(-1), float("-inf")).max(dim=1).values),
+                   "the maximum over the real tokens"),
+    "no_padding_mask": Mistake("pass padding_mask to the encoder too, or its attention reads padding: "
+                               "self.encoder(input_ids, padding_mask, token_type_ids)",
+                               lambda p: p.head(p.mean_pool(p.encoder(p.ids, None, p.types), p.padding)),
+                               "an encoder run without the padding mask"),
+    "types_ignored": Mistake("pass token_type_ids on to the encoder",
+                             lambda p: p.head(p.mean_pool(p.encoder(p.ids, p.padding), p.padding)),
+                             "an encoder run without the token types"),
+}
+
+
+@_checked
+def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
+    """BertClassifier(encoder, nclasses): a fresh head over the mean of the real tokens' vectors."""
+    b = _bert_module()
+    visible = split == "visible"
+    cases = references.load("bert_classifier")[split]
+    for case in cases:
+        config, nclasses = b.BertConfig(**case["config"]), case["nclasses"]
+        encoder = b.BertEncoder(config)
+        encoder.load_state_dict(case["encoder_state"])
+        label = f"BertClassifier(encoder, nclasses={nclasses})" if visible else "BertClassifier on a hidden configuration"
+        with _forbid_pooling():
+            model = _call(label, BertClassifier, encoder, nclasses)
+        if not isinstance(model, nn.Module):
+            _fail(f"{label} must build an nn.Module.", "an nn.Module", wire.type_name(model))
+        state = {**{f"encoder.{k}": v for k, v in case["encoder_state"].items()},
+                 **{f"head.{k}": v for k, v in case["head_state"].items()}}
+        _load_bert_state(model, state, label, classifier=True, visible=visible)
+        frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+        if frozen:
+            _fail(f"{label}: some parameters are frozen.", "every parameter trainable (we fine-tune the whole model)",
+                  _names(frozen))
+        model.eval()
+        with _forbid_pooling(), torch.no_grad():
+            out = _call(f"{label}.forward(input_ids, padding_mask, token_type_ids)", model, case["ids"],
+                        case["padding"], case["types"])
+            plain = _call(f"{label}.forward(input_ids)", model, case["ids"])
+        expected = case["expected"]
+        if not isinstance(out, torch.Tensor) or out.shape != expected.shape:
+            _fail(f"{label} returns the wrong shape.", f"{tuple(expected.shape)} = (batch, nclasses)",
+                  tuple(out.shape) if isinstance(out, torch.Tensor) else wire.type_name(out),
+                  "one vector per sentence (the mean over its real tokens), then the head")
+        if not _close(out, expected):
+            for key, (hint, _, looks_like, _, _) in BERT_POOLING_MISTAKES.items():
+                if not _close(case[key], expected) and _close(out, case[key]):
+                    _fail(f"{label}: the logits differ from the reference.",
+                          "the head applied to the mean of the real tokens' vectors",
+                          f"the head applied to {looks_like}", hint)
+            _fail(f"{label}: the logits differ from the reference.", _short(expected) if visible else None,
+                  _short(out) if visible else None,
+                  "hidden = encoder(input_ids, padding_mask, token_type_ids); average hidden over the real tokens "
+                  "(padding_mask False); return head(that mean)")
+        if not _close(plain, case["expected_no_masks"]):
+            _fail(f"{label}: forward(input_ids) without a padding mask differs from the reference.",
+                  hint="padding_mask=None means no padding: average every position")
+    _ok(f"BertClassifier on {len(cases)} {'configuration' if visible else 'hidden configuration'}"
+        f"{'s' if len(cases) > 1 else ''}: a fresh head on the mean of the real tokens, never padding")
