@@ -97,4 +97,4 @@ bench: $(VENV)/.installed ## measure training throughput and autograde time into
 	$(PY) -m experiments.bench
 
 clean: ## remove grading working folders (keeps .venv, data and artifacts)
-	rm -rf autograded feedback reports gradebook.db grades.csv .pytest_cache
+	rm -rf autograded feedback reports gradebook.db grades.csv .pytest_cache test-artifacts

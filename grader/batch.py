@@ -778,6 +778,10 @@ def collect(root: Path, archive: Path) -> list[str]:
     print(report.summary())
     if not report.students:
         raise GradingError(f"nothing could be collected from {archive}: every entry was skipped (see above)")
+    if report.names:
+        from . import roster
+        named = roster.name_from_collect(root, report.names)
+        print(f"named {named} student(s) in the gradebook from the zip (students named by a roster keep theirs)")
     return report.students
 
 
@@ -786,10 +790,22 @@ def _notebook_budget() -> float:
     return GuardedExecute.notebook_budget.default_value
 
 
+def course_root(start: Path | None = None) -> Path:
+    """The course the commands act on: the nearest folder, from ``start`` (the current one) up, that holds
+    ``nbgrader_config.py``, as nbgrader finds its configuration; else the repository this package came from."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "nbgrader_config.py").is_file():
+            return folder
+    return REPO_ROOT
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="the course folder (default: the repository)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="the course folder (default: the nearest folder from here up that holds "
+                             "nbgrader_config.py, else this repository)")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("release", help="regenerate notebooks/ from solutions/")
     commands.add_parser("references", help="rebuild grader/references/ from translab")
@@ -824,7 +840,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = [arg for arg in extra if not arg.startswith("--") or "=" not in arg]
     if bad:
         parser.error(f"extra nbgrader options must look like --Class.trait=value: {' '.join(bad)}")
-    root = args.root.resolve()
+    root = (args.root or course_root()).resolve()
     try:
         if args.command == "release":
             for path in release(root):

@@ -51,7 +51,12 @@ from pathlib import Path
 MAX_NOTEBOOK_BYTES = 100 * 2**20
 STUDENT_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 NOTEBOOK_PATTERN = re.compile(r"(?:^|_)(?P<notebook>\d\d_[a-z0-9_]+?)(?P<copy>-\d+|_\d+| ?\(\d+\))?\.ipynb$")
-MOODLE = re.compile(r"^.+?_(?P<student>\d+)_assignsubmission_[a-z]+_(?P<rest>.*)$")
+MOODLE = re.compile(r"^(?P<name>.+?)_(?P<student>\d+)_assignsubmission_[a-z]+_(?P<rest>.*)$")
+# A person's name as a formgrader page may show it: letters (any script, with their accents), spaces, and the
+# apostrophes, hyphens and full stops of names; nothing a browser could read as markup.  An LMS lets students
+# choose their display name, so anything else is not used.
+PERSON_NAME = re.compile(r"(?:[^\W\d_]|[ '\u2019.\-])+")
+MAX_NAME = 100
 ACCEPTED_COMPRESSION = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED})  # see the module docstring
 EXTENDED_TIMESTAMP = 0x5455
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"  # nbgrader's Exchange.timestamp_format, in UTC
@@ -82,6 +87,7 @@ class Candidate:
     notebook: str
     copy: int  # the LMS's copy number: 0 for none, 1 for "-1", ...
     zip_time: datetime | None
+    name: str | None = None  # the student's full name, where the LMS writes it (Moodle)
 
     @property
     def order(self) -> tuple:
@@ -103,6 +109,8 @@ class CollectReport:
     archive: Path
     csv_path: Path | None = None
     rows: list[ReportRow] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)  # student id -> full name, where the zip had a usable one
+    unusable_names: dict[str, str] = field(default_factory=dict)  # ... and where it had one we do not show
 
     def add(self, entry: str, action: str, reason: str = "", student: str = "", notebook: str = "",
             when: datetime | None = None) -> None:
@@ -126,6 +134,12 @@ class CollectReport:
         if skipped:
             lines.append(f"skipped {len(skipped)} entr(ies):")
             lines += [f"  {_shown(row.entry) or '(no entry)'}: {_shown(row.reason)}" for row in skipped]
+        if self.names:
+            lines.append(f"names of {len(self.names)} student(s) read from the zip")
+        if self.unusable_names:
+            lines.append("names not used (only letters, spaces and ' - . are shown in the formgrader): "
+                         + ", ".join(f"{_shown(student)} ({_shown(name)[:60]!r})"
+                                     for student, name in sorted(self.unusable_names.items())))
         if self.csv_path:
             lines.append(f"report: {self.csv_path}")
         return "\n".join(lines)
@@ -158,19 +172,20 @@ def _name_parts(name: str) -> list[str]:
     return parts
 
 
-def _student_and_file(parts: list[str]) -> tuple[str, str]:
-    """(student id as the LMS wrote it, the part of the name that should be a notebook)."""
+def _student_and_file(parts: list[str]) -> tuple[str, str, str | None]:
+    """(student id as the LMS wrote it, the part of the name that should be a notebook, the student's name if
+    the LMS wrote one)."""
     moodle = MOODLE.match(parts[0])
     if moodle:  # in folders (parts[0] is the folder) or flat (the file's own name follows the marker)
-        return moodle["student"], parts[-1] if len(parts) > 1 else moodle["rest"]
+        return moodle["student"], parts[-1] if len(parts) > 1 else moodle["rest"], moodle["name"]
     if len(parts) == 2:
-        return parts[0], parts[1]
+        return parts[0], parts[1], None
     if len(parts) == 1:
         if NOTEBOOK_PATTERN.match(parts[0]):
             raise Skip("no student in the name: expected a folder per student or an LMS file name "
                        "such as doejane_12345_67890_01_....ipynb")
         student, _, rest = parts[0].partition("_")  # Canvas: the login, then [late_]user_submission_file
-        return student, rest
+        return student, rest, None
     raise Skip("nested folders: expected <student folder>/<notebook> or an LMS's flat file name")
 
 
@@ -182,7 +197,7 @@ def _candidate(index: int, info: zipfile.ZipInfo, lab_notebooks: set[str]) -> Ca
     mode = info.external_attr >> 16
     if stat.S_IFMT(mode) and not stat.S_ISREG(mode):
         raise Skip("a symbolic link" if stat.S_ISLNK(mode) else f"not a regular file (type {stat.S_IFMT(mode):o})")
-    student, file_name = _student_and_file(parts)
+    student, file_name, name = _student_and_file(parts)
     if not STUDENT_ID.fullmatch(student):
         raise Skip(f"invalid student id {student!r}: ids are 1 to 64 letters, digits, '.', '_' or '-', "
                    "not starting with '.' or '-'", student=student)
@@ -200,7 +215,7 @@ def _candidate(index: int, info: zipfile.ZipInfo, lab_notebooks: set[str]) -> Ca
         raise Skip(f"{info.file_size} bytes uncompressed, over the {MAX_NOTEBOOK_BYTES} bytes a notebook may have",
                    student, notebook)
     copy = int(re.sub(r"\D", "", match["copy"] or "") or 0)
-    return Candidate(index, info, student, notebook, copy, zip_time(info))
+    return Candidate(index, info, student, notebook, copy, zip_time(info), name)
 
 
 def zip_time(info: zipfile.ZipInfo) -> datetime | None:
@@ -374,6 +389,7 @@ def collect_zip(root: Path, archive: Path, assignment: str) -> CollectReport:
                 continue
             if candidate:
                 copies[candidate.student][candidate.notebook].append(candidate)
+                _note_name(report, candidate)
         if copies:
             submitted = root / "submitted"
             try:
@@ -391,6 +407,22 @@ def collect_zip(root: Path, archive: Path, assignment: str) -> CollectReport:
                 os.close(submitted_fd)
     report.write_csv(root / "downloaded" / assignment / REPORT_NAME)
     return report
+
+
+def _note_name(report: CollectReport, candidate: Candidate) -> None:
+    name = " ".join((candidate.name or "").split())
+    if not name:
+        return
+    if PERSON_NAME.fullmatch(name) and len(name) <= MAX_NAME:
+        report.names[candidate.student] = name
+    else:
+        report.unusable_names[candidate.student] = name
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """(first name, last name) of a full name as an LMS writes it: the last word is the last name."""
+    first, _, last = name.rpartition(" ")
+    return (first, last) if first else (name, "")
 
 
 def _latest_readable(zipped: zipfile.ZipFile, copies: list[Candidate],

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .collect import STUDENT_ID
+from .collect import MAX_NAME, PERSON_NAME, STUDENT_ID, split_name
 
 COLUMNS = {
     "id": ("id", "student_id", "student id", "username", "user name", "login", "login id", "id number", "sis user id"),
@@ -74,8 +74,14 @@ def read(path: Path) -> list[Student]:
             continue
         seen[student_id] = line
         email = value("email")
-        if email and not re.fullmatch(r"[^@\s]+@[^@\s]+", email):
+        if email and not re.fullmatch(r"[^@\s<>\"'&]+@[^@\s<>\"'&]+", email):
             problems.append(f"line {line}: {email!r} is not an e-mail address")
+            continue
+        odd = [name for name in (value("first_name"), value("last_name"))
+               if name and not (PERSON_NAME.fullmatch(name) and len(name) <= MAX_NAME)]
+        if odd:
+            problems.append(f"line {line}: the name {odd[0][:60]!r} has characters other than letters, spaces and "
+                            "' - . (the formgrader shows names as they are; correct it in the file)")
             continue
         students.append(Student(student_id, value("first_name"), value("last_name"), email))
     if problems:
@@ -87,11 +93,11 @@ def read(path: Path) -> list[Student]:
 
 def import_roster(root: Path, path: Path) -> tuple[int, int]:
     """Add or update every student of the roster in the course's gradebook; (added, updated)."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     students = read(path)
     added = updated = 0
-    with Gradebook(f"sqlite:///{Path(root) / 'gradebook.db'}") as gradebook:
+    with _gradebook(root) as gradebook:
         for student in students:
             try:
                 gradebook.find_student(student.id)
@@ -101,6 +107,39 @@ def import_roster(root: Path, path: Path) -> tuple[int, int]:
             gradebook.update_or_create_student(student.id, first_name=student.first_name,
                                                last_name=student.last_name, email=student.email)
     return added, updated
+
+
+def name_from_collect(root: Path, names: dict[str, str]) -> int:
+    """Give the students of an LMS zip (``make collect``) the names the zip holds, where the gradebook has none
+    yet (a roster's names win); returns how many were named."""
+    from nbgrader.api import MissingEntry
+
+    named = 0
+    with _gradebook(root) as gradebook:
+        for student_id, name in sorted(names.items()):
+            try:
+                known = gradebook.find_student(student_id)
+                if known.first_name or known.last_name:
+                    continue
+            except MissingEntry:
+                pass
+            first, last = split_name(name)
+            gradebook.update_or_create_student(student_id, first_name=first, last_name=last or None)
+            named += 1
+    return named
+
+
+def _gradebook(root: Path):
+    """The course's gradebook; a new one runs nbgrader's migrations, which call ``alembic`` from PATH: this
+    interpreter's bin/ first (as ``grader.batch`` does for nbgrader)."""
+    import os
+    import sys
+
+    from nbgrader.api import Gradebook
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+    return Gradebook(f"sqlite:///{Path(root) / 'gradebook.db'}")
 
 
 def _normal(cell: str) -> str:

@@ -17,7 +17,7 @@ them renders it (``nbgrader_config.py`` runs it at the end of autograding and ag
 * the notebook's widget state (``metadata.widgets``) is dropped.
 
 Kept markup is an allow-list: formatting, lists, headings, tables, code (pygments' classes only), links to
-http(s)/mailto/#anchors, images from ``data:image/png|jpeg|gif`` or a plain relative path of the submission.
+http(s)/mailto/#anchors and to the lab's notebooks by bare name, images from ``data:image/png|jpeg|gif`` or a plain relative path of the submission.
 No ``style`` attribute or element, no ``id`` but nbconvert's heading anchors (and none that nbgrader's pages
 use), no event handlers, iframes, objects, forms, SVG or MathML.
 """
@@ -62,15 +62,17 @@ KEPT_ATTRIBUTES = {
 LINK_SCHEMES = frozenset({"http", "https", "mailto"})
 DATA_IMAGE_PREFIXES = ("data:image/png;", "data:image/jpeg;", "data:image/gif;")
 RELATIVE_IMAGE = re.compile(r"\w[\w./-]*")  # no scheme, host, leading slash, %-escape or backslash
+LAB_NOTEBOOK = re.compile(r"\d\d_[a-z0-9_]+\.ipynb")  # the notebooks' links to the previous and next part
 # Ids of nbgrader's own page elements; the formgrader's script finds a cell's score box by its grade_id
 # ($("#" + grade_id)), so a student heading with that id, earlier on the page, would take the box's place.
 PAGE_IDS = frozenset({"notebook", "notebook-container", "statusmessage", "toc", "top"})
 
 
 def _is_safe_link(url: str) -> bool:
-    """A link the grader may follow by clicking: the web, mail, or an anchor of the page."""
+    """A link the grader may follow by clicking: the web, mail, an anchor of the page, or another notebook of the lab
+    (a bare file name: relative to the page, it reaches nothing but a missing page)."""
     url = html.unescape(url).strip()
-    return url.startswith("#") or urlsplit(url).scheme.lower() in LINK_SCHEMES
+    return url.startswith("#") or urlsplit(url).scheme.lower() in LINK_SCHEMES or bool(LAB_NOTEBOOK.fullmatch(url))
 
 
 def _is_safe_image(src: str) -> bool:

@@ -9,11 +9,14 @@ Students (all in ``submitted/`` of the copy; two of them arrive through an LMS z
 """
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
@@ -176,3 +179,51 @@ def cell_scores(root: Path, student: str) -> dict:
             for grade in notebook.grades:
                 scores[(notebook.name, grade.name)] = (grade.score, grade.max_score, grade.cell_type == "code")
     return scores
+
+
+# ----------------------------------------------------------------- headless Chromium, for the browser tests
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-quic"]
+INSTALL_CHROMIUM = "sudo apt-get update && sudo apt-get install -y chromium"
+ARTIFACTS = Path(os.environ.get("TRANSLAB_TEST_ARTIFACTS", REPO_ROOT / "test-artifacts"))
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Path:
+    """Debian's Chromium (Playwright's own download does not work here); skips without it, fails under CI."""
+    if not CHROMIUM.exists():
+        message = f"Chromium is missing ({CHROMIUM}): run `{INSTALL_CHROMIUM}` (or `make browser` as root)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@contextmanager
+def page_of(browser, name: str):
+    """A page that cannot reach beyond 127.0.0.1 (CDNs included: offline, as a grading server may be); on a
+    failed step, a screenshot ``ARTIFACTS/<name>.png``, whose path the failure prints."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.route(re.compile(r"^https?://(?!127\.0\.0\.1[:/])"), lambda route: route.abort())
+    page = context.new_page()
+    try:
+        yield page
+    except Exception:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / f"{name}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        print(f"\nscreenshot of the failing step: {shot}")
+        raise
+    finally:
+        context.close()

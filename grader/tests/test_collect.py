@@ -124,6 +124,34 @@ def test_moodle_canvas_and_plain_folder_layouts_give_the_right_students(course, 
     assert "collected 6 notebook(s) of 6 student(s)" in output
 
 
+def test_a_moodle_zip_names_its_students_in_the_gradebook_but_never_with_markup(course, tmp_path, capsys):
+    from nbgrader.api import Gradebook
+    from grader import roster
+    (course / "gradebook.db").unlink(missing_ok=True)
+    roster.import_roster(course, _roster(tmp_path, "id,first_name,last_name\n34567,Rosa,Roster\n"))
+    archive = make_zip(tmp_path / "moodle.zip", [
+        entry(f"Jane van Doe_12345_assignsubmission_file_/{MASK}.ipynb"),
+        entry(f"Zoë O'Brien-Ng_23456_assignsubmission_file_{MODEL}.ipynb"),
+        entry(f"<img src=x onerror=alert(1)>_45678_assignsubmission_file_{MASK}.ipynb"),
+        entry(f"Other Name_34567_assignsubmission_file_{MASK}.ipynb"),  # the roster's name stays
+        entry(f"doejane_4711_9001_{PRETRAIN}.ipynb"),  # Canvas writes no name
+    ])
+    code, output, _ = run_collect(course, archive, capsys)
+    assert code == 0, output
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        names = {s.id: (s.first_name, s.last_name) for s in gradebook.students}
+    assert names["12345"] == ("Jane van", "Doe") and names["23456"] == ("Zoë", "O'Brien-Ng")
+    assert names["34567"] == ("Rosa", "Roster")
+    assert "45678" not in names and "doejane" not in names
+    assert "names not used" in output and "45678" in output
+
+
+def _roster(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "roster.csv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def test_unsafe_names_are_skipped_and_nothing_is_written_outside_submitted(course, tmp_path, capsys):
     unsafe = {
         "../evil.ipynb": "'..'",

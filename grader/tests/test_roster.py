@@ -31,6 +31,8 @@ def test_reads_an_lms_export_whatever_its_column_names_and_order(tmp_path):
     ("id,email\nada,a@b.c\nada,d@e.f\n", "again (first on line 2)"),
     ("id,email\nada,not-an-address\n", "not an e-mail address"),
     ("id,email\n", "a header but no students"),
+    ("id,first_name,last_name\nada,<script>alert(1)</script>,L\n", "has characters other than letters"),
+    ("id,email\nada,\"<b>@x.org\"\n", "not an e-mail address"),
 ])
 def test_a_bad_roster_says_which_row_and_imports_nothing(tmp_path, text, message):
     path = _write(tmp_path / "roster.csv", text)
@@ -65,3 +67,12 @@ def test_the_command_adds_then_updates_and_grades_csv_shows_names(course, tmp_pa
         ("Alice", "Liddell", "True")
     assert rows["zoe"]["submitted"] == "False" and float(rows["zoe"]["total"]) == 0, "a roster student without work"
     assert rows["blank"]["first_name"] == "" and rows["blank"]["submitted"] == "True"
+
+
+def test_the_commands_find_the_course_from_the_current_folder(tmp_path, monkeypatch):
+    from grader.batch import course_root
+    from translab.paths import REPO_ROOT
+    (tmp_path / "course" / "notebooks").mkdir(parents=True)
+    (tmp_path / "course" / "nbgrader_config.py").write_text("c = get_config()\n")
+    assert course_root(tmp_path / "course" / "notebooks") == (tmp_path / "course").resolve()
+    assert course_root(tmp_path) == REPO_ROOT  # no course above: this repository
