@@ -17,6 +17,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -219,6 +220,24 @@ def isolation_overhead(students: int = 2, rounds: int = 2, timeout: float = 3600
                           "namespaces; rlimits only where it refuses them)")}
 
 
+ESTIMATE = re.compile(r"""budget\.estimate\(\s*["'](\d\d)["']\s*,\s*["']([^"']+)["']\s*\)""")
+
+
+def training_cells(notebook) -> dict:
+    """{cell name: seconds} of an executed notebook's training cells (those calling ``budget.estimate``), from
+    nbclient's timing record: what ``Budget.estimate`` prints before the cell runs."""
+    from datetime import datetime
+    found = {}
+    for cell in notebook.cells:
+        match = ESTIMATE.search(cell.source) if cell.cell_type == "code" else None
+        timing = cell.metadata.get("execution", {})
+        if match and "iopub.execute_input" in timing and "shell.execute_reply" in timing:
+            began, ended = (datetime.fromisoformat(timing[k].replace("Z", "+00:00"))
+                            for k in ("iopub.execute_input", "shell.execute_reply"))
+            found[match.group(2)] = round((ended - began).total_seconds(), 1)
+    return found
+
+
 def notebook_times(timeout: float = 3600) -> dict:
     """Wall time of each solution notebook run top to bottom in a fresh kernel, at the student budget and
     at the grading budget (``NBGRADER_EXECUTION`` set, as nbgrader sets it); null with the error if one fails."""
@@ -237,9 +256,10 @@ def notebook_times(timeout: float = 3600) -> dict:
                 with tempfile.TemporaryDirectory(prefix="translab-bench-nb-") as tmp:
                     start = time.perf_counter()
                     try:
-                        NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                        NotebookClient(notebook, timeout=timeout, kernel_name="python3", record_timing=True,
                                        resources={"metadata": {"path": tmp}}).execute()
                         times[path.stem][budget] = round(time.perf_counter() - start, 1)
+                        times[path.stem].setdefault("cells", {})[budget.removesuffix("_s")] = training_cells(notebook)
                     except Exception as error:  # a failing notebook is a finding, not a crash of the bench
                         times[path.stem][budget] = None
                         times[path.stem][budget.replace("_s", "_error")] = f"{type(error).__name__}: {str(error)[:300]}"
@@ -264,9 +284,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--class-jobs", type=int, nargs="+", default=[1, 2], help="--jobs values to time the class with")
     parser.add_argument("--overhead-students", type=int, default=2,
                         help="complete submissions graded with and without the sandbox, twice (0 skips it; about 8 min at 2)")
+    parser.add_argument("--only-notebooks", action="store_true",
+                        help="time the solution notebooks only (student and grading budgets, training cells one by "
+                             "one) and replace that section of an existing bench.json (about 6 min)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.only_notebooks:
+        path = args.out / "bench.json"
+        result = json.loads(path.read_text()) if path.exists() else {"schema_version": SCHEMA_VERSION}
+        started = time.time()
+        result["notebooks"] = notebook_times()
+        result["notebooks_measured"] = {"command": "python -m experiments.bench --only-notebooks",
+                                        "cpu_count": os.cpu_count(), "wall_time_s": round(time.time() - started, 1)}
+        args.out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result["notebooks"], indent=1))
+        return 0
     steps, rounds, warmup = (4, 3, 2) if args.quick else (20, 7, 5)
     batch_size, seq_len = 32, 64
     started = time.time()

@@ -24,6 +24,24 @@ class Budget:
     bert_epochs: int           # its epochs
     bert_eval_size: int        # validation sentences it is scored on after each epoch
 
+    def estimate(self, part: str, cell: str) -> float | None:
+        """Print how long this training cell took at this budget when ``make bench`` last ran the notebooks
+        (``results/bench.json``, per cell), before it starts; returns the seconds, or None if never measured."""
+        import json
+
+        from .paths import RESULTS_DIR
+        try:
+            bench = json.loads((RESULTS_DIR / "bench.json").read_text(encoding="utf-8"))
+            notebook = next(v for k, v in bench["notebooks"].items() if k.startswith(f"{part}_"))
+            seconds = notebook["cells"]["student" if self.name == "full" else "nbgrader"][cell]
+        except (OSError, ValueError, KeyError, StopIteration, TypeError):
+            print(f"{cell}: no time measured for this cell yet (make bench)")
+            return None
+        cores = bench.get("cpu_count") or "?"
+        print(f"{cell}: about {seconds:.0f} s at the {self.name} budget on a {cores}-core laptop CPU "
+              "(measured by make bench; longer while other programs share the CPU)")
+        return float(seconds)
+
 
 FULL = Budget("full", pretrain_steps=150, pretrain_reviews=300, lm_eval_batches=20, finetune_epochs=6,
               finetune_train_size=1600, eval_size=2000, mlm_steps=60, bert_train_size=400, bert_epochs=2,
