@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="complete submissions graded with and without the sandbox, twice (0 skips it; about 8 min at 2)")
     parser.add_argument("--only-notebooks", action="store_true",
                         help="time the solution notebooks only (student and grading budgets, training cells one by "
-                             "one) and replace that section of an existing bench.json (about 6 min)")
+                             "one) and replace that section of an existing bench.json (216 s measured on 2 quiet cores)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -81,10 +81,16 @@ def _nbgrader_env(extra: dict | None = None) -> dict:
     # 3.9 s with PyTorch's default 2 threads while the other core was busy, 0.37 s with one thread.
     # Grading is throughput work (one submission per core), so this is also the faster choice.
     env.setdefault("OMP_NUM_THREADS", "1")
-    # nbgrader runs `alembic` (the gradebook's migrations) from PATH: put this venv's bin/ first.
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PATH"] = with_venv_bin(env.get("PATH", ""))
     env.update(extra or {})
     return env
+
+
+def with_venv_bin(path: str) -> str:
+    """``path`` (a PATH value) with this interpreter's bin/ first: nbgrader runs ``alembic`` (a new gradebook's
+    migrations) from PATH, and it must be this venv's."""
+    bin_dir = str(Path(sys.executable).parent)
+    return path if path.split(os.pathsep)[:1] == [bin_dir] else os.pathsep.join([bin_dir, path])
 
 
 def _run_nbgrader(root: Path, args: list[str], env: dict | None = None,

@@ -130,15 +130,13 @@ def name_from_collect(root: Path, names: dict[str, str]) -> int:
 
 
 def _gradebook(root: Path):
-    """The course's gradebook; a new one runs nbgrader's migrations, which call ``alembic`` from PATH: this
-    interpreter's bin/ first (as ``grader.batch`` does for nbgrader)."""
+    """The course's gradebook (a new one runs nbgrader's migrations: ``alembic`` from this venv, ``with_venv_bin``)."""
     import os
-    import sys
 
     from nbgrader.api import Gradebook
-    bin_dir = str(Path(sys.executable).parent)
-    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+
+    from .batch import with_venv_bin
+    os.environ["PATH"] = with_venv_bin(os.environ.get("PATH", ""))
     return Gradebook(f"sqlite:///{Path(root) / 'gradebook.db'}")
 
 

@@ -422,7 +422,10 @@ def serve(check: str, args: tuple, kwargs: dict, split: str) -> dict:
     objects: dict[int, Any] = {}
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(os.environ[ENV])
+        try:
+            sock.connect(os.environ[ENV])
+        except OSError as error:
+            raise WireError(f"the grader's checker cannot be reached ({error})") from None
         tree, buffers = encode({"args": list(args), "kwargs": dict(kwargs)}, objects)
         send(sock, {"op": "begin", "check": check, "split": split, "part": kwargs.get("part"), "value": tree}, buffers)
         while True:

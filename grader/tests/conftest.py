@@ -227,3 +227,26 @@ def page_of(browser, name: str):
         raise
     finally:
         context.close()
+
+
+# ----------------------------------------------------------------- course copies the Makefile can serve
+
+MAKE_FILES = ("Makefile", "nbgrader_config.py", "pyproject.toml", "constraints.txt")
+
+
+def course_copy(root: Path, *folders: str) -> Path:
+    """A course at ``root`` that `make` targets run in: the Makefile and what it depends on, their times kept (make
+    must not reinstall the venv), and ``folders`` of the repository."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name in MAKE_FILES:
+        shutil.copy2(REPO_ROOT / name, root / name)
+    for name in folders:
+        shutil.copytree(REPO_ROOT / name, root / name)
+    return root
+
+
+def submission_id(root: Path, student: str, notebook: str) -> str:
+    """The gradebook id of a student's submitted notebook: its formgrader page is /formgrader/submissions/<id>."""
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        return gradebook.find_submission_notebook(notebook, "transfer_learning", student).id

@@ -10,14 +10,13 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import _run, page_of
+from conftest import _run, course_copy, page_of, submission_id
 from test_lab_servers import TOKEN, served
 from translab.paths import REPO_ROOT
 
@@ -33,12 +32,7 @@ LONG = 180_000  # ms: a kernel start and a run of the notebook's first cells on 
 
 @pytest.fixture(scope="module")
 def student_course(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("student_lab")
-    for name in ("Makefile", "nbgrader_config.py", "pyproject.toml", "constraints.txt"):
-        shutil.copy2(REPO_ROOT / name, root / name)
-    for name in ("notebooks", "translab/jupyter_student"):
-        shutil.copytree(REPO_ROOT / name, root / name)
-    return root
+    return course_copy(tmp_path_factory.mktemp("student_lab"), "notebooks", "translab/jupyter_student")
 
 
 def _code_cell(page, text: str):
@@ -107,10 +101,7 @@ WRITTEN = "written_mask_pe"  # notebook 01's written answer (4 points)
 def graded_course(tmp_path_factory) -> Path:
     """A course with two students' notebook 01 autograded: alice's right, bob's with a wrong mask."""
     import nbformat
-    root = tmp_path_factory.mktemp("instructor_course")
-    for name in ("Makefile", "nbgrader_config.py", "pyproject.toml", "constraints.txt"):
-        shutil.copy2(REPO_ROOT / name, root / name)
-    shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
+    root = course_copy(tmp_path_factory.mktemp("instructor_course"), "solutions")
     _run(root, "release")
     solution = nbformat.read(root / "solutions" / "transfer_learning" / f"{NB1}.ipynb", as_version=4)
     for student, mask in (("alice", None), ("bob", WRONG_MASK)):
@@ -123,12 +114,6 @@ def graded_course(tmp_path_factory) -> Path:
         nbformat.write(notebook, folder / f"{NB1}.ipynb")
     _run(root, "autograde")
     return root
-
-
-def _submission_id(root: Path, student: str) -> str:
-    from nbgrader.api import Gradebook
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
-        return gradebook.find_submission_notebook(NB1, "transfer_learning", student).id
 
 
 def _manual_grade(root: Path, student: str) -> tuple[float | None, str | None]:
@@ -155,7 +140,7 @@ def test_an_instructor_grades_a_written_answer_and_releases_feedback(graded_cour
         page.goto(f"{base}/formgrader?token={TOKEN}")
         page.get_by_text("Manual Grading").first.wait_for(timeout=LONG)
         for student, (score, comment) in marks.items():
-            page.goto(f"{base}/formgrader/submissions/{_submission_id(root, student)}/")
+            page.goto(f"{base}/formgrader/submissions/{submission_id(root, student, NB1)}/")
             score_box = page.locator(f"input.score#{WRITTEN}")
             score_box.wait_for(timeout=LONG)
             score_box.fill(score)

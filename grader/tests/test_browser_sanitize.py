@@ -42,7 +42,7 @@ from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from grader.sanitize import SanitizeStudentContent, render_markdown
 
-from conftest import _run, page_of
+from conftest import _run, page_of, submission_id
 
 CASE = "script_injection"
 NB1 = corpus.NB1
@@ -284,16 +284,10 @@ def _assert_nothing_ran(state: dict, requests, root: Path) -> None:
     assert not _written(root), f"the page wrote {_written(root)} into the course root"
 
 
-def _submission_id(root: Path) -> str:
-    from nbgrader.api import Gradebook
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
-        return gradebook.find_submission_notebook(NB1, ASSIGNMENT, CASE).id
-
-
 @slow
 def test_the_manual_grading_page_shows_the_answer_and_runs_none_of_it(jupyter, browser, tmp_path):
     with instructor_page(browser, jupyter, "manual_grading") as (page, requests):
-        page.goto(f"{jupyter.url}/formgrader/submissions/{_submission_id(jupyter.root)}/")
+        page.goto(f"{jupyter.url}/formgrader/submissions/{submission_id(jupyter.root, CASE, NB1)}/")
         page.wait_for_load_state("networkidle")
         _click_the_links(page)
         state = page.evaluate(PAGE_STATE)

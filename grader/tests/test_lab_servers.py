@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import course_copy
 from translab.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -27,12 +27,7 @@ INSTRUCTOR_PANELS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-a
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     """A copy of the course: what the two targets serve (the repository's own folders stay untouched)."""
-    root = tmp_path_factory.mktemp("lab_course")
-    for name in ("Makefile", "nbgrader_config.py", "pyproject.toml", "constraints.txt"):
-        shutil.copy2(REPO_ROOT / name, root / name)  # their times kept: make must not reinstall the venv
-    for name in ("solutions", "notebooks", "translab/jupyter_student"):
-        shutil.copytree(REPO_ROOT / name, root / name)
-    return root
+    return course_copy(tmp_path_factory.mktemp("lab_course"), "solutions", "notebooks", "translab/jupyter_student")
 
 
 def _free_port() -> int:

@@ -28,10 +28,10 @@ def generate_square_subsequent_mask(sz):
 """
 
 
-def run_kernel(checker: Checker, code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_kernel(code: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``code`` in a fresh Python process that has torch and ``checks`` imported, as a notebook's kernel has."""
     source = "import torch\nfrom translab import checks\n" + textwrap.dedent(code)
-    return subprocess.run([sys.executable, "-c", source], env={**os.environ, wire.ENV: str(checker.path)},
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-c", source], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def checker():
 
 def grade(checker: Checker, code: str, calls: list[Call]):
     checker.open("cell", calls)
-    done = run_kernel(checker, code)
+    done = run_kernel(code, {**os.environ, wire.ENV: str(checker.path)})
     return checker.close(), done
 
 
@@ -196,8 +196,7 @@ TRICKS = {  # each passes its check when the check judges inside the kernel (tes
 
 def _trick(name: str, env: dict) -> subprocess.CompletedProcess:
     code, (call, _) = TRICKS[name]
-    source = "import torch\nfrom translab import checks\n" + textwrap.dedent(code) + call + "print('PASSED')\n"
-    return subprocess.run([sys.executable, "-c", source], env=env, capture_output=True, text=True, timeout=120)
+    return run_kernel(textwrap.dedent(code) + call + "print('PASSED')\n", env)
 
 
 @pytest.mark.parametrize("trick", sorted(TRICKS))

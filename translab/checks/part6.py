@@ -188,11 +188,11 @@ def check_bert_base(BertBase: type, split: str = "visible") -> None:
                 _fail(f"{label}: the output holds NaN.", hint="padding_mask is True at padding (PyTorch's "
                       "src_key_padding_mask); Hugging Face's attention_mask is the opposite (1 = real token): "
                       "do not invert it")
-            for key, (hint, _, looks_like, _, _) in BERT_BASE_MISTAKES.items():
+            for key, mistake in BERT_BASE_MISTAKES.items():
                 variant = case[key]
                 if not _close(variant[real], expected[real]) and _close(out[real], variant[real]):
                     _fail(f"{label}: the output differs from the reference.", "the reference encoder's output",
-                          f"the output of an encoder with {looks_like}", hint)
+                          f"the output of an encoder with {mistake.looks_like}", mistake.hint)
             _fail(f"{label}: the output differs from the reference.",
                   _short(expected[0, 0, :4]) + " at [0, 0, :4]" if visible else None,
                   _short(out[0, 0, :4]) if visible else None,
@@ -585,11 +585,11 @@ def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
                   tuple(out.shape) if isinstance(out, torch.Tensor) else wire.type_name(out),
                   "one vector per sentence (the mean over its real tokens), then the head")
         if not _close(out, expected):
-            for key, (hint, _, looks_like, _, _) in BERT_POOLING_MISTAKES.items():
+            for key, mistake in BERT_POOLING_MISTAKES.items():
                 if not _close(case[key], expected) and _close(out, case[key]):
                     _fail(f"{label}: the logits differ from the reference.",
                           "the head applied to the mean of the real tokens' vectors",
-                          f"the head applied to {looks_like}", hint)
+                          f"the head applied to {mistake.looks_like}", mistake.hint)
             _fail(f"{label}: the logits differ from the reference.", _short(expected) if visible else None,
                   _short(out) if visible else None,
                   "hidden = encoder(input_ids, padding_mask, token_type_ids); average hidden over the real tokens "
