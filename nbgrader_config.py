@@ -6,13 +6,16 @@ submitted/ autograded/ feedback/ downloaded/ gradebook.db   working folders, git
 """
 import os
 
+
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern,
                                     LimitOutput, SaveAutoGrades)
 
 from grader.execution import FlagIncidents, GuardedExecute
 from grader.batch import HideHiddenTestTracebacks
+from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
 from grader.sanitize import SanitizeStudentContent
+
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
 
@@ -52,3 +55,8 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # SanitizeStudentContent again, for notebooks autograded before it was in the pipeline above.
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearHiddenTests, SanitizeStudentContent,
                                     CSSHTMLHeaderPreprocessor]
+
+# Formgrader and feedback pages: formulas as MathML made when the page is built, and no MathJax from a CDN, so
+# both read right offline (grader/mathml.py).  nbgrader's own templates stay second in the search path.
+c.HTMLExporter.filters = {"markdown2html": "grader.mathml.markdown2html"}
+c.HTMLExporter.extra_template_basedirs = [TEMPLATES, NBGRADER_TEMPLATES]

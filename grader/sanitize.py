@@ -19,7 +19,8 @@ them renders it (``nbgrader_config.py`` runs it at the end of autograding and ag
 Kept markup is an allow-list: formatting, lists, headings, tables, code (pygments' classes only), links to
 http(s)/mailto/#anchors and to the lab's notebooks by bare name, images from ``data:image/png|jpeg|gif`` or a plain relative path of the submission.
 No ``style`` attribute or element, no ``id`` but nbconvert's heading anchors (and none that nbgrader's pages
-use), no event handlers, iframes, objects, forms, SVG or MathML.
+use), no event handlers, iframes, objects, forms, SVG or MathML.  (Formulas written as TeX stay TeX here; the
+pages typeset them as MathML when they are built, through their own allow-list: ``grader/mathml.py``.)
 """
 from __future__ import annotations
 

@@ -130,6 +130,18 @@ def _make(root: Path, *target: str) -> str:
     return f"exit {done.returncode}\n{done.stdout}{done.stderr}"
 
 
+def _assert_formulas_typeset(page) -> None:
+    """Notebook 01's formulas are drawn as MathML, offline (grader/mathml.py): the positional encoding's display
+    formula has a real height, and no TeX source is left on the page."""
+    formulas = page.locator("math")
+    assert formulas.count() >= 10, f"{formulas.count()} MathML formulas on {page.url}"
+    block = page.locator('math[display="block"]').first
+    box = block.bounding_box()
+    assert box and box["height"] > 20 and box["width"] > 100, f"display formula drawn as {box} on {page.url}"
+    text = page.locator("body").inner_text()
+    assert "\\frac" not in text and "$-\\infty$" not in text and "d_{model}" not in text, "raw TeX on the page"
+
+
 def test_an_instructor_grades_a_written_answer_and_releases_feedback(graded_course, browser):
     root = graded_course
     refused = _make(root, "feedback")
@@ -137,6 +149,9 @@ def test_an_instructor_grades_a_written_answer_and_releases_feedback(graded_cour
     marks = {"alice": ("3", "Clear on the mask; say why the encoding needs no parameters."),
              "bob": ("2", "The mask's role is right; the encoding is missing.")}
     with served(root, "formgrader") as (base, _), page_of(browser, "instructor_flow") as page:
+        outside = []  # requests the pages make beyond this machine (page_of aborts them: offline, as in a lab room)
+        page.on("request", lambda request: outside.append(request.url)
+                if not request.url.startswith(("http://127.0.0.1", "file:", "data:", "blob:")) else None)
         page.goto(f"{base}/formgrader?token={TOKEN}")
         page.get_by_text("Manual Grading").first.wait_for(timeout=LONG)
         for student, (score, comment) in marks.items():
@@ -168,3 +183,9 @@ def test_an_instructor_grades_a_written_answer_and_releases_feedback(graded_cour
             text = page.locator("body").inner_text()
             assert comment in text and f"Score: {float(score)} / 4.0" in text, text[:3000]
             assert ("holds only 0 and 1" in text) == (student == "bob")
+            _assert_formulas_typeset(page)
+        # the formgrader's page too, after the pages above: each asked for nothing beyond this machine
+        page.goto(f"{base}/formgrader/submissions/{submission_id(root, 'alice', NB1)}/")
+        page.locator(f"input.score#{WRITTEN}").wait_for(timeout=LONG)
+        _assert_formulas_typeset(page)
+        assert not outside, f"pages asked for resources beyond 127.0.0.1: {sorted(set(outside))[:5]}"
