@@ -38,6 +38,9 @@ c.Exchange.root = os.path.join(_here, "exchange")
 # bounds what an infinite loop costs a batch.  `make autograde ARGS=--Execute.timeout=120` raises it.
 c.Execute.timeout = 60
 c.Execute.kernel_name = "python3"
+# A graded notebook's kernel is killed when it is done, not asked to shut down: nothing in it needs a clean exit (the
+# batch ends whatever the student's uid left behind), and the polite way waited about 1 s a notebook.
+c.Execute.shutdown_kernel = "immediate"
 
 # Autograding: nbgrader's own pipeline (0.9.6 defaults), with translab's steps in it.  GuardedExecute is
 # nbgrader's Execute with a wall-clock budget per notebook (c.GuardedExecute.notebook_budget, 180 s): a notebook

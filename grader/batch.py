@@ -100,7 +100,7 @@ def _run_nbgrader(root: Path, args: list[str], env: dict | None = None,
     nbgrader starts each notebook's kernel as its child: killing only nbgrader would leave a student's
     runaway kernel behind, hence a session of its own and ``killpg``.
     """
-    command = [sys.executable, "-m", "nbgrader", *args]
+    command = [sys.executable, "-m", "grader.nbgrader_cli", *args]
     process = subprocess.Popen(command, cwd=root, env=env or _nbgrader_env(), text=True, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -233,7 +233,9 @@ SHARED_FOLDERS = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), Path("/run/l
 def world_writable_folders(roots=SHARED_FOLDERS, skip: Path | None = None) -> list[Path]:
     """The folders below ``roots`` where any uid may create files: the only places (outside folders it owns,
     which would have to be created in one of these) a student's uid could leave a file.  One walk per batch, so
-    that ``leftovers`` need not walk /tmp for each student (1 s with 56,000 files there)."""
+    that ``leftovers`` need not walk /tmp for each student.  The walk does not enter a folder that others may
+    not search (no o+x): a student's uid, with a group of its own, cannot reach anything below it (4.8 s saved
+    with pytest's and tempfile's private folders, 730,000 entries, in /tmp)."""
     found = []
     for root in roots:
         for top, dirs, _ in os.walk(root, onerror=lambda error: None):
@@ -241,10 +243,14 @@ def world_writable_folders(roots=SHARED_FOLDERS, skip: Path | None = None) -> li
                 dirs[:] = []
                 continue
             try:
-                if os.lstat(top).st_mode & 0o002:
-                    found.append(Path(top))
+                mode = os.lstat(top).st_mode
             except OSError:
+                dirs[:] = []
                 continue
+            if mode & 0o002:
+                found.append(Path(top))
+            if not mode & 0o001:
+                dirs[:] = []
     return found
 
 
