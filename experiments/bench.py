@@ -120,10 +120,11 @@ def _grading_ready() -> str | None:
     return f"course files missing: {', '.join(missing)}" if missing else None
 
 
-def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str) -> tuple[float | None, str]:
-    """Wall time of ``grader.batch autograde --jobs N [options]`` on the course from an empty gradebook,
-    or (None, reason)."""
-    for leftover in ("gradebook.db", "autograded", "feedback"):
+def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str,
+               keep_gradebook: bool = False) -> tuple[float | None, str]:
+    """Wall time of ``grader.batch autograde --jobs N [options]`` on the course from an empty gradebook (or the
+    one a previous run left, with ``keep_gradebook``), or (None, reason)."""
+    for leftover in ("autograded", "feedback") if keep_gradebook else ("gradebook.db", "autograded", "feedback"):
         path = course / leftover
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     start = time.perf_counter()
@@ -137,17 +138,97 @@ def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str
 
 
 def autograde_time(timeout: float = 1800) -> dict:
-    """Wall time of ``python -m grader autograde`` on one submission (the solutions),
-    in a temporary copy of the course; ``seconds`` is null with a reason if it cannot run."""
+    """Wall time of ``python -m grader autograde`` on one submission (the solutions), in a temporary copy of
+    the course: ``first_run_s`` from an empty gradebook (it also records the assignment), ``seconds`` again with
+    the gradebook ready, as every later submission is graded; plus the floor and their ratio.  Null with a
+    reason if it cannot run."""
     reason = _grading_ready()
     if reason:
         return {"seconds": None, "reason": reason}
     with _class_course(students=1, full_every=1) as (course, env, _):
-        seconds, reason = _autograde(course, env, 1, timeout)
+        first, reason = _autograde(course, env, 1, timeout)
+        if first is None:
+            return {"seconds": None, "reason": reason}
+        seconds, reason = _autograde(course, env, 1, timeout, keep_gradebook=True)
         if seconds is None:
             return {"seconds": None, "reason": reason}
-        return {"seconds": seconds, "submission": "the solution notebooks, one student",
-                "command": "python -m grader autograde"}
+    floor = grading_floor()
+    return {"seconds": seconds, "first_run_s": first, "floor": floor,
+            "ratio_to_floor": round(seconds / floor["seconds"], 2) if floor.get("seconds") else None,
+            "goal_s": 20, "submission": "the solution notebooks, one student", "command": "python -m grader autograde"}
+
+
+def _graded_and_needed(cells) -> list:
+    """The answer and test cells of a notebook, with the cells that define a name they use (transitively):
+    what grading must run, without the demos, plots and training runs around it."""
+    import ast
+    code = [cell for cell in cells if cell.cell_type == "code"]
+
+    def names(cell, kind):
+        try:
+            tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        except SyntaxError:
+            return set()
+        found = set()
+        for node in ast.walk(tree):
+            if kind == "used" and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                found.add(node.id)
+            elif kind == "defined":
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    found.add(node.id)
+                elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    found.add(node.name)
+                elif isinstance(node, ast.arg):
+                    found.add(node.arg)
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    found.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        return found
+
+    def free(cell):  # names a cell reads and does not bind itself (parameters and locals included)
+        return names(cell, "used") - names(cell, "defined")
+
+    graded = [c for c in code if c.metadata.get("nbgrader", {}).get("solution") or c.metadata.get("nbgrader", {}).get("grade")]
+    keep, wanted = {id(c) for c in graded}, set().union(set(), *(free(c) for c in graded))
+    for cell in reversed(code):
+        if id(cell) not in keep and names(cell, "defined") & wanted:
+            keep.add(id(cell))
+            wanted |= free(cell)
+    return [c for c in code if id(c) in keep]
+
+
+def grading_floor(timeout: float = 600) -> dict:
+    """What grading one submission cannot go below: one kernel started once, then each solution notebook's
+    answer and test cells, with only the cells they need (``_graded_and_needed``), in that one kernel, at the
+    grading budget, checks judged in the kernel."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    saved = os.environ.get("NBGRADER_EXECUTION")
+    os.environ["NBGRADER_EXECUTION"] = "autograde"
+    folder = REPO_ROOT / "solutions" / "transfer_learning"
+    cells = [cell for path in sorted(folder.glob("*.ipynb"))
+             for cell in _graded_and_needed(nbformat.read(path, as_version=4).cells)]
+    for index, cell in enumerate(cells):
+        cell.id = f"floor-{index}"  # cells of six notebooks: their own ids repeat
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    try:
+        start = time.perf_counter()
+        client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
+                                resources={"metadata": {"path": str(folder)}})
+        with client.setup_kernel():
+            started = time.perf_counter()
+            for index, cell in enumerate(notebook.cells):
+                client.execute_cell(cell, index)
+        ran = time.perf_counter()
+    except Exception as error:  # a failing cell is a finding, not a crash of the bench
+        return {"seconds": None, "reason": f"{type(error).__name__}: {str(error)[:300]}"}
+    finally:
+        os.environ.pop("NBGRADER_EXECUTION", None)
+        if saved is not None:
+            os.environ["NBGRADER_EXECUTION"] = saved
+    return {"seconds": round(ran - start, 1), "kernel_start_s": round(started - start, 1),
+            "cells_s": round(ran - started, 1), "cells": len(cells),
+            "what": "one kernel; every notebook's answer and test cells and the cells they need"}
 
 
 def build_class(submitted: Path, course: Path, students: int, full_every: int = 3) -> dict:
@@ -287,7 +368,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-notebooks", action="store_true",
                         help="time the solution notebooks only (student and grading budgets, training cells one by "
                              "one) and replace that section of an existing bench.json (216 s measured on 2 quiet cores)")
+    parser.add_argument("--only-autograde", action="store_true",
+                        help="time one submission (and the floor) only and replace that section of an existing "
+                             "bench.json (about 2 min)")
     args = parser.parse_args(argv)
+    if args.only_autograde:
+        path = args.out / "bench.json"
+        result = json.loads(path.read_text()) if path.exists() else {"schema_version": SCHEMA_VERSION}
+        result["autograde"] = autograde_time()
+        args.out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result["autograde"], indent=1))
+        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.only_notebooks:
