@@ -6,7 +6,6 @@ submitted/ autograded/ feedback/ downloaded/ gradebook.db   working folders, git
 """
 import os
 
-
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern,
                                     LimitOutput, SaveAutoGrades)
@@ -15,7 +14,6 @@ from grader.execution import FlagIncidents, GuardedExecute
 from grader.batch import HideHiddenTestTracebacks
 from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
 from grader.sanitize import SanitizeStudentContent
-
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
 

@@ -158,41 +158,55 @@ def autograde_time(timeout: float = 1800) -> dict:
             "goal_s": 20, "submission": "the solution notebooks, one student", "command": "python -m grader autograde"}
 
 
+@contextmanager
+def _nbgrader_execution(value: str | None):
+    """NBGRADER_EXECUTION set to ``value`` (unset for None) inside the block, as it was after: the kernels
+    started inside inherit it, so the notebooks run at the budget nbgrader would give them."""
+    saved = os.environ.pop("NBGRADER_EXECUTION", None)
+    if value is not None:
+        os.environ["NBGRADER_EXECUTION"] = value
+    try:
+        yield
+    finally:
+        os.environ.pop("NBGRADER_EXECUTION", None)
+        if saved is not None:
+            os.environ["NBGRADER_EXECUTION"] = saved
+
+
+def _names(cell) -> tuple[set, set]:
+    """(names the cell reads and does not bind itself, names it binds); parameters and locals count as bound,
+    IPython's ``%`` and ``!`` lines are skipped."""
+    import ast
+    source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set(), set()
+    read, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return read - bound, bound
+
+
 def _graded_and_needed(cells) -> list:
     """The answer and test cells of a notebook, with the cells that define a name they use (transitively):
     what grading must run, without the demos, plots and training runs around it."""
-    import ast
     code = [cell for cell in cells if cell.cell_type == "code"]
-
-    def names(cell, kind):
-        try:
-            tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))))
-        except SyntaxError:
-            return set()
-        found = set()
-        for node in ast.walk(tree):
-            if kind == "used" and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                found.add(node.id)
-            elif kind == "defined":
-                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                    found.add(node.id)
-                elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                    found.add(node.name)
-                elif isinstance(node, ast.arg):
-                    found.add(node.arg)
-                elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                    found.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        return found
-
-    def free(cell):  # names a cell reads and does not bind itself (parameters and locals included)
-        return names(cell, "used") - names(cell, "defined")
-
+    names = {id(cell): _names(cell) for cell in code}
     graded = [c for c in code if c.metadata.get("nbgrader", {}).get("solution") or c.metadata.get("nbgrader", {}).get("grade")]
-    keep, wanted = {id(c) for c in graded}, set().union(set(), *(free(c) for c in graded))
+    keep, wanted = {id(c) for c in graded}, set().union(*(names[id(c)][0] for c in graded))
     for cell in reversed(code):
-        if id(cell) not in keep and names(cell, "defined") & wanted:
+        free, bound = names[id(cell)]
+        if id(cell) not in keep and bound & wanted:
             keep.add(id(cell))
-            wanted |= free(cell)
+            wanted |= free
     return [c for c in code if id(c) in keep]
 
 
@@ -203,8 +217,6 @@ def grading_floor(timeout: float = 600) -> dict:
     import nbformat
     from nbclient import NotebookClient
 
-    saved = os.environ.get("NBGRADER_EXECUTION")
-    os.environ["NBGRADER_EXECUTION"] = "autograde"
     folder = REPO_ROOT / "solutions" / "transfer_learning"
     cells = [cell for path in sorted(folder.glob("*.ipynb"))
              for cell in _graded_and_needed(nbformat.read(path, as_version=4).cells)]
@@ -212,20 +224,17 @@ def grading_floor(timeout: float = 600) -> dict:
         cell.id = f"floor-{index}"  # cells of six notebooks: their own ids repeat
     notebook = nbformat.v4.new_notebook(cells=cells)
     try:
-        start = time.perf_counter()
-        client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
-                                resources={"metadata": {"path": str(folder)}})
-        with client.setup_kernel():
-            started = time.perf_counter()
-            for index, cell in enumerate(notebook.cells):
-                client.execute_cell(cell, index)
-        ran = time.perf_counter()
+        with _nbgrader_execution("autograde"):
+            start = time.perf_counter()
+            client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
+                                    resources={"metadata": {"path": str(folder)}})
+            with client.setup_kernel():
+                started = time.perf_counter()
+                for index, cell in enumerate(notebook.cells):
+                    client.execute_cell(cell, index)
+            ran = time.perf_counter()
     except Exception as error:  # a failing cell is a finding, not a crash of the bench
         return {"seconds": None, "reason": f"{type(error).__name__}: {str(error)[:300]}"}
-    finally:
-        os.environ.pop("NBGRADER_EXECUTION", None)
-        if saved is not None:
-            os.environ["NBGRADER_EXECUTION"] = saved
     return {"seconds": round(ran - start, 1), "kernel_start_s": round(started - start, 1),
             "cells_s": round(ran - started, 1), "cells": len(cells),
             "what": "one kernel; every notebook's answer and test cells and the cells they need"}
@@ -326,29 +335,35 @@ def notebook_times(timeout: float = 3600) -> dict:
     from nbclient import NotebookClient
 
     times = {}
-    saved = os.environ.pop("NBGRADER_EXECUTION", None)
-    try:
-        for path in sorted((REPO_ROOT / "solutions" / "transfer_learning").glob("*.ipynb")):
-            times[path.stem] = {}
-            for budget, value in (("student_s", None), ("nbgrader_s", "autograde")):
-                if value:
-                    os.environ["NBGRADER_EXECUTION"] = value
-                notebook = nbformat.read(path, as_version=4)
-                with tempfile.TemporaryDirectory(prefix="translab-bench-nb-") as tmp:
-                    start = time.perf_counter()
-                    try:
-                        NotebookClient(notebook, timeout=timeout, kernel_name="python3", record_timing=True,
-                                       resources={"metadata": {"path": tmp}}).execute()
-                        times[path.stem][budget] = round(time.perf_counter() - start, 1)
-                        times[path.stem].setdefault("cells", {})[budget.removesuffix("_s")] = training_cells(notebook)
-                    except Exception as error:  # a failing notebook is a finding, not a crash of the bench
-                        times[path.stem][budget] = None
-                        times[path.stem][budget.replace("_s", "_error")] = f"{type(error).__name__}: {str(error)[:300]}"
-                os.environ.pop("NBGRADER_EXECUTION", None)
-    finally:
-        if saved is not None:
-            os.environ["NBGRADER_EXECUTION"] = saved
+    for path in sorted((REPO_ROOT / "solutions" / "transfer_learning").glob("*.ipynb")):
+        times[path.stem] = {}
+        for budget, value in (("student_s", None), ("nbgrader_s", "autograde")):
+            notebook = nbformat.read(path, as_version=4)
+            with tempfile.TemporaryDirectory(prefix="translab-bench-nb-") as tmp, _nbgrader_execution(value):
+                start = time.perf_counter()
+                try:
+                    NotebookClient(notebook, timeout=timeout, kernel_name="python3", record_timing=True,
+                                   resources={"metadata": {"path": tmp}}).execute()
+                    times[path.stem][budget] = round(time.perf_counter() - start, 1)
+                    times[path.stem].setdefault("cells", {})[budget.removesuffix("_s")] = training_cells(notebook)
+                except Exception as error:  # a failing notebook is a finding, not a crash of the bench
+                    times[path.stem][budget] = None
+                    times[path.stem][budget.replace("_s", "_error")] = f"{type(error).__name__}: {str(error)[:300]}"
     return times
+
+
+def _replace_section(out: Path, section: str, measure) -> None:
+    """Measure one section of bench.json and write it into the existing file (the others kept as they were),
+    with how and where it was measured under ``<section>_measured``."""
+    path = out / "bench.json"
+    result = json.loads(path.read_text()) if path.exists() else {"schema_version": SCHEMA_VERSION}
+    started = time.time()
+    result[section] = measure()
+    result[f"{section}_measured"] = {"command": f"python -m experiments.bench --only-{section}",
+                                     "cpu_count": os.cpu_count(), "wall_time_s": round(time.time() - started, 1)}
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result[section], indent=1))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -367,31 +382,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="complete submissions graded with and without the sandbox, twice (0 skips it; about 8 min at 2)")
     parser.add_argument("--only-notebooks", action="store_true",
                         help="time the solution notebooks only (student and grading budgets, training cells one by "
-                             "one) and replace that section of an existing bench.json (216 s measured on 2 quiet cores)")
+                             "one) and replace that section of an existing bench.json (249 s measured on 2 cores)")
     parser.add_argument("--only-autograde", action="store_true",
                         help="time one submission (and the floor) only and replace that section of an existing "
                              "bench.json (about 2 min)")
     args = parser.parse_args(argv)
-    if args.only_autograde:
-        path = args.out / "bench.json"
-        result = json.loads(path.read_text()) if path.exists() else {"schema_version": SCHEMA_VERSION}
-        result["autograde"] = autograde_time()
-        args.out.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=2) + "\n")
-        print(json.dumps(result["autograde"], indent=1))
-        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.only_autograde:
+        _replace_section(args.out, "autograde", autograde_time)
+        return 0
     if args.only_notebooks:
-        path = args.out / "bench.json"
-        result = json.loads(path.read_text()) if path.exists() else {"schema_version": SCHEMA_VERSION}
-        started = time.time()
-        result["notebooks"] = notebook_times()
-        result["notebooks_measured"] = {"command": "python -m experiments.bench --only-notebooks",
-                                        "cpu_count": os.cpu_count(), "wall_time_s": round(time.time() - started, 1)}
-        args.out.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=2) + "\n")
-        print(json.dumps(result["notebooks"], indent=1))
+        _replace_section(args.out, "notebooks", notebook_times)
         return 0
     steps, rounds, warmup = (4, 3, 2) if args.quick else (20, 7, 5)
     batch_size, seq_len = 32, 64

@@ -19,7 +19,6 @@ import re
 import xml.etree.ElementTree as ElementTree
 
 import nbgrader
-
 from jinja2 import pass_context
 from latex2mathml.converter import convert
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
