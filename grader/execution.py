@@ -20,11 +20,23 @@ It also decides the test cells' verdicts outside the kernel (``grader.verdicts``
 notebook's kernel, each graded test cell opens a window for the checks its source calls, and the cell's outputs
 are then replaced by what the checker recorded, which is what nbgrader scores.  Answer cells that reach for the
 tools of an attempt on the grader (``verdicts.suspicious``) flag the notebook for a human.
+
+One kernel serves all the notebooks of a student (nbgrader grades one student per process in ``grader.batch``):
+a fresh kernel pays 3 s a notebook for its start, torch, matplotlib and ``torch._dynamo`` (measured), more than
+the graded checks of a notebook cost.  Between notebooks the kernel is reset (``FRESH_NOTEBOOK``: an empty
+namespace, execution count 1, the notebook's folder, no open figures, autograd on, float32), so each notebook is
+graded from its own cells as in a fresh kernel.  What a notebook changed inside a module stays for the student's
+next notebook, which is why a kernel is kept only after a notebook that ran to the end with no incident, and while
+it has most of its CPU allowance (``sandbox.Limits.cpu_seconds``) left; otherwise the next notebook starts a new
+one.  The kernel and the checker it reports to end with the nbgrader process.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
@@ -32,11 +44,81 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float
 
-from translab import wire
+from jupyter_client.manager import KernelManager
+
+from translab.paths import CHECKER_ENV
 
 from .verdicts import Checker, expected_calls, suspicious
 
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short
+
+
+# Run in a kept kernel before the student's next notebook, silently (no output, no history).  reset() comes last:
+# it empties the namespace, helpers included, and restarts the execution count.
+FRESH_NOTEBOOK = """\
+import os as _os, sys as _sys
+_os.chdir({cwd!r})
+if "matplotlib.pyplot" in _sys.modules:
+    _sys.modules["matplotlib.pyplot"].close("all")
+if "torch" in _sys.modules:
+    _sys.modules["torch"].set_grad_enabled(True)
+    _sys.modules["torch"].set_default_dtype(_sys.modules["torch"].float32)
+get_ipython().reset(new_session=True)
+"""
+RESET_TIMEOUT = 10  # seconds for FRESH_NOTEBOOK; a kernel that takes longer is not kept
+KEEP_CPU_SHARE = 0.5  # a kernel is kept while it has used less than this share of its RLIMIT_CPU
+
+
+@dataclass
+class _KeptKernel:
+    """The kernel kept between the notebooks of one student, with the checker its environment names."""
+    km: KernelManager
+    checker: Checker
+    cwd: str
+
+
+_kept: _KeptKernel | None = None  # this nbgrader process's kernel between two notebooks of its student
+
+
+def _take_kept(cwd: str) -> _KeptKernel | None:
+    """The kept kernel if it was started for this folder (the same student and assignment) and still runs."""
+    global _kept
+    kept, _kept = _kept, None
+    if kept is None:
+        return None
+    if kept.cwd == cwd and run_sync(kept.km.is_alive)():
+        return kept
+    _retire(kept.km, kept.checker)
+    return None
+
+
+def _retire(km: KernelManager | None, checker: Checker | None) -> None:
+    """Kill a kernel (nothing in it needs a clean exit) and stop its checker."""
+    try:
+        if km is not None and km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
+    except Exception:  # already gone: the batch ends whatever the student's uid left anyway
+        pass
+    finally:
+        if checker is not None:
+            checker.stop()
+
+
+@atexit.register
+def _retire_kept() -> None:
+    global _kept
+    if _kept is not None:
+        kept, _kept = _kept, None
+        _retire(kept.km, kept.checker)
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) the process has used so far; None if it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _error(ename: str, message: str) -> NotebookNode:
@@ -60,15 +142,56 @@ class GuardedExecute(Execute):
             if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
                 for reason in suspicious(cell.source):
                     resources[INCIDENTS].append(f"cell {index}: the answer {reason}")
-        # the batch puts the socket beside the kernel's own (reachable from the sandbox); else a private folder
-        self._checker = Checker(os.environ.get("TRANSLAB_CHECKER_DIR") or None)
+        cwd = os.path.abspath(resources.get("metadata", {}).get("path") or os.getcwd())
+        kept = _take_kept(cwd) if km is None else None
+        if kept is not None:
+            self._checker, km = kept.checker, kept.km
+        else:
+            # the batch puts the socket beside the kernel's own (reachable from the sandbox); else a private folder
+            self._checker = Checker(os.environ.get("TRANSLAB_CHECKER_DIR") or None)
+        owned = km is None
+        km = km or self.create_kernel_manager()  # ours, so nbclient leaves the kernel running at the end
+        finished = False
         try:
-            return super().preprocess(nb, resources, km)
+            result = super().preprocess(nb, resources, km)
+            finished = True
+            return result
         finally:
-            self._checker.stop()
+            if owned or kept is not None:
+                self._keep_or_retire(cwd, finished)
+            else:  # a kernel manager our caller passed in: theirs to end
+                self._checker.stop()
+
+    def _keep_or_retire(self, cwd: str, finished: bool) -> None:
+        """Keep the kernel for the student's next notebook if this one ran to the end with no incident, the
+        kernel has most of its CPU allowance left, and the reset to a fresh namespace worked; else end it."""
+        global _kept
+        from .sandbox import Limits
+        km, kc = self.km, self.kc
+        keep = finished and self._stopped is None and km is not None and kc is not None
+        if keep:
+            pid = getattr(km.provisioner, "pid", None)
+            used = _cpu_seconds(pid) if pid else None
+            keep = used is not None and used < KEEP_CPU_SHARE * Limits().cpu_seconds
+        if keep:
+            try:
+                reply = run_sync(kc.execute_interactive)(FRESH_NOTEBOOK.format(cwd=cwd), silent=True,
+                                                         store_history=False, timeout=RESET_TIMEOUT,
+                                                         output_hook=lambda message: None)
+                keep = reply["content"]["status"] == "ok"
+            except Exception:  # TimeoutError, or the kernel went
+                keep = False
+        if kc is not None:
+            kc.stop_channels()
+            self.kc = None
+        if keep:
+            _kept = _KeptKernel(km, self._checker, cwd)
+        else:
+            _retire(km, self._checker)
+        self.km = None
 
     async def async_start_new_kernel(self, **kwargs):
-        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), wire.ENV: str(self._checker.path)}
+        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), CHECKER_ENV: str(self._checker.path)}
         await super().async_start_new_kernel(**kwargs)
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync name to its own coroutine

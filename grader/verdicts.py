@@ -32,7 +32,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from translab import wire
 
 SOCKET_NAME = "checker"
 
@@ -121,6 +120,8 @@ class Checker:
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="translab-checker", daemon=True)
         self._thread.start()
+        # the checks and torch (1 s) load while the kernel starts, not after it, when the first test cell waits
+        threading.Thread(target=_load_checks, name="translab-checker-imports", daemon=True).start()
 
     # -- the executor's side
     def open(self, grade_id: str, calls: list[Call]) -> None:
@@ -169,6 +170,7 @@ class Checker:
                         self._connection = None
 
     def _session(self, connection: socket.socket) -> None:
+        from translab import wire
         header, buffers = wire.recv(connection)
         if header.get("op") != "begin":
             return
@@ -194,10 +196,15 @@ class Checker:
         wire.send(connection, {"op": "end", "passed": passed, "output": lines, "message": message, "key": key})
 
 
+def _load_checks() -> None:
+    import translab.checks  # noqa: F401
+    import translab.wire  # noqa: F401
+
+
 def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket.socket) -> tuple[bool, list[str], str, str]:
     """Run ``translab.checks.<call.check>`` here, on the student's objects in the kernel: (passed, ok lines,
     failure message, diagnosis key)."""
-    from translab import checks
+    from translab import checks, wire
     if call.check not in checks.__all__ or not call.check.startswith("check_"):
         return False, [], f"there is no check {call.check}", "checker_error"
     session = wire.Session(connection)

@@ -8,6 +8,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS_DIR = REPO_ROOT / "artifacts"
 GRADER_DIR = REPO_ROOT / "grader"
 RESULTS_DIR = REPO_ROOT / "results"
+# the grader's checker socket, set in a grading kernel's environment (translab.wire); here, away from torch, so
+# the grader's processes can name it without importing torch
+CHECKER_ENV = "TRANSLAB_CHECKER"
 
 
 def data_dir() -> Path:

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-ENV = "TRANSLAB_CHECKER"  # the checker's socket, set by the grader in the grading kernel's environment
+from translab.paths import CHECKER_ENV as ENV  # the checker's socket, set by the grader in the kernel's environment
 MAX_HEADER = 16 * 1024 ** 2
 MAX_BUFFERS = 1024 ** 3  # the converted MiniLM checkpoint is 90 MB
 MAX_ITEMS = 100_000  # items of an iterator the kernel materialises for the checker

@@ -72,3 +72,37 @@ def test_a_class_mixes_complete_solutions_with_every_realistic_corpus_case(tmp_p
     assert sorted(p.name for p in complete.glob("*.ipynb")) == sorted(
         p.name for p in (course / "solutions" / "transfer_learning").glob("*.ipynb"))
     assert not (course / "corpus_cases").exists()
+
+
+def test_the_readme_tables_are_rendered_from_the_committed_bench_json():
+    from translab.paths import RESULTS_DIR
+    text = bench.README.read_text()
+    assert bench.README_BEGIN in text and bench.README_END in text
+    shown = text.split(bench.README_BEGIN, 1)[1].split(bench.README_END, 1)[0].strip()
+    expected = bench.readme_tables(json.loads((RESULTS_DIR / "bench.json").read_text()))
+    assert shown == expected, "the README's bench tables are stale: run `python -m experiments.bench --readme`"
+
+
+def test_the_readme_tables_judge_each_figure_by_its_goal():
+    result = {"autograde": {"seconds": 19.0, "runs_s": [18.0, 19.0, 25.0], "first_run_s": 30.0, "ratio_to_floor": 3.8,
+                            "floor": {"seconds": 5.0, "cells": 60}},
+              "class_autograde": {"students": 100, "mix": {"complete_solutions": 34},
+                                  "runs": {"jobs_2": {"seconds": 750.0}}},
+              "notebooks": {"01": {"student_s": 100.0, "nbgrader_s": 5.0}, "02": {"student_s": 130.0, "nbgrader_s": 4.0}}}
+    table = bench.readme_tables(result)
+    assert "| one complete submission, gradebook ready (median of 3) | 19.0 s | met (at most 20 s) |" in table
+    assert "| ratio to the floor | 3.8 | not met (at most 2) |" in table
+    assert "`JOBS=2` | 750 s (12.5 min) | not met (at most 12 min) |" in table
+    assert "| the whole lab, student budget not met (at most 4 min) | 230.0 s | 9.0 s |" not in table
+    assert "| the whole lab, student budget met (at most 4 min) | 230.0 s | 9.0 s |" in table
+
+
+def test_readme_rewrites_only_the_marked_block(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{bench.README_BEGIN}\nold table\n{bench.README_END}\nafter\n")
+    assert bench.update_readme({"autograde": {"seconds": 12.0}}, readme)
+    text = readme.read_text()
+    assert text.startswith("before\n") and text.endswith(f"{bench.README_END}\nafter\n") and "old table" not in text
+    assert "| 12.0 s | met (at most 20 s) |" in text
+    (tmp_path / "plain.md").write_text("no markers\n")
+    assert not bench.update_readme({}, tmp_path / "plain.md")

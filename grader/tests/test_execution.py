@@ -8,17 +8,26 @@ import time
 import nbformat
 import pytest
 
+from grader import execution
 from grader.execution import INCIDENTS, GuardedExecute
 
 pytestmark = pytest.mark.slow
 
 
-def _run(sources: list[str], **traits) -> tuple[list, list[str], float]:
+@pytest.fixture(autouse=True)
+def _own_kernel():
+    """Each test grades as a student of its own: no kernel kept from another test's notebook."""
+    execution._retire_kept()
+    yield
+    execution._retire_kept()
+
+
+def _run(sources: list[str], path: str = ".", **traits) -> tuple[list, list[str], float]:
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     executor = GuardedExecute(kernel_name="python3", **traits)
     start = time.monotonic()
-    notebook, resources = executor.preprocess(notebook, {"metadata": {"path": "."}})
+    notebook, resources = executor.preprocess(notebook, {"metadata": {"path": path}})
     return notebook.cells, resources[INCIDENTS], time.monotonic() - start
 
 
@@ -57,6 +66,39 @@ def test_a_kernel_that_ignores_the_interrupt_is_given_up():
     assert _errors(cells[1])[-1] == "UnresponsiveKernel"
     assert len(incidents) == 1
     assert seconds < 40
+
+
+# ----------------------------------------------------------------- one kernel for a student's notebooks
+
+PID_AND_STATE = "import os\nprint(os.getpid(), sorted(k for k in globals() if not k.startswith('_')))"
+
+
+def _pid_and_names(cells, index: int = -1) -> tuple[str, str]:
+    pid, names = cells[index].outputs[0].text.split(" ", 1)
+    return pid, names.strip()
+
+
+def test_the_next_notebook_in_the_same_folder_reuses_the_kernel_reset_to_a_fresh_namespace(tmp_path):
+    first, incidents, _ = _run(["import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+                                "plt.figure()\nleft_over = 1\nos_dir = __import__('os').chdir('/')", PID_AND_STATE],
+                               path=str(tmp_path), notebook_budget=60)
+    assert incidents == []
+    second, _, _ = _run(["import os, matplotlib.pyplot as plt\nprint(os.getcwd(), len(plt.get_fignums()))",
+                         PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
+    assert _pid_and_names(second)[0] == _pid_and_names(first)[0], "the kernel was not kept"
+    assert "left_over" not in _pid_and_names(second)[1]
+    assert second[0].outputs[0].text == f"{tmp_path} 0\n"  # its own folder, no figure of the last notebook
+    assert second[0].execution_count == 1
+    elsewhere, _, _ = _run([PID_AND_STATE], path=str(tmp_path.parent), notebook_budget=60)
+    assert _pid_and_names(elsewhere)[0] != _pid_and_names(second)[0], "another folder (student) got the kernel"
+
+
+def test_a_notebook_cut_short_does_not_pass_its_kernel_on(tmp_path):
+    first, incidents, _ = _run([PID_AND_STATE, "import time\ntime.sleep(30)"], path=str(tmp_path),
+                               notebook_budget=3, timeout=60)
+    assert len(incidents) == 1
+    second, _, _ = _run([PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
+    assert _pid_and_names(second)[0] != _pid_and_names(first, 0)[0]
 
 
 # ----------------------------------------------------------------- a test cell scores the checker's verdict
