@@ -414,7 +414,7 @@ def readme_tables(result: dict) -> str:
                      f"{_seconds(total_student)} | {_seconds(None if None in grading else sum(grading))} |")
     measured = result.get("autograde_measured") or {}
     lines += ["", f"From `results/bench.json` ({result.get('cpu_count', '?')} cores; "
-              f"`{result.get('command', 'python -m experiments.bench')}`"
+              f"`{(result.get('command') or 'python -m experiments.bench').strip()}`"
               + (f", one submission again by `{measured['command']}`" if measured else "") + ")."]
     return "\n".join(lines)
 
