@@ -10,7 +10,7 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern,
                                     LimitOutput, SaveAutoGrades)
 
-from grader.execution import FlagIncidents, GuardedExecute
+from grader.execution import FlagIncidents, GuardedExecute, SandboxedOnlyExporter
 from grader.batch import HideHiddenTestTracebacks
 from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
 from grader.sanitize import SanitizeStudentContent
@@ -47,6 +47,10 @@ c.Execute.shutdown_kernel = "immediate"
 c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, FlagIncidents, AssignLatePenalties, CheckCellMetadata,
                                        SanitizeStudentContent]  # last: no live student HTML on disk (sanitize.py)
+
+# Autograding runs only in grader.sandbox's kernel, which `python -m grader autograde` (make autograde) selects: the
+# formgrader's Autograde button and plain `nbgrader autograde` get a message saying so, before anything is touched.
+c.Autograde.exporter_class = SandboxedOnlyExporter
 
 # Student notebooks: answers replaced by stubs; solution notebooks carry no outputs.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -592,8 +592,9 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
             return [arg for arg in ours if arg.split("=", 1)[0] not in overridden] + list(extra_args)
 
         def student_settings(index: int) -> tuple[dict, list[str], Path | None]:
-            if not sandbox:
-                return _nbgrader_env(), options([]), None
+            if not sandbox:  # asked for (--no-sandbox): the nbgrader config refuses it otherwise
+                from .execution import UNSANDBOXED
+                return _nbgrader_env({UNSANDBOXED: "1"}), options([]), None
             status = kernel_sandbox.status_folder(work, index)
             env = _nbgrader_env({**extra_env, **kernel_sandbox.student_env(uids.uid(index), status, work, index)})
             return env, options(kernel_args + kernel_sandbox.student_args(work, index)), status
