@@ -439,11 +439,13 @@ def hidden_paths(root: Path, student: str | None) -> list[Path]:
     """What a student's kernel must not read: the gradebook (hidden tests, everyone's grades), the
     solutions, the checks' references (the checker outside the kernel reads them), other students'
     submissions, results and feedback."""
-    from translab.paths import GRADER_DIR, REPO_ROOT
+    from translab.paths import GRADER_DIR, LAB_HOME, REPO_ROOT
     paths = [root / name for name in ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback",
                                       "downloaded", ".git", "grader/references", "references")]
-    # and the references next to the translab the kernel imports (the course's own, or an installed checkout's)
-    paths += [GRADER_DIR / "references", REPO_ROOT / "references"]
+    # and the references next to the translab the kernel imports (the course's own, or an installed checkout's),
+    # or in the folder TRANSLAB_HOME names
+    paths += [GRADER_DIR / "references", REPO_ROOT / "references", LAB_HOME / "grader" / "references",
+              LAB_HOME / "references"]
     if (root / "autograded").is_dir():  # the kernel's own folder is in there
         paths += [p for p in (root / "autograded").iterdir() if p.name != student]
     return sorted({p.resolve() for p in paths if p.exists()})

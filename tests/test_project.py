@@ -57,3 +57,29 @@ def test_no_notebook_in_the_repo_carries_outputs():
         for cell in json.loads(path.read_text())["cells"]:
             if cell["cell_type"] == "code":
                 assert not cell.get("outputs") and not cell.get("execution_count"), path
+
+
+def test_every_pinned_package_installs_on_the_oldest_python_we_accept():
+    """pyproject's requires-python floor (Debian 12 ships 3.11.2) must admit every pin: one package needing a later
+    patch release (soupsieve 4.1.2 needs 3.11.5) fails `make setup` there."""
+    from importlib import metadata
+
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+    accepted = SpecifierSet(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    floor = min((Version(f"3.{minor}.{patch}") for minor in range(8, 20) for patch in range(0, 30)
+                 if accepted.contains(f"3.{minor}.{patch}")), default=None)
+    assert floor is not None, accepted
+    pinned = {}
+    for line in (REPO_ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pinned[name.lower().replace("_", "-")] = version
+    refused = []
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"].lower().replace("_", "-")
+        needs = dist.metadata.get("Requires-Python")
+        if name in pinned and needs and not SpecifierSet(needs).contains(floor):
+            refused.append(f"{name}=={dist.version} needs Python {needs}")
+    assert not refused, f"not installable on Python {floor}, which pyproject.toml accepts: {refused}"
+    assert len([d for d in metadata.distributions() if d.metadata["Name"].lower().replace("_", "-") in pinned]) > 50

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from .model import ModelConfig, build_language_model
-from .paths import ARTIFACTS_DIR
+from .paths import ARTIFACTS_DIR, where_to_look
 
 PRETRAINED_PATH = ARTIFACTS_DIR / "pretrained_lm.pt"
 
@@ -29,7 +29,7 @@ def load_checkpoint(path: Path = PRETRAINED_PATH, map_location: str | torch.devi
     if not path.exists():
         raise FileNotFoundError(
             f"checkpoint {path} is missing. The pretrained one is committed to the repository "
-            "(`git checkout artifacts/`), or rebuild it with `make pretrain`."
+            "(`git checkout artifacts/`), or rebuild it with `make pretrain`. " + where_to_look()
         )
     checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     if not isinstance(checkpoint, dict) or "config" not in checkpoint or "state_dict" not in checkpoint:

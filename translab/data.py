@@ -23,7 +23,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import ARTIFACTS_DIR, cache_dir, processed_dir, raw_dir
+from .paths import ARTIFACTS_DIR, cache_dir, processed_dir, raw_dir, where_to_look
 
 FIX_HINT = "run `make data` (or `python -m translab.data all`) from the repository root"
 
@@ -449,7 +449,8 @@ def tokenizer_path() -> Path:
     """The committed tokenizer (the one the shipped checkpoint was trained with)."""
     path = ARTIFACTS_DIR / "tokenizer.model"
     if not path.exists():
-        raise DataError(f"{path} is missing; rebuild it with `make tokenizer` (needs `make data` first)")
+        raise DataError(f"{path} is missing; rebuild it with `make tokenizer` (needs `make data` first). "
+                        + where_to_look())
     return path
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from .paths import GRADER_DIR, REPO_ROOT
+from .paths import GRADER_DIR, LAB_HOME, REPO_ROOT, where_to_look
 
 NAMES = ("mask", "positional_encoding", "transformer", "heads", "model", "parameters",
          "lm_targets", "lm_loss", "greedy", "accuracy", "transfer", "mlm_loss",
@@ -20,12 +20,13 @@ NAMES = ("mask", "positional_encoding", "transformer", "heads", "model", "parame
 
 def references_dir() -> Path:
     """The folder of the references: ``TRANSLAB_REFERENCES`` if set; else the course's ``grader/references``
-    or a student release's ``references`` next to this package; else the nearest one above the working
-    directory (a notebook run from ``notebooks/``, ``autograded/<student>/`` or an unpacked LMS zip)."""
+    or a student release's ``references``, in ``LAB_HOME`` or next to this package; else the nearest one above
+    the working directory (a notebook run from ``notebooks/``, ``autograded/<student>/`` or an unpacked LMS zip)."""
     override = os.environ.get("TRANSLAB_REFERENCES")
     if override:
         return Path(override)
-    candidates = [GRADER_DIR / "references", REPO_ROOT / "references"]
+    candidates = [LAB_HOME / "grader" / "references", LAB_HOME / "references", GRADER_DIR / "references",
+                  REPO_ROOT / "references"]
     here = Path.cwd().resolve()
     candidates += [parent / folder for parent in (here, *here.parents) for folder in ("grader/references", "references")]
     for candidate in candidates:
@@ -34,7 +35,7 @@ def references_dir() -> Path:
     raise FileNotFoundError(
         "the checks' references were not found (grader/references/ or references/, next to translab or above "
         "the current folder). Open the notebook inside the course or the student release, or run `make references` "
-        "in the course.")
+        "in the course. " + where_to_look())
 
 
 def load(name: str) -> dict:

@@ -125,3 +125,55 @@ def test_a_completed_notebook_passes_its_visible_checks_inside_the_release(relea
     assert outcome[done]["errors"] == [], f"visible checks failed in the student release: {outcome[done]['errors']}"
     blank_failures = [e for e in outcome[released]["errors"] if e and e.endswith("_visible")]
     assert blank_failures, "the untouched notebook must fail its visible checks (they have to be able to fail)"
+
+
+INSTALLED = """
+import json, sys
+import translab
+from translab import checkpoint, data, references
+from translab.checks import check_mask
+import torch
+found = {"translab": translab.__file__}
+try:
+    found["tokenizer"] = data.load_tokenizer().get_piece_size()
+    found["checkpoint"] = sum(p.numel() for p in checkpoint.load_checkpoint()[0].parameters())
+    found["references"] = sorted(references.load("mask"))
+    check_mask(lambda sz: torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1))
+    found["check"] = "passed"
+except Exception as error:
+    found["error"] = f"{type(error).__name__}: {error}"
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.slow
+def test_a_normal_install_of_the_release_runs_from_anywhere_with_translab_home(release, tmp_path):
+    """Installed non-editable (a wheel in site-packages, as a shared JupyterHub environment has it), translab
+    finds the release's tokenizer, checkpoint and visible references through TRANSLAB_HOME; without it, the
+    error says to set it."""
+    target = tmp_path / "site-packages"
+    built = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                            "--no-build-isolation", "--target", str(target), str(release)],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert (target / "translab" / "checks" / "part1.py").exists() and not (target / "translab" / "artifacts").exists()
+    assert (target / "translab" / "jupyter_student" / "labconfig" / "page_config.json").exists()
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    base = {key: value for key, value in os.environ.items()
+            if key not in ("TRANSLAB_HOME", "TRANSLAB_REFERENCES", "TRANSLAB_DATA_DIR")}
+    base["PYTHONPATH"] = str(target)
+
+    def run(**env) -> dict:
+        done = subprocess.run([sys.executable, "-c", INSTALLED], cwd=elsewhere, env={**base, **env},
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    found = run(TRANSLAB_HOME=str(release))
+    assert found["translab"].startswith(str(target)), found
+    assert "error" not in found, found
+    assert found["tokenizer"] > 0 and found["checkpoint"] > 0 and found["references"] == ["visible"]
+    assert found["check"] == "passed"
+    lost = run()
+    assert "TRANSLAB_HOME" in lost.get("error", ""), lost
