@@ -258,18 +258,42 @@ def build_class(submitted: Path, course: Path, students: int, full_every: int = 
     the others the corpus of broken and hostile cases in turn (``grader.corpus``).  Returns the mix."""
     from grader import corpus
     from grader.batch import ASSIGNMENT
-    cases = [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]  # those cost their budget each
-    mix = {"complete_solutions": 0, **{case: 0 for case in cases}}
-    for index in range(students):
+    mix = {"complete_solutions": 0, **{case: 0 for case in _class_cases()}}
+    for index, case in enumerate(class_cases(students, full_every)):
         folder = submitted / f"student{index:03d}" / ASSIGNMENT
-        if index % full_every == 0:
+        if case == "complete_solutions":
             shutil.copytree(course / "solutions" / ASSIGNMENT, folder)
-            mix["complete_solutions"] += 1
         else:
-            case = cases[(index - index // full_every - 1) % len(cases)]
             corpus.build_case(case, folder, course)
-            mix[case] += 1
+        mix[case] += 1
     return mix
+
+
+def _class_cases() -> list[str]:
+    from grader import corpus
+    return [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]  # those cost their budget each
+
+
+def class_cases(students: int, full_every: int = 3) -> list[str]:
+    """What student ``i`` of ``build_class``'s class submitted: ``complete_solutions`` or a corpus case."""
+    cases = _class_cases()
+    return ["complete_solutions" if index % full_every == 0 else cases[(index - index // full_every - 1) % len(cases)]
+            for index in range(students)]
+
+
+def seconds_by_case(course: Path, students: int, full_every: int = 3) -> dict:
+    """From the batch's report: the seconds each kind of submission took to grade, summed over the class (where
+    a class's time goes), most first."""
+    import csv
+
+    from grader.batch import REPORT_NAME
+    kind = {f"student{index:03d}": case for index, case in enumerate(class_cases(students, full_every))}
+    totals: dict[str, float] = {}
+    with open(course / "autograded" / REPORT_NAME, encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            case = kind.get(row["student_id"], "other")
+            totals[case] = round(totals.get(case, 0.0) + float(row["seconds"] or 0), 1)
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
 
 
 @contextmanager
@@ -291,7 +315,8 @@ def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600) -
     with _class_course(students, full_every=3) as (course, env, result["mix"]):
         for count in jobs:
             seconds, reason = _autograde(course, env, count, timeout)
-            result["runs"][f"jobs_{count}"] = ({"seconds": seconds, "per_student_s": round(seconds / students, 1)}
+            result["runs"][f"jobs_{count}"] = ({"seconds": seconds, "per_student_s": round(seconds / students, 1),
+                                                "student_seconds_by_case": seconds_by_case(course, students)}
                                                if seconds is not None else {"seconds": None, "reason": reason})
     return result
 

@@ -13,7 +13,8 @@ an error, including a configuration file that failed to load (nbgrader itself on
 
 ``autograde`` is the exception, on purpose: a class is graded the night before marks are due, so one broken
 submission must not stop it.  Each student is graded by an nbgrader process of its own (``--jobs N`` at a
-time, student code in ``grader.sandbox``'s kernel); a notebook nbgrader cannot run scores 0 and is flagged
+time, forked from a server that has nbgrader and the checker's imports loaded; student code in one
+``grader.sandbox`` kernel per student, reset between notebooks); a notebook nbgrader cannot run scores 0 and is flagged
 for the instructor, listed at the end and in ``autograded/autograde_report.csv``, and the exit code stays 0.
 It is 1 only when the grading machinery fails (configuration, kernel, database), which no student can cause.
 Options of the form ``--Class.trait=value`` after ``autograde`` are passed on to nbgrader.
@@ -93,29 +94,88 @@ def with_venv_bin(path: str) -> str:
     return path if path.split(os.pathsep)[:1] == [bin_dir] else os.pathsep.join([bin_dir, path])
 
 
+# What every nbgrader process of a batch imports (nbgrader with its server extensions, nbclient, the config's
+# plugins, and the checker's torch and checks): about 2 CPU-seconds a student, loaded once in a fork server instead
+# (multiprocessing's forkserver: a clean single-threaded process, never the batch's threads), whose children run
+# nbgrader.  Nothing of a student is in it: it only imported modules.
+WARM_IMPORTS = ["grader.batch", "grader.execution", "grader.verdicts", "grader.sanitize",
+                "grader.mathml", "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors",
+                "translab.checks", "translab.wire"]
+_forks = None
+
+
+def _fork_server():
+    """The multiprocessing context whose fork server holds ``WARM_IMPORTS``; the first call starts the server,
+    which then imports them while the batch goes on with its own preparations."""
+    global _forks
+    if _forks is None:
+        import multiprocessing
+        from multiprocessing import forkserver
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(WARM_IMPORTS)
+        forkserver.ensure_running()
+        _forks = context
+    return _forks
+
+
+def _nbgrader_main(args: list[str], env: dict, cwd: str, output: str) -> None:
+    """A fork server's child: nbgrader's command line in a session of its own, with the job's environment and
+    folder, its output in ``output``; the exit handlers run (they end the kernel kept between notebooks)."""
+    import atexit
+    os.setsid()
+    descriptor = os.open(output, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+    os.dup2(descriptor, 1)
+    os.dup2(descriptor, 2)
+    os.close(descriptor)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    if "torch" in sys.modules:  # imported before this environment was set: its threads as the job says
+        sys.modules["torch"].set_num_threads(max(1, int(env.get("OMP_NUM_THREADS") or 1)))
+    sys.argv = [sys.executable, *args]
+    code = 0
+    try:
+        from nbgrader.apps.nbgraderapp import main
+        main()
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    finally:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    sys.exit(code)
+
+
 def _run_nbgrader(root: Path, args: list[str], env: dict | None = None,
                   timeout: float | None = None) -> tuple[int, str]:
-    """(exit code, output) of one nbgrader command; on ``timeout`` the whole process group is killed.
+    """(exit code, output) of one nbgrader command, run by a child of the fork server; on ``timeout`` its
+    whole process group is killed.
 
     nbgrader starts each notebook's kernel as its child: killing only nbgrader would leave a student's
     runaway kernel behind, hence a session of its own and ``killpg``.
     """
-    command = [sys.executable, "-m", "grader.nbgrader_cli", *args]
-    process = subprocess.Popen(command, cwd=root, env=env or _nbgrader_env(), text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    with tempfile.NamedTemporaryFile(prefix="translab-nbgrader-", suffix=".log", delete=False) as handle:
+        output_path = handle.name  # private (0600): it quotes submissions
+    process = _fork_server().Process(target=_nbgrader_main, daemon=False,
+                                     args=(list(args), dict(env or _nbgrader_env()), str(root), output_path))
+    timed_out = False
     try:
-        output, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        output += f"\n[translab] [TIMEOUT] killed after {timeout:.0f} s\n"
-        return -signal.SIGKILL, output
+        process.start()
+        process.join(timeout)
+        timed_out = process.is_alive()
+        if timed_out:
+            process.kill()
+            process.join()
     finally:
-        try:  # a kernel that outlived nbgrader (it detaches from nothing, but be sure) goes too
+        try:  # its session: a kernel that outlived nbgrader (it detaches from nothing, but be sure) goes too
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError, TypeError):
             pass
-    return process.returncode, output
+        output = Path(output_path).read_text(encoding="utf-8", errors="replace")
+        os.unlink(output_path)
+    if timed_out:
+        return -signal.SIGKILL, output + f"\n[translab] [TIMEOUT] killed after {timeout:.0f} s\n"
+    return process.exitcode, output
 
 
 def _fatal_lines(output: str) -> list[str]:
@@ -573,6 +633,7 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
     """
     from . import sandbox as kernel_sandbox
     start = time.perf_counter()
+    _fork_server()  # its imports overlap what follows
     main_db = root / "gradebook.db"
     _check_config(root)
     results = []

@@ -106,3 +106,16 @@ def test_readme_rewrites_only_the_marked_block(tmp_path):
     assert "| 12.0 s | met (at most 20 s) |" in text
     (tmp_path / "plain.md").write_text("no markers\n")
     assert not bench.update_readme({}, tmp_path / "plain.md")
+
+
+def test_a_class_s_seconds_are_summed_by_what_each_student_submitted(tmp_path):
+    from grader.batch import REPORT_NAME
+    kinds = bench.class_cases(5)
+    assert kinds[0] == kinds[3] == "complete_solutions" and "complete_solutions" not in (kinds[1], kinds[2], kinds[4])
+    (tmp_path / "autograded").mkdir()
+    rows = ["student_id,status,seconds"] + [f"student{i:03d},ok,{10 * (i + 1)}" for i in range(5)]
+    (tmp_path / "autograded" / REPORT_NAME).write_text("\n".join(rows) + "\n")
+    totals = bench.seconds_by_case(tmp_path, 5)
+    assert totals["complete_solutions"] == 10 + 40
+    assert sum(totals.values()) == 150
+    assert list(totals.values()) == sorted(totals.values(), reverse=True)
