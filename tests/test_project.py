@@ -83,3 +83,16 @@ def test_every_pinned_package_installs_on_the_oldest_python_we_accept():
             refused.append(f"{name}=={dist.version} needs Python {needs}")
     assert not refused, f"not installable on Python {floor}, which pyproject.toml accepts: {refused}"
     assert len([d for d in metadata.distributions() if d.metadata["Name"].lower().replace("_", "-") in pinned]) > 50
+
+
+def test_make_uses_an_existing_environment_as_it_is():
+    """`make ... PY=/path/to/python` (a shared environment on a grading server) installs nothing into it."""
+    shared = "/srv/shared-env/bin/python"
+    for target in ("autograde", "release", "formgrader"):
+        dry = subprocess.run(["make", "-n", target, f"PY={shared}"], cwd=REPO_ROOT, capture_output=True, text=True,
+                             check=True).stdout
+        assert "pip install" not in dry and "-m venv" not in dry, dry
+        assert f"{shared} -m grader" in dry or "/srv/shared-env/bin/jupyter lab" in dry, dry
+    own = subprocess.run(["make", "-n", "autograde", "VENV=/nonexistent/venv"], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert "pip install" in own and "/nonexistent/venv/bin/python -m grader autograde" in own, own
