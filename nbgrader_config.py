@@ -10,8 +10,7 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern,
                                     LimitOutput, SaveAutoGrades)
 
-from grader.execution import FlagIncidents, GuardedExecute, SandboxedOnlyExporter
-from grader.batch import HideHiddenTestTracebacks
+from grader.execution import FlagIncidents, GuardedExecute, HideHiddenTestTracebacks, SandboxedOnlyExporter
 from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
 from grader.sanitize import SanitizeStudentContent
 

@@ -38,8 +38,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nbgrader.preprocessors import NbGraderPreprocessor
-
 from .collect import MAX_NOTEBOOK_BYTES as MAX_SUBMITTED_FILE  # one cap on what is collected and graded
 from translab.paths import REPO_ROOT
 
@@ -52,25 +50,6 @@ STUDENT_BUDGET = 600.0   # wall-clock seconds for one student: every notebook an
 
 class GradingError(RuntimeError):
     pass
-
-
-# ----------------------------------------------------------------- nbgrader plugins used by nbgrader_config.py
-
-class HideHiddenTestTracebacks(NbGraderPreprocessor):
-    """Feedback preprocessor: a failing hidden test keeps only its error message.
-
-    ``ClearHiddenTests`` removes the hidden source, but an error's traceback quotes the failing line
-    of the cell, i.e. the hidden test.  Runs before ``ClearHiddenTests`` (which removes the markers).
-    """
-
-    def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and "BEGIN HIDDEN TESTS" in cell.source:
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    # the message only; its machine-readable diagnosis line is for `make report`, not the student
-                    message = re.sub(r"\n?\[diagnosis: [^\]\n]*\]\s*$", "", output.get("evalue", ""))
-                    output["traceback"] = [f"{output.get('ename', 'Error')}: {message}"]
-        return cell, resources
 
 
 # ----------------------------------------------------------------- running nbgrader
@@ -853,11 +832,6 @@ def collect(root: Path, archive: Path) -> list[str]:
     return report.students
 
 
-def _notebook_budget() -> float:
-    from .execution import GuardedExecute
-    return GuardedExecute.notebook_budget.default_value
-
-
 def course_root(start: Path | None = None) -> Path:
     """The course the commands act on: the nearest folder, from ``start`` (the current one) up, that holds
     ``nbgrader_config.py``, as nbgrader finds its configuration; else the repository this package came from."""
@@ -885,7 +859,7 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--student-timeout", type=float, default=STUDENT_BUDGET,
                        help=f"wall-clock seconds for one student, every notebook and retry included, before grading "
                             f"stops and the rest scores 0, flagged (default {STUDENT_BUDGET:.0f}; each notebook also "
-                            f"has c.GuardedExecute.notebook_budget, {_notebook_budget():.0f} s)")
+                            "has a budget of its own, c.GuardedExecute.notebook_budget)")
     given = commands.add_parser("feedback", help="write feedback/ (HTML, hidden tests removed); refuses while "
                                                  "written answers await a manual grade")
     release_mode = given.add_mutually_exclusive_group()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -314,3 +315,20 @@ class FlagIncidents(NbGraderPreprocessor):
                 gradebook.db.commit()
             self.log.warning("flagged %s for review: %s", info["notebook"], "; ".join(incidents))
         return nb, resources
+
+
+class HideHiddenTestTracebacks(NbGraderPreprocessor):
+    """Feedback preprocessor: a failing hidden test keeps only its error message.
+
+    ``ClearHiddenTests`` removes the hidden source, but an error's traceback quotes the failing line
+    of the cell, i.e. the hidden test.  Runs before ``ClearHiddenTests`` (which removes the markers).
+    """
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and "BEGIN HIDDEN TESTS" in cell.source:
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    # the message only; its machine-readable diagnosis line is for `make report`, not the student
+                    message = re.sub(r"\n?\[diagnosis: [^\]\n]*\]\s*$", "", output.get("evalue", ""))
+                    output["traceback"] = [f"{output.get('ename', 'Error')}: {message}"]
+        return cell, resources
