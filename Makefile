@@ -24,7 +24,7 @@ STUDENT_SERVER := $(foreach ext,formgrader course_list assignment_list,\
 	--ServerApp.jpserver_extensions=nbgrader.server_extensions.$(ext)=False)
 
 .PHONY: help setup browser data test test-fast lab formgrader release students student-release references autograde feedback grades report collect \
-        pretrain tokenizer experiment bench clean
+        pretrain tokenizer experiment bench hub-demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,7 +34,13 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e .
 	touch $@
 
-setup: $(INSTALLED) data browser ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
+setup: $(INSTALLED) data browser hub/node_modules/.installed ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
+
+# JupyterHub's proxy (configurable-http-proxy), pinned with its hashes in hub/package-lock.json
+hub/node_modules/.installed: hub/package.json hub/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing for JupyterHub's proxy (make hub-demo, its test): install Node.js >= 20 with npm, e.g. sudo apt-get install -y nodejs npm"; exit 1; }
+	npm ci --prefix hub --no-audit --no-fund --loglevel=error
+	touch $@
 
 browser: ## Debian's Chromium for the browser tests (installed as root; otherwise prints the command)
 	@if [ -x /usr/bin/chromium ]; then :; \
@@ -103,6 +109,9 @@ experiment: $(INSTALLED) ## rerun the transfer experiment into results/transfer.
 
 bench: $(INSTALLED) ## measure training throughput and autograde time into results/bench.json
 	$(PY) -m experiments.bench
+
+hub-demo: $(INSTALLED) hub/node_modules/.installed ## a JupyterHub on 127.0.0.1:8000 with the course, an instructor and STUDENTS=2 students (state in ~/.local/state/translab-hub)
+	PATH="$(BIN):$$PATH" $(PY) -m grader.hub demo --students $(or $(STUDENTS),2) --port $(or $(HUB_PORT),8000)
 
 clean: ## remove grading working folders (keeps .venv, data and artifacts)
 	rm -rf autograded feedback reports gradebook.db grades.csv .pytest_cache test-artifacts

@@ -13,6 +13,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
 from grader.execution import FlagIncidents, GuardedExecute, HideHiddenTestTracebacks, SandboxedOnlyExporter
 from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
 from grader.sanitize import SanitizeStudentContent
+from translab.paths import exchange_root
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
 
@@ -27,8 +28,9 @@ c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_here, "gradebook.db")
 # nbgrader's exchange (release, fetch, submit, collect through shared folders) is not part of the local flow,
 # where `make collect` reads an LMS zip; a folder of the course's own (made by `make formgrader`) keeps the
-# formgrader from warning that /srv/nbgrader/exchange is missing.  A JupyterHub course sets its shared one here.
-c.Exchange.root = os.path.join(_here, "exchange")
+# formgrader from warning that /srv/nbgrader/exchange is missing.  On a JupyterHub, the hub names the shared one
+# (TRANSLAB_EXCHANGE, hub/jupyterhub_config.py) for instructors and students alike.
+c.Exchange.root = str(exchange_root(_here))
 
 # Under nbgrader (NBGRADER_EXECUTION is set) every notebook uses translab.budget's small budget:
 # the slowest cell takes under 5 s alone (results/bench.json); 60 s leaves room for a slow or busy machine and

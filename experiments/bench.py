@@ -43,6 +43,19 @@ SCHEMA_VERSION = 1
 GOALS = {"one_submission_s": 20, "ratio_to_floor": 2, "class_jobs_2_s": 12 * 60, "lab_student_s": 4 * 60}
 README = REPO_ROOT / "README.md"
 README_BEGIN, README_END = "<!-- bench tables: python -m experiments.bench --readme -->", "<!-- end of bench tables -->"
+HUB_BEGIN, HUB_END = "<!-- hub table: python -m experiments.bench --readme -->", "<!-- end of hub table -->"
+# what each step of a term on the hub is, in the order the cycle runs them (grader.hub.cycle)
+HUB_STEPS = {"generate": "instructor: `python -m grader release` (nbgrader generate_assignment)",
+             "student_release": "the student release students' kernels read (`TRANSLAB_HOME`)",
+             "start_servers": "every user's server started (first login)",
+             "release": "instructor: Release (formgrader)", "fetch": "students: Fetch (Assignments panel)",
+             "work": "students: answers saved (contents API)", "submit": "students: Submit (Assignments panel)",
+             "collect": "instructor: Collect (formgrader)",
+             "autograde": "instructor: `python -m grader autograde --jobs 2` (sandboxed)",
+             "manual_grading": "instructor: written answers graded (formgrader)",
+             "feedback": "instructor: `python -m grader feedback`",
+             "release_feedback": "instructor: Release feedback (formgrader)",
+             "fetch_feedback": "students: Fetch feedback (Assignments panel)"}
 ARCHITECTURE = {"nhid": ModelConfig.nhid, "nlayers": ModelConfig.nlayers, "nhead": ModelConfig.nhead,
                 "dropout": ModelConfig.dropout}  # the shipped checkpoint's shape
 
@@ -444,15 +457,46 @@ def readme_tables(result: dict) -> str:
     return "\n".join(lines)
 
 
-def update_readme(result: dict, readme: Path = README) -> bool:
-    """Rewrite the README's bench tables from ``result``; False if the README has no place for them."""
-    text = readme.read_text(encoding="utf-8")
-    begin, end = text.find(README_BEGIN), text.find(README_END)
+def hub_table(result: dict) -> str:
+    """The README's table of a term on the course hub, step by step, rendered from a bench.json."""
+    cycle = result.get("hub_cycle") or {}
+    if not cycle.get("seconds"):
+        return f"Not measured: {cycle.get('reason', 'run `python -m experiments.bench --only-hub`')}."
+    mix = ", ".join(f"{count} {kind}" for kind, count in (cycle.get("mix") or {}).items())
+    lines = [f"| step, a class of {cycle['students']} ({mix}) | time |", "| --- | ---: |"]
+    lines += [f"| {HUB_STEPS.get(step, step)} | {'under 0.1 s' if seconds < 0.05 else _seconds(seconds)} |"
+              for step, seconds in cycle["seconds"].items()]
+    lines += [f"| the whole term | {_seconds(cycle.get('total_s'))} |", "",
+              f"From `results/bench.json` ({result.get('cpu_count', '?')} cores; `python -m grader.hub cycle` "
+              "as `make bench` runs it)."]
+    return "\n".join(lines)
+
+
+def _fill(text: str, begin_mark: str, end_mark: str, body: str) -> str | None:
+    begin, end = text.find(begin_mark), text.find(end_mark)
     if begin < 0 or end < begin:
+        return None
+    return text[:begin + len(begin_mark)] + "\n" + body + "\n" + text[end:]
+
+
+def update_readme(result: dict, readme: Path = README) -> bool:
+    """Rewrite the README's bench tables (grading, and a term on the hub) from ``result``; False if the README
+    has no place for them."""
+    text = _fill(readme.read_text(encoding="utf-8"), README_BEGIN, README_END, readme_tables(result))
+    if text is None:
         return False
-    readme.write_text(text[:begin + len(README_BEGIN)] + "\n" + readme_tables(result) + "\n" + text[end:],
-                      encoding="utf-8")
+    text = _fill(text, HUB_BEGIN, HUB_END, hub_table(result)) or text
+    readme.write_text(text, encoding="utf-8")
     return True
+
+
+def hub_cycle(students: int) -> dict:
+    """A term on a real JupyterHub for a simulated class, step by step (grader.hub)."""
+    from grader import hub
+    reason = _grading_ready() or hub.missing()
+    if reason:
+        return {"students": students, "reason": reason}
+    return hub.measure_cycle(students, jobs=2)
 
 
 def _replace_section(out: Path, section: str, measure, flag: str | None = None) -> None:
@@ -494,6 +538,10 @@ def main(argv: list[str] | None = None) -> int:
                              "bench.json (about 2 min)")
     parser.add_argument("--only-class", action="store_true",
                         help="time the class only (--class-size, --class-jobs) and replace that section")
+    parser.add_argument("--hub-students", type=int, default=10,
+                        help="a simulated class taken through a term on a real JupyterHub (0 skips it; about 3 min at 10)")
+    parser.add_argument("--only-hub", action="store_true",
+                        help="time the term on the hub only (--hub-students) and replace that section")
     parser.add_argument("--readme", action="store_true",
                         help="rewrite the README's bench tables from results/bench.json (measures nothing)")
     args = parser.parse_args(argv)
@@ -501,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if update_readme(json.loads((RESULTS_DIR / "bench.json").read_text())) else 1
     if args.only_class:
         _replace_section(args.out, "class_autograde", lambda: class_autograde(args.class_size, args.class_jobs), flag="class")
+        return 0
+    if args.only_hub:
+        _replace_section(args.out, "hub_cycle", lambda: hub_cycle(args.hub_students), flag="hub")
         return 0
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -549,6 +600,10 @@ def main(argv: list[str] | None = None) -> int:
         result["class_autograde"] = {"students": 0, "reason": "skipped (--quick, --no-autograde or --class-size 0)"}
     else:
         result["class_autograde"] = class_autograde(args.class_size, args.class_jobs)
+    if args.quick or args.no_autograde or args.hub_students <= 0:
+        result["hub_cycle"] = {"students": 0, "reason": "skipped (--quick, --no-autograde or --hub-students 0)"}
+    else:
+        result["hub_cycle"] = hub_cycle(args.hub_students)
     result["wall_time_s"] = round(time.time() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps(result, indent=2) + "\n")

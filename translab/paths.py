@@ -20,6 +20,12 @@ RESULTS_DIR = LAB_HOME / "results"
 # the grader's checker socket, set in a grading kernel's environment (translab.wire); here, away from torch, so
 # the grader's processes can name it without importing torch
 CHECKER_ENV = "TRANSLAB_CHECKER"
+EXCHANGE_ENV = "TRANSLAB_EXCHANGE"  # nbgrader's exchange shared by a hub's users (hub/jupyterhub_config.py sets it)
+
+
+def exchange_root(course_root: Path | str) -> Path:
+    """nbgrader's exchange: the hub's shared folder, else a folder of the course's own (the local flow)."""
+    return Path(os.environ.get(EXCHANGE_ENV) or Path(course_root) / "exchange")
 
 
 def data_dir() -> Path:

@@ -79,8 +79,20 @@ def test_the_readme_tables_are_rendered_from_the_committed_bench_json():
     text = bench.README.read_text()
     assert bench.README_BEGIN in text and bench.README_END in text
     shown = text.split(bench.README_BEGIN, 1)[1].split(bench.README_END, 1)[0].strip()
-    expected = bench.readme_tables(json.loads((RESULTS_DIR / "bench.json").read_text()))
-    assert shown == expected, "the README's bench tables are stale: run `python -m experiments.bench --readme`"
+    result = json.loads((RESULTS_DIR / "bench.json").read_text())
+    assert shown == bench.readme_tables(result), "the README's bench tables are stale: run `python -m experiments.bench --readme`"
+    assert bench.HUB_BEGIN in text and bench.HUB_END in text
+    shown = text.split(bench.HUB_BEGIN, 1)[1].split(bench.HUB_END, 1)[0].strip()
+    assert shown == bench.hub_table(result), "the README's hub table is stale: run `python -m experiments.bench --readme`"
+
+
+def test_the_hub_table_lists_each_step_of_the_term():
+    result = {"cpu_count": 2, "hub_cycle": {"students": 10, "mix": {"complete": 5, "blank": 3, "probe": 2},
+                                            "seconds": {"release": 0.4, "autograde": 120.0}, "total_s": 120.4}}
+    table = bench.hub_table(result)
+    assert "| step, a class of 10 (5 complete, 3 blank, 2 probe) | time |" in table
+    assert f"| {bench.HUB_STEPS['autograde']} | 120.0 s |" in table and "| the whole term | 120.4 s |" in table
+    assert bench.hub_table({"hub_cycle": {"reason": "no proxy"}}) == "Not measured: no proxy."
 
 
 def test_the_readme_tables_judge_each_figure_by_its_goal():

@@ -50,6 +50,8 @@ def _course(tmp_path: Path):
     (root / "gradebook.db").write_bytes(b"hidden tests")
     (root / "solutions" / "transfer_learning" / "answer.txt").write_text("the solution")
     (root / "submitted" / "bob" / "transfer_learning" / "bob.txt").write_text("bob's work")
+    (root / "exchange" / "translab" / "inbound").mkdir(parents=True)  # nbgrader's exchange, as the local flow keeps it
+    (root / "exchange" / "translab" / "inbound" / "bob+transfer_learning+2026").write_text("bob's submission")
     work = tmp_path / "work"
     work.mkdir()
     sandbox.grading_kernel(root, work)  # creates work/homes with the permissions the launcher expects
@@ -101,6 +103,7 @@ report = {
     "write_gradebook": attempt(lambda: (root / "gradebook.db").open("ab").close()),
     "solutions": attempt(lambda: sorted(os.listdir(root / "solutions"))),
     "other_student": attempt(lambda: sorted(os.listdir(root / "autograded" / "bob"))),
+    "exchange": attempt(lambda: sorted(os.listdir(root / "exchange"))),
     "write_course": attempt(lambda: (root / "pwned").write_text("x")),
     "write_root_home": attempt(lambda: Path("/root/pwned_by_test_sandbox").write_text("x")),
     "write_tmp": attempt(lambda: Path("/tmp/pwned_by_test_sandbox").write_text("x")),
@@ -152,6 +155,7 @@ def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(course, probe_
         "the test is only meaningful if the solutions are world-readable on disk"
     assert report["solutions"] in ("PermissionError", []), report["solutions"]
     assert report["other_student"] in ("PermissionError", []), report["other_student"]
+    assert report["exchange"] in ("PermissionError", []), report["exchange"]
     for key in ("write_gradebook", "write_course", "write_root_home"):  # EROFS is an OSError
         assert report[key] in ("PermissionError", "OSError"), (key, report[key])
     assert report["write_home"] == "ok", "the kernel needs a writable HOME of its own"
@@ -240,6 +244,7 @@ def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(
     assert report["gradebook"] == "", "the gradebook must look empty to student code"
     assert report["solutions"] in ("PermissionError", []), report["solutions"]
     assert report["other_student"] in ("PermissionError", []), report["other_student"]
+    assert report["exchange"] in ("PermissionError", []), report["exchange"]
     for key in ("write_gradebook", "write_course"):  # EROFS: the instructor's own files
         assert report[key] in ("PermissionError", "OSError"), (key, report[key])
     # the instructor's file outside the course: the write fails, or (a HOME under /tmp) lands in the kernel's

@@ -1,0 +1,118 @@
+"""The course on a real JupyterHub (hub/jupyterhub_config.py, configurable-http-proxy from npm, nbgrader's exchange):
+release -> fetch -> work -> submit -> collect -> sandboxed autograde -> manual grades -> feedback -> fetch_feedback,
+each step sent as the formgrader's buttons and the students' Assignments panel send it.  The class: two complete
+submissions, one blank, one hostile probe (``grader.hub.class_of``)."""
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import hub as hubs
+from grader.batch import ASSIGNMENT
+from translab.paths import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+CLASS = hubs.class_of(4)
+
+
+@pytest.fixture(scope="module")
+def term(tmp_path_factory):
+    """(hub, cycle result): the hub stays up for the tests of who sees what."""
+    reason = hubs.missing()
+    assert reason is None, reason  # `make setup` installs the proxy: missing, the setup is broken
+    demo = hubs.DemoHub(tmp_path_factory.mktemp("hub"), list(CLASS))
+    demo.prepare()
+    with demo:
+        yield demo, hubs.cycle(demo, CLASS)
+
+
+def _students(kind: str) -> list[str]:
+    return [name for name, each in CLASS.items() if each == kind]
+
+
+def test_the_class_gets_the_scores_a_fair_grader_gives(term):
+    _, result = term
+    assert set(result["scores"]) == set(CLASS), result["scores"]
+    maximum = {total for _, total in result["scores"].values()}
+    assert len(maximum) == 1 and maximum.pop() > 0
+    for name in _students("complete") + _students("probe"):  # written answers graded in the formgrader's API
+        score, total = result["scores"][name]
+        assert score == total, (name, result["scores"][name])
+    for name in _students("blank"):
+        assert result["scores"][name][0] == 0, (name, result["scores"][name])
+
+
+def test_the_probe_reaches_nothing_of_the_hub_from_its_grading_kernel(term):
+    demo, _ = term
+    for name in _students("probe"):
+        graded = demo.course / "autograded" / name / ASSIGNMENT / "01_mask_and_positional_encoding.ipynb"
+        outputs = [output.get("text", "") for cell in nbformat.read(graded, as_version=4).cells
+                   if cell.cell_type == "code" for output in cell.get("outputs", [])]
+        reports = [line for text in outputs for line in text.splitlines() if line.startswith(hubs.PROBE_MARK)]
+        assert reports == [f"{hubs.PROBE_MARK} []"], reports  # it ran, and found no file, folder or port
+    assert not (demo.exchange / "probe-was-here").exists()
+
+
+def test_the_formgrader_button_refuses_to_grade_outside_the_sandbox(term):
+    _, result = term
+    assert result["autograde_button"]["success"] is False
+    assert "translab grades only in its sandbox" in result["autograde_button"]["error"]
+
+
+def _hidden_test_lines() -> set[str]:
+    lines = set()
+    for path in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
+                lines |= {line.strip() for line in block.splitlines() if len(line.strip()) > 30}
+    assert lines, "no hidden tests found in the solutions"
+    return lines
+
+
+def test_each_student_fetches_feedback_without_hidden_tests(term):
+    demo, result = term
+    hidden = {html.escape(line, quote=False) for line in _hidden_test_lines()}
+    notebooks = len(list((REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")))
+    for name in CLASS:
+        pages = result["feedback"][name]
+        assert len(pages) == notebooks, (name, pages)
+        assert all(Path(page).is_relative_to(demo.homes / name) for page in pages)
+        for page in pages:
+            text = Path(page).read_text(encoding="utf-8")
+            assert not [line for line in hidden if line in text], page
+            first_score = re.search(r"Score: ([\d.]+) / ([\d.]+)", text)
+            assert first_score, page
+            if CLASS[name] == "blank":
+                assert float(first_score.group(1)) == 0, page
+            else:
+                assert first_score.group(1) == first_score.group(2), page
+
+
+def _page_config(text: str) -> str:
+    match = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', text, re.S)
+    assert match, text[:500]
+    return match.group(1)
+
+
+def test_students_get_no_instructor_tools_and_the_instructor_a_formgrader_that_frames(term):
+    demo, _ = term
+    student, instructor = demo.session(next(iter(CLASS))), demo.session(hubs.INSTRUCTOR)
+    assert student.request("GET", "formgrader", ok=None).status_code == 404
+    assert student.request("GET", "formgrader/api/assignments", ok=None).status_code == 404
+    assert student.request("GET", "assignments", params={"course_id": hubs.COURSE_ID}).json()["success"]
+    config = _page_config(student.request("GET", "lab").text)
+    for panel in ("formgrader", "create-assignment", "course-list"):
+        assert f'"@jupyter/nbgrader:{panel}"' in config, panel
+    assert '"@jupyter/nbgrader:assignment-list"' not in config
+    assert "frame-ancestors 'none'" in student.request("GET", "lab").headers["Content-Security-Policy"]
+
+    page = instructor.request("GET", "formgrader")
+    assert "frame-ancestors 'self'" in page.headers["Content-Security-Policy"]  # JupyterLab shows it in a panel
+    assert '"@jupyter/nbgrader:formgrader"' not in _page_config(instructor.request("GET", "lab").text)
+    assignments = instructor.formgrader("GET", "assignments")  # the course's gradebook, not an empty one
+    assert [row["name"] for row in assignments] == [ASSIGNMENT]
+    assert assignments[0]["num_submissions"] == len(CLASS)
