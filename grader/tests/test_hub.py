@@ -17,6 +17,7 @@ from translab.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 CLASS = hubs.class_of(4)
+BROWSER_WAIT = 120_000  # ms: a hub, eleven servers and JupyterLab on a busy 2-core machine
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +117,33 @@ def test_students_get_no_instructor_tools_and_the_instructor_a_formgrader_that_f
     assignments = instructor.formgrader("GET", "assignments")  # the course's gradebook, not an empty one
     assert [row["name"] for row in assignments] == [ASSIGNMENT]
     assert assignments[0]["num_submissions"] == len(CLASS)
+
+
+def _log_in(page, demo, name: str) -> None:
+    page.goto(f"{demo.url}/hub/login")
+    page.fill("#username_input", name)
+    page.fill("#password_input", demo.password)
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(rf".*/user/{name}/lab.*"), timeout=BROWSER_WAIT)
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Nbgrader$")).click(timeout=BROWSER_WAIT)
+
+
+def test_in_a_browser_the_instructor_sees_the_formgrader_panel_and_a_student_only_assignments(term, browser):
+    """What the header test above means on screen: JupyterLab's Formgrader panel shows the course (blank under
+    the hub's default frame-ancestors 'none'), and a student's Nbgrader menu has the Assignments panel only."""
+    from conftest import page_of
+    demo, _ = term
+    with page_of(browser, "hub_instructor") as page:
+        _log_in(page, demo, hubs.INSTRUCTOR)
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Formgrader$")).click()
+        panel = page.frame_locator("iframe").first
+        row = panel.locator("tr", has_text=ASSIGNMENT).first
+        row.wait_for(timeout=BROWSER_WAIT)
+        assert "released" in row.inner_text()
+    with page_of(browser, "hub_student") as page:
+        _log_in(page, demo, next(iter(CLASS)))
+        items = [item for item in page.locator(".lm-Menu-itemLabel").all_inner_texts() if item.strip()]
+        assert items == ["Assignment List"], items
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Assignment List$")).click()
+        submitted = page.locator("#submitted_assignments_list", has_text=ASSIGNMENT)
+        submitted.wait_for(timeout=BROWSER_WAIT)
