@@ -77,6 +77,24 @@ def test_tensors_arrive_as_plain_tensors_with_their_own_bytes():
     assert back["nested"] == [(1, 2.5, "x", None)] and back["inf"] == float("-inf")
 
 
+def test_the_checkers_big_tensors_reach_the_kernel_as_their_bytes_and_views_as_torch_pickles_them():
+    big = torch.randn(600, 600)  # 1.4 MB: raw bytes
+    grad = torch.randn(700, 500, requires_grad=True)
+    ints = torch.arange(300_000)
+    shared = torch.randn(800, 800)
+    value = {"big": big, "grad": grad, "ints": ints, "transposed": shared.t(), "row": shared[1],
+             "small": torch.ones(3), "parameter": torch.nn.Parameter(torch.randn(600, 600))}
+    assert wire._owns_its_storage(big) and not wire._owns_its_storage(shared.t())
+    assert not wire._owns_its_storage(shared[1]) and not wire._owns_its_storage(torch.ones(3))
+    back = wire.unpack(wire.pack(value), {})
+    for name, tensor in value.items():
+        assert type(back[name]) is type(tensor) and back[name].dtype == tensor.dtype, name
+        assert torch.equal(back[name], tensor) and back[name].stride() == tensor.stride(), name
+        assert back[name].requires_grad == tensor.requires_grad, name
+    back["big"].add_(1)  # the kernel's copy is its own, and writable
+    assert not torch.equal(back["big"], big)
+
+
 def test_other_objects_stay_in_the_kernel_as_handles_that_isinstance_sees():
     back, objects = roundtrip([torch.nn.Linear(2, 2), lambda: 1])
     linear, function = back
