@@ -82,7 +82,8 @@ def give_each_role_its_tools(spawner):
     else:
         spawner.environment["JUPYTER_CONFIG_PATH"] = str(HERE / "student")
         spawner.notebook_dir = str(home)
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if hasattr(spawner, "home_dir"):  # the demo's homes; a Unix account's home is made with the account
+            home.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 c.Spawner.pre_spawn_hook = give_each_role_its_tools
