@@ -28,7 +28,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.batch import ASSIGNMENT
+from grader.batch import ASSIGNMENT, with_venv_bin
 from translab.paths import EXCHANGE_ENV, REPO_ROOT, data_dir
 
 HUB_DIR = REPO_ROOT / "hub"
@@ -122,7 +122,7 @@ class DemoHub:
         """What the instructor's terminal on the hub has: the course's exchange, the shared environment first."""
         env = {key: value for key, value in os.environ.items() if not key.startswith("TRANSLAB_")}
         return {**env, "HOME": str(self.homes / INSTRUCTOR), EXCHANGE_ENV: str(self.exchange),
-                "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}"}
+                "PATH": with_venv_bin(env.get("PATH", ""))}
 
     # --- set up -------------------------------------------------------------------------------------------------
     def prepare(self) -> dict[str, float]:
@@ -268,6 +268,14 @@ class UserSession:
     def formgrader(self, method: str, path: str, **kwargs):
         return self.json(method, f"formgrader/api/{path}", **kwargs)
 
+    def formgrader_action(self, action: str) -> dict:
+        """One of the formgrader's buttons on the assignment (release, collect, release_feedback), which must
+        succeed."""
+        result = self.formgrader("POST", f"assignment/{ASSIGNMENT}/{action}")
+        if not result.get("success"):
+            raise HubError(f"{action}: {result.get('error') or result}")
+        return result
+
     # a student's edits
     def read_notebook(self, path: str) -> nbformat.NotebookNode:
         model = self.json("GET", f"api/contents/{path}", params={"content": 1})
@@ -350,9 +358,7 @@ def cycle(hub: DemoHub, kinds: dict[str, str], jobs: int = 2) -> dict:
     instructor = hub.session(INSTRUCTOR)
     students = {name: hub.session(name) for name in names}
 
-    release = timed("release", instructor.formgrader, "POST", f"assignment/{ASSIGNMENT}/release")
-    if not release.get("success"):
-        raise HubError(f"release: {release.get('error') or release}")
+    timed("release", instructor.formgrader_action, "release")
     timed("fetch", _each, lambda name: students[name].assignment_action("fetch"), names)
 
     solutions = {path.stem: nbformat.read(path, as_version=4)
@@ -366,17 +372,13 @@ def cycle(hub: DemoHub, kinds: dict[str, str], jobs: int = 2) -> dict:
     timed("work", _each, work, names)
     timed("submit", _each, lambda name: students[name].assignment_action("submit"), names)
 
-    collected = timed("collect", instructor.formgrader, "POST", f"assignment/{ASSIGNMENT}/collect")
-    if not collected.get("success"):
-        raise HubError(f"collect: {collected.get('error') or collected}")
+    timed("collect", instructor.formgrader_action, "collect")
     # the formgrader's Autograde button would grade outside the sandbox: it must refuse
     button = instructor.formgrader("POST", f"submission/{ASSIGNMENT}/{names[0]}/autograde")
     timed("autograde", hub._grader, "autograde", "--jobs", str(jobs))
     timed("manual_grading", grade_written_answers, instructor)
     timed("feedback", hub._grader, "feedback")
-    released = timed("release_feedback", instructor.formgrader, "POST", f"assignment/{ASSIGNMENT}/release_feedback")
-    if not released.get("success"):
-        raise HubError(f"release_feedback: {released.get('error') or released}")
+    timed("release_feedback", instructor.formgrader_action, "release_feedback")
     timed("fetch_feedback", _each, lambda name: students[name].assignment_action("fetch_feedback"), names)
 
     scores = {row["student"]: (row["score"], row["max_score"])
@@ -429,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _demo(args) -> int:
-    hub = DemoHub(args.state.resolve(), [f"student{i + 1:02d}" for i in range(args.students)], port=args.port)
+    hub = DemoHub(args.state.resolve(), list(class_of(args.students)), port=args.port)
     secret = hub.state / "password"
     hub.prepare()
     if secret.exists():

@@ -9,6 +9,7 @@ Students (all in ``submitted/`` of the copy; two of them arrive through an LMS z
 """
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -107,6 +108,27 @@ CHEAT_FAILS = {
     "02_model_and_parameters": {"count_hidden"},
     "06_transfer_at_scale": {"mapping_visible", "mapping_hidden", "bert_count_hidden"},
 }
+
+
+def hidden_test_lines() -> set[str]:
+    """Every non-empty line of the solutions' hidden tests: none may show in feedback."""
+    lines = set()
+    for path in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            inside = False
+            for line in cell.source.splitlines():
+                if "BEGIN HIDDEN TESTS" in line:
+                    inside = True
+                elif "END HIDDEN TESTS" in line:
+                    inside = False
+                elif inside and line.strip():
+                    lines.add(line.strip())
+    return lines
+
+
+def page_text(page: Path) -> str:
+    """An HTML page's text as a reader sees it: tags removed, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
 
 
 def _edit(source: Path, dest: Path, replacements: dict) -> None:

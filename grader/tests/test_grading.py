@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
-from conftest import CHEAT_FAILS, MISTAKE_CELLS, MISTAKE_MESSAGES, cell_scores
+from conftest import CHEAT_FAILS, MISTAKE_CELLS, MISTAKE_MESSAGES, cell_scores, hidden_test_lines, page_text
 
 pytestmark = pytest.mark.slow
 BOB = "12345"  # bob's Moodle participant number, the id `collect` gives him
@@ -112,31 +111,14 @@ def test_feedback_names_each_mistake(course):
             assert phrase in text, f"{notebook}: feedback does not say {phrase!r}"
 
 
-def _hidden_test_lines() -> set[str]:
-    lines = set()
-    for path in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"):
-        for cell in nbformat.read(path, as_version=4).cells:
-            inside = False
-            for line in cell.source.splitlines():
-                if "BEGIN HIDDEN TESTS" in line:
-                    inside = True
-                elif "END HIDDEN TESTS" in line:
-                    inside = False
-                elif inside and line.strip():
-                    lines.add(line.strip())
-    return lines
-
-
 def test_feedback_contains_no_hidden_test_code(course):
     root, _ = course
-    hidden = _hidden_test_lines()
+    hidden = hidden_test_lines()
     assert hidden
     pages = sorted((root / "feedback").glob(f"*/{ASSIGNMENT}/*.html"))
     assert len(pages) >= 3 * len(NOTEBOOKS)
     for page in pages:
-        text = re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8"))
-        import html
-        text = html.unescape(text)
+        text = page_text(page)
         assert "HIDDEN TESTS" not in text, page
         for line in hidden:
             assert line not in text, f"{page.relative_to(root)} shows hidden test code {line!r}"

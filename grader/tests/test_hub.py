@@ -4,7 +4,6 @@ each step sent as the formgrader's buttons and the students' Assignments panel s
 submissions, one blank, one hostile probe (``grader.hub.class_of``)."""
 from __future__ import annotations
 
-import html
 import re
 from pathlib import Path
 
@@ -14,6 +13,8 @@ import pytest
 from grader import hub as hubs
 from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
+
+from conftest import hidden_test_lines, page_text
 
 pytestmark = pytest.mark.slow
 CLASS = hubs.class_of(4)
@@ -64,27 +65,18 @@ def test_the_formgrader_button_refuses_to_grade_outside_the_sandbox(term):
     assert "translab grades only in its sandbox" in result["autograde_button"]["error"]
 
 
-def _hidden_test_lines() -> set[str]:
-    lines = set()
-    for path in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"):
-        for cell in nbformat.read(path, as_version=4).cells:
-            for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
-                lines |= {line.strip() for line in block.splitlines() if len(line.strip()) > 30}
-    assert lines, "no hidden tests found in the solutions"
-    return lines
-
-
 def test_each_student_fetches_feedback_without_hidden_tests(term):
     demo, result = term
-    hidden = {html.escape(line, quote=False) for line in _hidden_test_lines()}
+    hidden = hidden_test_lines()
+    assert hidden, "no hidden tests found in the solutions"
     notebooks = len(list((REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")))
     for name in CLASS:
         pages = result["feedback"][name]
         assert len(pages) == notebooks, (name, pages)
         assert all(Path(page).is_relative_to(demo.homes / name) for page in pages)
         for page in pages:
-            text = Path(page).read_text(encoding="utf-8")
-            assert not [line for line in hidden if line in text], page
+            text = page_text(Path(page))
+            assert "HIDDEN TESTS" not in text and not [line for line in hidden if line in text], page
             first_score = re.search(r"Score: ([\d.]+) / ([\d.]+)", text)
             assert first_score, page
             if CLASS[name] == "blank":
