@@ -74,24 +74,27 @@ def with_venv_bin(path: str) -> str:
 
 
 # What every nbgrader process of a batch imports (nbgrader with its server extensions, nbclient, the config's
-# plugins, and the checker's torch and checks): about 2 CPU-seconds a student, loaded once in a fork server instead
-# (multiprocessing's forkserver: a clean single-threaded process, never the batch's threads), whose children run
-# nbgrader.  Nothing of a student is in it: it only imported modules.
+# plugins): about 1 CPU-second a student, loaded once in a fork server instead (multiprocessing's forkserver: a
+# clean single-threaded process, never the batch's threads), whose children run nbgrader.  Nothing of a student is
+# in it: it only imported modules.
 WARM_IMPORTS = ["grader.batch", "grader.execution", "grader.verdicts", "grader.sanitize",
-                "grader.mathml", "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors",
-                "translab.checks", "translab.wire"]
+                "grader.mathml", "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors"]
+# The checker's torch and checks, 1.4 CPU-seconds more: in the fork server too when it forks many students.  For
+# one student they would hold up its start; its checker's thread imports them instead while the kernel starts
+# (grader.verdicts.Checker), on the core the kernel leaves idle.  Feedback runs no checks.
+CHECKER_IMPORTS = ["translab.checks", "translab.wire"]
 _forks = None
 
 
-def _fork_server():
-    """The multiprocessing context whose fork server holds ``WARM_IMPORTS``; the first call starts the server,
-    which then imports them while the batch goes on with its own preparations."""
+def _fork_server(checker_imports: bool = False):
+    """The multiprocessing context whose fork server holds ``WARM_IMPORTS`` (and ``CHECKER_IMPORTS`` if asked);
+    the first call starts the server, which then imports them while the batch goes on with its own preparations."""
     global _forks
     if _forks is None:
         import multiprocessing
         from multiprocessing import forkserver
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(WARM_IMPORTS)
+        context.set_forkserver_preload(WARM_IMPORTS + (CHECKER_IMPORTS if checker_imports else []))
         forkserver.ensure_running()
         _forks = context
     return _forks
@@ -612,7 +615,7 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
     """
     from . import sandbox as kernel_sandbox
     start = time.perf_counter()
-    _fork_server()  # its imports overlap what follows
+    _fork_server(checker_imports=len(names) > 1)  # its imports overlap what follows
     main_db = root / "gradebook.db"
     _check_config(root)
     results = []

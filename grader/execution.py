@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
-from nbclient.util import run_sync
+from nbclient.util import run_hook, run_sync
 from nbformat.notebooknode import NotebookNode
 from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
@@ -98,10 +98,12 @@ KEEP_CPU_SHARE = 0.5  # a kernel is kept while it has used less than this share 
 
 @dataclass
 class _KeptKernel:
-    """The kernel kept between the notebooks of one student, with the checker its environment names."""
+    """The kernel kept between the notebooks of one student, with the checker its environment names and the
+    client already connected to it (a new client waits at least 0.2 s for the kernel's messages to settle)."""
     km: KernelManager
     checker: Checker
     cwd: str
+    kc: object = None
 
 
 _kept: _KeptKernel | None = None  # this nbgrader process's kernel between two notebooks of its student
@@ -115,13 +117,15 @@ def _take_kept(cwd: str) -> _KeptKernel | None:
         return None
     if kept.cwd == cwd and run_sync(kept.km.is_alive)():
         return kept
-    _retire(kept.km, kept.checker)
+    _retire(kept.km, kept.checker, kept.kc)
     return None
 
 
-def _retire(km: KernelManager | None, checker: Checker | None) -> None:
-    """Kill a kernel (nothing in it needs a clean exit) and stop its checker."""
+def _retire(km: KernelManager | None, checker: Checker | None, kc=None) -> None:
+    """Kill a kernel (nothing in it needs a clean exit), close its client and stop its checker."""
     try:
+        if kc is not None:
+            kc.stop_channels()
         if km is not None and km.has_kernel:
             run_sync(km.shutdown_kernel)(now=True)
     except Exception:  # already gone: the batch ends whatever the student's uid left anyway
@@ -136,7 +140,7 @@ def _retire_kept() -> None:
     global _kept
     if _kept is not None:
         kept, _kept = _kept, None
-        _retire(kept.km, kept.checker)
+        _retire(kept.km, kept.checker, kept.kc)
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -171,8 +175,9 @@ class GuardedExecute(Execute):
                     resources[INCIDENTS].append(f"cell {index}: the answer {reason}")
         cwd = os.path.abspath(resources.get("metadata", {}).get("path") or os.getcwd())
         kept = _take_kept(cwd) if km is None else None
+        self._kept_client = None
         if kept is not None:
-            self._checker, km = kept.checker, kept.km
+            self._checker, km, self._kept_client = kept.checker, kept.km, kept.kc
         else:
             # the batch puts the socket beside the kernel's own (reachable from the sandbox); else a private folder
             self._checker = Checker(os.environ.get("TRANSLAB_CHECKER_DIR") or None)
@@ -208,20 +213,30 @@ class GuardedExecute(Execute):
                 keep = reply["content"]["status"] == "ok"
             except Exception:  # TimeoutError, or the kernel went
                 keep = False
-        if kc is not None:
-            kc.stop_channels()
-            self.kc = None
+        self.kc = self.km = None
         if keep:
-            _kept = _KeptKernel(km, self._checker, cwd)
+            _kept = _KeptKernel(km, self._checker, cwd, kc)
         else:
-            _retire(km, self._checker)
-        self.km = None
+            _retire(km, self._checker, kc)
 
     async def async_start_new_kernel(self, **kwargs):
         kwargs["env"] = {**os.environ, **kwargs.get("env", {}), CHECKER_ENV: str(self._checker.path)}
         await super().async_start_new_kernel(**kwargs)
+        self._checker.warm_up()
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync name to its own coroutine
+
+    async def async_start_new_kernel_client(self):
+        """The kept kernel's client when there is one (it answered the reset just now), else a new client."""
+        kept, self._kept_client = getattr(self, "_kept_client", None), None
+        if kept is None:
+            return await super().async_start_new_kernel_client()
+        self.kc = kept
+        self.kc.allow_stdin = False
+        await run_hook(self.on_notebook_start, notebook=self.nb)
+        return self.kc
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def _get_timeout(self, cell):
         """The cell's timeout, cut to what is left of the notebook's budget (nbclient interrupts at it)."""

@@ -83,9 +83,11 @@ def test_the_next_notebook_in_the_same_folder_reuses_the_kernel_reset_to_a_fresh
                                 "plt.figure()\nleft_over = 1\nos_dir = __import__('os').chdir('/')", PID_AND_STATE],
                                path=str(tmp_path), notebook_budget=60)
     assert incidents == []
+    client = execution._kept.kc
     second, _, _ = _run(["import os, matplotlib.pyplot as plt\nprint(os.getcwd(), len(plt.get_fignums()))",
                          PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
     assert _pid_and_names(second)[0] == _pid_and_names(first)[0], "the kernel was not kept"
+    assert execution._kept.kc is client, "a new client waited for the kept kernel to settle again"
     assert "left_over" not in _pid_and_names(second)[1]
     assert second[0].outputs[0].text == f"{tmp_path} 0\n"  # its own folder, no figure of the last notebook
     assert second[0].execution_count == 1

@@ -1,0 +1,41 @@
+"""The fork server that every nbgrader process of a batch is forked from (grader.batch._fork_server): it holds
+nbgrader already imported, the checks too when it forks many students, and never what grading does not use
+(see grader/__init__.py)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from translab.paths import REPO_ROOT
+
+PROBE = """\
+import json, sys
+from grader import batch
+
+CHILD = '''
+import json, sys
+import nbformat
+nbformat.validate(nbformat.v4.new_notebook())  # jsonschema still validates without the module kept out
+json.dump({name: sys.modules.get(name) is not None for name in %r}, sys.stdout)
+'''
+if __name__ == "__main__":
+    names = ["nbgrader.apps.nbgraderapp", "jsonschema", "rfc3987_syntax", "torch", "translab.checks"]
+    child = batch._fork_server(checker_imports=sys.argv[1] == "1").Process(target=exec, args=(CHILD % names,))
+    child.start()
+    child.join(120)
+    sys.exit(child.exitcode)
+"""
+
+
+@pytest.mark.parametrize("checker_imports", [True, False])
+def test_children_start_with_nbgrader_imported_and_the_checks_only_when_asked(tmp_path, checker_imports):
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    done = subprocess.run([sys.executable, str(script), str(int(checker_imports))], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {"nbgrader.apps.nbgraderapp": True, "jsonschema": True, "rfc3987_syntax": False,
+                                       "torch": checker_imports, "translab.checks": checker_imports}
