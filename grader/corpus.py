@@ -315,6 +315,25 @@ for _address in [("127.0.0.1", {INSTRUCTOR_PORT}), ("1.1.1.1", 443)]:
 case("network", "the mask answer (right) first connects to a service on 127.0.0.1 and to the internet")(
     _nb1(lambda nb: _prepend(nb, "mask_answer", REACH_OUT)))
 
+# On a hub, nbgrader's exchange holds every student's submission and released feedback on its way
+# (hub/jupyterhub_config.py sets TRANSLAB_EXCHANGE; the local flow keeps it in the course's exchange/).  The
+# corpus test puts a classmate's submission holding EXCHANGE_SECRET there; the kernel must read none of it.
+EXCHANGE_SECRET = "a classmate's answer that is not yours to read"
+READ_EXCHANGE = '''import os, pathlib
+_read = {}
+for _exchange in sorted({os.environ.get("TRANSLAB_EXCHANGE") or "", str(pathlib.Path.cwd().parents[2] / "exchange"),
+                         "/srv/nbgrader/exchange"} - {""}):
+    for _folder, _, _files in os.walk(_exchange):
+        for _name in _files:
+            try:
+                _read[os.path.join(_folder, _name)] = open(os.path.join(_folder, _name), errors="replace").read()[:200]
+            except OSError as _error:
+                _read[os.path.join(_folder, _name)] = type(_error).__name__
+print("read from the exchange:", _read)
+'''
+case("read_exchange", "the mask answer (right) first reads every file of nbgrader's exchange (classmates' work)")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", READ_EXCHANGE)))
+
 # The attack measured on the formgrader and the feedback: student HTML, rendered live, runs in the instructor's
 # browser with the instructor's Jupyter session.  Every vector sets a marker and PUTs a file named after itself
 # into the course root through the Jupyter REST API (the measured script got HTTP 201); grader.sanitize must

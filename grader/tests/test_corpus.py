@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from grader import corpus, sandbox
@@ -74,6 +75,9 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("corpus")
     _course(root)
     corpus.build(root / "submitted", root)
+    classmate = root / "exchange" / "translab" / "inbound" / "classmate+transfer_learning+2026-11-23 09:00:00 UTC+x"
+    classmate.mkdir(parents=True)  # what the read_exchange case aims at: the local flow's exchange
+    (classmate / f"{corpus.NB1}.ipynb").write_text(corpus.EXCHANGE_SECRET)
     before = {"submitted": _hashes(root / "submitted"), "solutions": _hashes(root / "solutions"),
               "translab": _hashes(REPO_ROOT / "translab"), "references": _hashes(REPO_ROOT / "grader" / "references")}
     start = time.time()
@@ -212,6 +216,15 @@ def test_student_code_reached_none_of_the_instructors_files(graded):
     assert not written, f"student code wrote {written}"
     with sqlite3.connect(root / "gradebook.db") as connection:
         assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_student_code_read_nothing_of_the_exchange(graded):
+    root, *_ = graded
+    notebook = nbformat.read(root / "autograded" / "read_exchange" / ASSIGNMENT / f"{corpus.NB1}.ipynb", as_version=4)
+    printed = "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                      for output in cell.get("outputs", []))
+    assert "read from the exchange: {}" in printed, f"the case did not run as built: {printed[:500]}"
+    assert corpus.EXCHANGE_SECRET not in printed
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the kernel has a network namespace of its own only as root")
