@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from grader import batch
 from translab.paths import REPO_ROOT
 
 PROBE = """\
@@ -39,3 +40,16 @@ def test_children_start_with_nbgrader_imported_and_the_checks_only_when_asked(tm
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout) == {"nbgrader.apps.nbgraderapp": True, "jsonschema": True, "rfc3987_syntax": False,
                                        "torch": checker_imports, "translab.checks": checker_imports}
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_autograde_starts_the_fork_server_before_the_gradebook_with_the_checks_for_a_class(tmp_path, monkeypatch,
+                                                                                         count):
+    for index in range(count):
+        (tmp_path / "submitted" / f"student{index}" / batch.ASSIGNMENT).mkdir(parents=True)
+    calls = []
+    monkeypatch.setattr(batch, "_fork_server", lambda checker_imports=False: calls.append(("fork", checker_imports)))
+    monkeypatch.setattr(batch, "_ensure_assignment", lambda root: calls.append(("gradebook",)))
+    monkeypatch.setattr(batch, "grade_batch", lambda root, names, **options: calls.append(("grade", len(names))))
+    batch.autograde(tmp_path)
+    assert calls == [("fork", count > 1), ("gradebook",), ("grade", count)]
