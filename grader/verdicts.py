@@ -215,9 +215,6 @@ def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket
     if call.check not in checks.__all__ or not call.check.startswith("check_"):
         return False, [], f"there is no check {call.check}", "checker_error"
     session = wire.Session(connection)
-    import time as _t
-    _start = _t.perf_counter()
-    open("/tmp/prof/wire.log", "a").write(f"== {call.check} {call.split}\n")
     token = wire.enter(session)
     lines: list[str] = []
     output = checks.capture_output(lines)
@@ -234,7 +231,6 @@ def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket
     finally:
         checks.release_output(output)
         wire.leave(token)
-        open("/tmp/prof/wire.log", "a").write(f"== end {call.check} {_t.perf_counter()-_start:.3f}\n")
 
 
 # ----------------------------------------------------------------- answers that reach for the tools of a rewrite
