@@ -79,10 +79,9 @@ def with_venv_bin(path: str) -> str:
 # in it: it only imported modules.
 WARM_IMPORTS = ["grader.batch", "grader.execution", "grader.verdicts", "grader.sanitize",
                 "grader.mathml", "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors"]
-# The checker's torch and checks, 1.4 CPU-seconds more: in the fork server too when it forks many students.  For
-# one student they would hold up its start; its checker's thread imports them instead while the kernel starts
-# (grader.verdicts.Checker), on the core the kernel leaves idle.  Feedback runs no checks.
-CHECKER_IMPORTS = ["translab.checks", "translab.wire"]
+# The checker's torch and checks (verdicts.CHECKER_IMPORTS), 1.8 CPU-seconds more: in the fork server too when it
+# forks many students.  For one student they would hold up its start; its checker's thread imports them instead
+# while the kernel starts (grader.verdicts.Checker), on the core the kernel leaves idle.  Feedback runs no checks.
 _forks = None
 
 
@@ -94,7 +93,8 @@ def _fork_server(checker_imports: bool = False):
         import multiprocessing
         from multiprocessing import forkserver
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(WARM_IMPORTS + (CHECKER_IMPORTS if checker_imports else []))
+        from .verdicts import CHECKER_IMPORTS
+        context.set_forkserver_preload(WARM_IMPORTS + (list(CHECKER_IMPORTS) if checker_imports else []))
         forkserver.ensure_running()
         _forks = context
     return _forks

@@ -167,6 +167,23 @@ def test_round_trip_fills_every_parameter():
         assert torch.equal(a, b), name
 
 
+def test_an_encoder_to_load_skips_initialisation_and_only_there():
+    from torch.nn.modules import activation
+    inits = {(module, name): getattr(module, name) for module in (nn.init, activation)
+             for name in ("normal_", "uniform_", "kaiming_uniform_", "xavier_uniform_", "constant_", "ones_", "zeros_")
+             if hasattr(module, name)}
+    torch.manual_seed(0)
+    source = BertEncoder(TINY)
+    state = torch.get_rng_state()
+    target = BertEncoder.to_load(TINY)
+    assert torch.equal(torch.get_rng_state(), state), "to_load drew random numbers: it initialised the parameters"
+    assert {key: getattr(*key) for key in inits} == inits, "torch.nn.init's functions are not restored"
+    target.load_state_dict(source.state_dict(), strict=True)
+    ids = torch.randint(0, TINY.vocab_size, (2, 5))
+    assert torch.equal(source.eval()(ids), target.eval()(ids))
+    assert BertEncoder(TINY).embedding_norm.weight.eq(1).all(), "initialisation skipped outside to_load"
+
+
 @pytest.mark.parametrize("edit,message", [
     (lambda sd: sd.pop("encoder.layer.1.attention.self.value.bias"),
      "missing from the checkpoint: encoder.layer.1.attention.self.value.bias"),

@@ -23,7 +23,8 @@ nbformat.validate(nbformat.v4.new_notebook())  # jsonschema still validates with
 json.dump({name: sys.modules.get(name) is not None for name in %r}, sys.stdout)
 '''
 if __name__ == "__main__":
-    names = ["nbgrader.apps.nbgraderapp", "jsonschema", "rfc3987_syntax", "torch", "translab.checks"]
+    names = ["nbgrader.apps.nbgraderapp", "jsonschema", "rfc3987_syntax", "torch", "translab.checks",
+             "torch.fx.experimental.symbolic_shapes"]
     child = batch._fork_server(checker_imports=sys.argv[1] == "1").Process(target=exec, args=(CHILD % names,))
     child.start()
     child.join(120)
@@ -39,7 +40,8 @@ def test_children_start_with_nbgrader_imported_and_the_checks_only_when_asked(tm
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout) == {"nbgrader.apps.nbgraderapp": True, "jsonschema": True, "rfc3987_syntax": False,
-                                       "torch": checker_imports, "translab.checks": checker_imports}
+                                       "torch": checker_imports, "translab.checks": checker_imports,
+                                       "torch.fx.experimental.symbolic_shapes": checker_imports}
 
 
 @pytest.mark.parametrize("count", [1, 3])

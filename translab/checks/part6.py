@@ -335,7 +335,7 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
     config, checkpoint = _checkpoint_case(case)
     mapping = b.weight_mapping(config)
     right = b.convert_checkpoint(checkpoint, config)
-    reference = b.BertEncoder(config).eval()
+    reference = b.BertEncoder.to_load(config).eval()
     given = {key: value.clone() for key, value in checkpoint.items()}
     with _forbid_bert():
         try:
@@ -560,7 +560,7 @@ def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
     cases = references.load("bert_classifier")[split]
     for case in cases:
         config, nclasses = b.BertConfig(**case["config"]), case["nclasses"]
-        encoder = b.BertEncoder(config)
+        encoder = b.BertEncoder.to_load(config)
         encoder.load_state_dict(case["encoder_state"])
         label = f"BertClassifier(encoder, nclasses={nclasses})" if visible else "BertClassifier on a hidden configuration"
         with _forbid_pooling():
