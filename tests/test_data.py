@@ -1,6 +1,8 @@
 import hashlib
 import io
+import os
 import tarfile
+import time
 
 import pytest
 
@@ -105,6 +107,24 @@ def test_corrupted_raw_file_gives_both_hashes(empty_data_dir):
     assert data.RT_SNIPPETS in message and spec.sha256 in message
     assert hashlib.sha256(b"1\t2.0\tcorrupted\n").hexdigest() in message
     assert "make data" in message
+
+
+def test_a_raw_file_is_hashed_once_until_it_changes(empty_data_dir, monkeypatch):
+    raw = empty_data_dir / "raw"
+    raw.mkdir()
+    path = raw / data.RT_SNIPPETS
+    path.write_bytes(b"pinned bytes")
+    hashed = []
+    monkeypatch.setattr(data, "sha256_of", lambda p: hashed.append(p) or hashlib.sha256(p.read_bytes()).hexdigest())
+    monkeypatch.setattr(data, "_check_hash", lambda p, expected, what, size=None: data.sha256_of(p))
+    assert data.raw_path(data.RT_SNIPPETS) == path and data.raw_path(data.RT_SNIPPETS) == path
+    assert hashed == [path], "an unchanged file was hashed again"
+    stat = path.stat()
+    time.sleep(0.02)  # past the kernel's coarse clock tick (at most 10 ms), which stamps ctime
+    path.write_bytes(b"altered byte")  # same size, same mtime: only ctime tells
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    data.raw_path(data.RT_SNIPPETS)
+    assert hashed == [path, path], "a rewritten file was not hashed again"
 
 
 def test_corrupted_archive_in_cache_is_refused(empty_data_dir):
