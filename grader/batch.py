@@ -22,6 +22,7 @@ Options of the form ``--Class.trait=value`` after ``autograde`` are passed on to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -622,15 +623,20 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
     main_db = root / "gradebook.db"
     _check_config(root)
     results = []
-    with kernel_sandbox.UidBlock() as uids, tempfile.TemporaryDirectory(prefix="translab-autograde-") as scratch:
+    with kernel_sandbox.UidBlock() as uids, tempfile.TemporaryDirectory(prefix="translab-autograde-") as scratch, \
+            contextlib.ExitStack() as stack:
         work = Path(scratch)
+        zygote = None
+        if sandbox:  # first: its imports (3 s) overlap what follows; it ends before the scratch folder goes
+            from .zygote import Zygote
+            zygote = stack.enter_context(Zygote(work, _nbgrader_env(), root)).path
         dbs = work / "db"  # the per-student gradebooks: private even to the sandboxed kernels
         dbs.mkdir(mode=0o700)
         staged = work / "submitted"  # the students' plain files (stage_submission): out of every kernel's view
         staged.mkdir(mode=0o700)
         extra_env, kernel_args = {}, []
         if sandbox:
-            extra_env, kernel_args = kernel_sandbox.grading_kernel(root, work)
+            extra_env, kernel_args = kernel_sandbox.grading_kernel(root, work, zygote=zygote)
         # the caller's --Class.trait=value wins over ours (nbgrader rejects a trait given twice)
         overridden = {arg.split("=", 1)[0] for arg in extra_args}
 

@@ -152,6 +152,20 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def _kernel_pid(km: KernelManager) -> int | None:
+    """The kernel's own process: the one nbgrader started, or, when that is a launcher a zygote forked the kernel
+    for (``grader.zygote``), the pid the kernel's launch record gives for it (written before any student code,
+    in a folder out of the kernel's reach)."""
+    pid = getattr(km.provisioner, "pid", None)
+    status = os.environ.get("TRANSLAB_SANDBOX_STATUS")
+    if pid and status:
+        from .sandbox import launch_records
+        for record in reversed(launch_records(Path(status))):
+            if record.get("ok") and record.get("launcher") == pid and isinstance(record.get("pid"), int):
+                return record["pid"]
+    return pid
+
+
 def _error(ename: str, message: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=message, traceback=[f"{ename}: {message}"])
 
@@ -202,7 +216,7 @@ class GuardedExecute(Execute):
         km, kc = self.km, self.kc
         keep = finished and self._stopped is None and km is not None and kc is not None
         if keep:
-            pid = getattr(km.provisioner, "pid", None)
+            pid = _kernel_pid(km)
             used = _cpu_seconds(pid) if pid else None
             keep = used is not None and used < KEEP_CPU_SHARE * Limits().cpu_seconds
         if keep:

@@ -3,7 +3,8 @@
 A student's notebook runs arbitrary Python as the instructor.  ``grader.batch`` therefore starts every
 grading kernel through this module (a kernelspec ``translab-sandbox`` written into the batch's scratch folder,
 found through ``JUPYTER_PATH``, selected with ``--Execute.kernel_name``), which, before it becomes the
-ipykernel process (``exec``, so signals and kills from nbgrader reach the kernel itself):
+ipykernel process (``exec``, so signals and kills from nbgrader reach the kernel itself; or, in a batch, in a
+process forked by the batch's ``grader.zygote``, whose launcher stays and passes signals and kills on):
 
 * sets resource limits, so a memory bomb or a runaway loop costs that student the cell, not the instructor
   the machine: address space (``RLIMIT_AS``), CPU seconds (``RLIMIT_CPU``, a backstop behind nbgrader's
@@ -101,8 +102,10 @@ def _tasks_of(uid: int) -> int:
 
 # ----------------------------------------------------------------- the grading side (grader.batch)
 
-def grading_kernel(root: Path, work: Path, limits: Limits | None = None) -> tuple[dict, list[str]]:
-    """Write the sandbox kernelspec under ``work`` and return (env, nbgrader args) that select it."""
+def grading_kernel(root: Path, work: Path, limits: Limits | None = None,
+                   zygote: Path | None = None) -> tuple[dict, list[str]]:
+    """Write the sandbox kernelspec under ``work`` and return (env, nbgrader args) that select it; with ``zygote``
+    (the socket of the batch's ``grader.zygote``) its kernels are forked from there."""
     limits = limits or Limits()
     if os.geteuid() == 0 and not _others_can_reach(work.resolve().parent):
         raise OSError(f"{work.parent} is private to root: the sandboxed kernels keep their HOME below it; "
@@ -117,7 +120,7 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None) -> tupl
         os.chmod(folder, 0o711)
     spec = {
         "argv": [sys.executable, "-m", "grader.sandbox", "--root", str(root), "--work", str(work),
-                 "--limits", json.dumps(asdict(limits)), "--",
+                 "--limits", json.dumps(asdict(limits)), *(["--zygote", str(zygote)] if zygote else []), "--",
                  sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
                  "--IPKernelApp.extra_extensions=grader.sandbox"],
         "display_name": "translab grading sandbox",
@@ -580,7 +583,8 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[li
     # to leave things in), the secrets hidden, then the few places the kernel writes: its sockets, and private
     # tmpfs of a bounded size for HOME, /tmp, /var/tmp and /dev/shm, which vanish with the kernel.
     _read_only_everywhere()
-    _hide(hidden_paths(args.root.resolve(), student), empty)
+    # and the batch's zygote, whose socket forks kernels (grader.zygote), wherever the batch folder is
+    _hide(hidden_paths(args.root.resolve(), student) + [p for p in [args.work.resolve() / "zygote"] if p.exists()], empty)
     _private_views(home, sockets, args.root, cwd)
     if sockets is not None:
         _writable(sockets)
@@ -617,31 +621,80 @@ class _Status:
             for fd in (1, 2):
                 os.dup2(self.output, fd)  # dup2's copy is inheritable: the kernel's stdout and stderr
 
+    def close(self) -> None:
+        """Before a kernel runs in this very process (no exec to close them): it must not write records."""
+        for fd in (self.records, self.output):
+            if fd is not None:
+                os.close(fd)
+        self.records = self.output = None
 
-def launch(argv: list[str]) -> None:
+
+def _runs_here(kernel: list[str]) -> bool:
+    """Whether ``kernel`` is this interpreter with ``-m module`` or ``-c code``, which a zygote's child can run
+    without exec'ing a new one."""
+    return (len(kernel) >= 3 and kernel[1] in ("-m", "-c")
+            and os.path.realpath(kernel[0]) == os.path.realpath(sys.executable))
+
+
+def _run_here(kernel: list[str], env: dict) -> None:
+    """Run ``python -m module ...`` or ``python -c code ...`` in this process, as that command would: its
+    environment, ``sys.argv``, the working folder first on ``sys.path``, a fresh ``__main__``."""
+    import runpy
+    import types
+    from .zygote import _PR_SET_DUMPABLE, _prctl
+    _prctl(_PR_SET_DUMPABLE, 1)  # as exec leaves a process (dropping to the student's uid cleared it)
+    os.environ.clear()
+    os.environ.update(env)
+    flag, target, rest = kernel[1], kernel[2], kernel[3:]
+    if flag == "-c":
+        sys.path[0], sys.argv = "", ["-c", *rest]
+        main = types.ModuleType("__main__")
+        sys.modules["__main__"] = main
+        exec(compile(target, "<string>", "exec"), main.__dict__)  # noqa: S102 - the kernel's command, as python -c
+    else:
+        sys.path[0], sys.argv = os.getcwd(), [target, *rest]
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+
+
+def launch(argv: list[str], launcher: int | None = None) -> None:
+    """The kernelspec's command: isolate this process, then become the kernel.  With ``--zygote``, ask the batch's
+    zygote to do that in a child it forks (``grader.zygote.run_through``) and stay beside it; the child calls this
+    with ``launcher``, the pid of the process it serves, and runs the kernel in itself rather than exec it."""
     parser = argparse.ArgumentParser(prog="python -m grader.sandbox")
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--limits", default="{}")
+    parser.add_argument("--zygote", type=Path)
     parser.add_argument("kernel", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     kernel = args.kernel[1:] if args.kernel[:1] == ["--"] else args.kernel
+    if args.zygote is not None and launcher is None:
+        from .zygote import run_through
+        here = ["--root", str(args.root), "--work", str(args.work), "--limits", args.limits, "--", *kernel]
+        code = run_through(args.zygote, here)
+        if code is not None:
+            sys.exit(code)
+        # no zygote answered: start the kernel here, as without one
     env = {**os.environ, "TRANSLAB_SANDBOX": "1"}
     status = _Status(env.pop("TRANSLAB_SANDBOX_STATUS", None))
     stage = "isolating"
+    in_process = launcher is not None and _runs_here(kernel)
     try:
         kernel, env, mode = _isolate(args, kernel, env)
         stage = "limits"
         Limits(**json.loads(args.limits)).apply()
-        status.write(ok=True, mode=mode)
+        status.write(ok=True, mode=mode, **({"launcher": launcher} if launcher is not None else {}))
         status.become_kernel_output()
         stage = "exec"
-        os.execve(kernel[0], kernel, env)
+        if not in_process:
+            os.execve(kernel[0], kernel, env)
+        status.close()
     except Exception as error:  # before any student code ran
         import traceback
         status.write(ok=False, stage=stage, error=repr(error),
                      errno=getattr(error, "errno", None), traceback=traceback.format_exc()[-3000:])
         sys.exit(1)
+    _run_here(kernel, env)  # the zygote's child: the kernel, in this process, until it ends
 
 
 if __name__ == "__main__":

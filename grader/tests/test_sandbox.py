@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import sys
 from pathlib import Path
 
@@ -64,20 +65,22 @@ def _course(tmp_path: Path):
 
 
 def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: float = 120,
-            python: str = sys.executable, as_user: list[str] = (), package: Path = REPO_ROOT) -> dict:
-    """Run ``script`` as the sandboxed kernel of student alice (the launcher imported from ``package``); it
-    prints one JSON object."""
+            python: str = sys.executable, as_user: list[str] = (), package: Path = REPO_ROOT,
+            zygote: Path | None = None) -> dict:
+    """Run ``script`` as the sandboxed kernel of student alice (the launcher imported from ``package``; with
+    ``zygote``, forked by that zygote and run in the forked process); it prints one JSON object."""
     root, work = course
     limits = limits or sandbox.Limits()
     command = [*as_user, python, "-m", "grader.sandbox", "--root", str(root), "--work", str(work),
-               "--limits", json.dumps(limits.__dict__), "--", python, "-c", script,
-               "-f", str(work / "connection.json")]
+               "--limits", json.dumps(limits.__dict__), *(["--zygote", str(zygote)] if zygote else []),
+               "--", python, "-c", script, "-f", str(work / "connection.json")]
     env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(package)}
     done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env,
                           capture_output=True, text=True, timeout=timeout)
     sandbox.kill_leftovers(env)
     records = sandbox.launch_records(work / "status" / "7")
     assert done.returncode == 0 and records and records[-1]["ok"], (done.stderr[-3000:], records)
+    assert ("launcher" in records[-1]) == (zygote is not None), f"not started as asked (zygote: {zygote}): {records}"
     output = sandbox.kernel_output_tail(work / "status" / "7", limit=10 ** 6)
     assert done.stdout == "", "the kernel's output must go to its file in the status folder, not to nbgrader"
     return json.loads(output.strip().splitlines()[-1])
@@ -115,9 +118,24 @@ report = {
     "connect_loopback": attempt(lambda: socket.create_connection(("127.0.0.1", int(os.environ["PROBE_PORT"])),
                                                                  timeout=10).close()),
     "import_torch": attempt(lambda: __import__("torch").ones(2).sum().item()),
+    # what this process holds open besides its standard streams: nothing of the launcher's or a zygote's
+    "open": {fd: link for fd in os.listdir("/proc/self/fd") if int(fd) > 2 for link in [attempt(
+        lambda: os.readlink(f"/proc/self/fd/{fd}"))] if link != "FileNotFoundError"},  # listdir's own is gone
 }
 print(json.dumps(report))
 '''
+
+
+@pytest.fixture(params=["exec", "zygote"])
+def launch(request, course):
+    """``_launch`` on the fake course, the kernel either exec'd by the launcher or forked by the batch's zygote
+    (``grader.zygote``): both must hold it in the same sandbox."""
+    if request.param == "exec":
+        yield lambda script, limits=None: _launch(course, script, limits)
+        return
+    from grader.zygote import Zygote
+    with Zygote(course[1], {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT) as zygote:
+        yield lambda script, limits=None: _launch(course, script, limits, zygote=zygote.path)
 
 
 @pytest.fixture
@@ -132,9 +150,9 @@ def probe_env(course, monkeypatch):
         yield
 
 
-def test_limits_are_set_and_cannot_be_raised(course, probe_env):
+def test_limits_are_set_and_cannot_be_raised(launch, probe_env):
     limits = sandbox.Limits(address_space=5 * sandbox.GB, cpu_seconds=300, file_size=2 ** 20, processes=100)
-    report = _launch(course, PROBE, limits)
+    report = launch(PROBE, limits)
     assert report["limits"]["RLIMIT_AS"] == 5 * sandbox.GB
     assert report["limits"]["RLIMIT_CPU"] == 300
     assert report["limits"]["RLIMIT_FSIZE"] == 2 ** 20
@@ -144,11 +162,12 @@ def test_limits_are_set_and_cannot_be_raised(course, probe_env):
     assert report["import_torch"] == 2.0, "torch must work within the default limits"
     assert report["connection_file"] == "secret"
     assert report["bind_ipc_socket"] == "ok", "the kernel must be able to bind its sockets where nbgrader looks"
+    assert not report["open"], f"the kernel inherited descriptors: {report['open']}"
 
 
 @ROOT_ONLY
-def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(course, probe_env):
-    report = _launch(course, PROBE)
+def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(course, launch, probe_env):
+    report = launch(PROBE)
     assert report["uid"] == STUDENT_UID
     assert report["gradebook"] == "", "the gradebook must look empty to student code"
     assert (course[0] / "solutions" / "transfer_learning" / "answer.txt").stat().st_mode & 0o004, \
@@ -174,14 +193,18 @@ def test_memory_bomb_gets_memory_error(course):
 
 
 @ROOT_ONLY
-def test_fork_storm_is_bounded_and_cleaned_up(course):
+def test_fork_storm_is_bounded_and_cleaned_up(launch):
     script = ("import json, os, time\nchildren = 0\ntry:\n    for _ in range(5000):\n"
               "        if os.fork() == 0:\n            os.close(1)\n            os.close(2)\n            time.sleep(600)\n            os._exit(0)\n        children += 1\n"
               "except OSError as error:\n    result = type(error).__name__\n"
               "print(json.dumps({'children': children, 'result': result}))\n")
-    report = _launch(course, script, sandbox.Limits(processes=64))
+    report = launch(script, sandbox.Limits(processes=64))
     assert report["result"] == "BlockingIOError" and report["children"] <= 64
-    left = [p for p in sandbox.processes_of(STUDENT_UID) if not p["State"].startswith("Z")]
+    for waited in range(50):  # killed processes take a moment to go (the batch waits up to 2 s too)
+        left = [p for p in sandbox.processes_of(STUDENT_UID) if not p["State"].startswith("Z")]
+        if not left:
+            break
+        time.sleep(0.02)
     assert not left, f"{len(left)} processes of the student's uid survived kill_leftovers"
 
 
@@ -293,10 +316,10 @@ print(json.dumps({
 '''
 
 
-def test_the_kernel_leaves_nothing_behind_and_cannot_fill_the_disk(course):
+def test_the_kernel_leaves_nothing_behind_and_cannot_fill_the_disk(course, launch):
     """SysV shared memory dies with the kernel's IPC namespace, lock folders are read-only, HOME and /tmp are
     tmpfs of a bounded size (PRIVATE_SIZE), and nothing of the student's uid remains afterwards."""
-    report = _launch(course, LEAVE_BEHIND)
+    report = launch(LEAVE_BEHIND)
     assert report["shm"] >= 0, "the kernel may use shared memory inside its own IPC namespace"
     assert report["run_lock"].startswith(("OSError", "PermissionError")), report["run_lock"]
     assert report["var_tmp"] == "ok" and not Path("/var/tmp/translab-student").exists()

@@ -1,0 +1,123 @@
+"""The batch's kernel zygote (grader.zygote): what reaches the launcher reaches the kernel it forked, and no
+kernel outlives its launcher or the batch.  The sandbox itself is tested both ways in test_sandbox."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import sandbox
+from grader.execution import _kernel_pid
+from grader.tests.test_sandbox import STUDENT_UID, _launch, course  # noqa: F401 - the fixture
+from grader.zygote import Zygote
+from translab.paths import REPO_ROOT
+
+WAITS = """\
+import json, os, signal, sys, time
+def interrupted(number, frame):
+    print(json.dumps({"signal": number}), flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGINT, interrupted)
+print(json.dumps({"waiting": os.getpid()}), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def zygote(course):  # noqa: F811 - pytest's fixture, imported above
+    with Zygote(course[1], {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT) as started:
+        yield started
+
+
+def _start(course, zygote: Path) -> tuple[subprocess.Popen, int]:  # noqa: F811
+    """The launcher of a kernel that waits, in the background, and the pid of that kernel once it waits."""
+    root, work = course
+    command = [sys.executable, "-m", "grader.sandbox", "--root", str(root), "--work", str(work),
+               "--zygote", str(zygote), "--", sys.executable, "-c", WAITS, "-f", str(work / "connection.json")]
+    env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(REPO_ROOT)}
+    launcher = subprocess.Popen(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env,
+                                start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if '"waiting"' in sandbox.kernel_output_tail(work / "status" / "7"):
+            record = sandbox.launch_records(work / "status" / "7")[-1]
+            assert record["ok"] and record["launcher"] == launcher.pid, record
+            return launcher, record["pid"]
+        time.sleep(0.05)
+    launcher.kill()
+    raise AssertionError(f"the kernel never started: {sandbox.launch_records(work / 'status' / '7')}")
+
+
+def _gone(pid: int, within: float = 10) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_an_interrupt_sent_to_the_launcher_reaches_the_kernel(course, zygote):  # noqa: F811
+    launcher, kernel = _start(course, zygote.path)
+    assert kernel != launcher.pid, "the kernel is the zygote's child, not the launcher itself"
+    os.killpg(launcher.pid, signal.SIGINT)  # what jupyter_client does to interrupt a kernel
+    assert launcher.wait(30) == 0, "the launcher exits with its kernel's status"
+    assert json.dumps({"signal": int(signal.SIGINT)}) in sandbox.kernel_output_tail(course[1] / "status" / "7")
+    assert _gone(kernel)
+
+
+def test_a_killed_launcher_takes_its_kernel_with_it(course, zygote):  # noqa: F811
+    launcher, kernel = _start(course, zygote.path)
+    os.killpg(launcher.pid, signal.SIGKILL)  # nbgrader's shutdown_kernel(now=True), or its own death
+    launcher.wait(30)
+    assert _gone(kernel), "the kernel outlived its launcher"
+
+
+def test_the_kernels_end_with_the_zygote_and_it_holds_nothing_of_the_course(course, zygote):  # noqa: F811
+    launcher, kernel = _start(course, zygote.path)
+    opened = [os.readlink(f"/proc/{zygote.process.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{zygote.process.pid}/fd")]
+    assert not [path for path in opened if str(course[0]) in path or str(REPO_ROOT / "grader" / "references") in path], \
+        opened
+    zygote.close()
+    assert _gone(kernel), "a kernel outlived the batch's zygote"
+    launcher.wait(30)
+
+
+def test_without_a_zygote_the_launcher_starts_the_kernel_itself(course):  # noqa: F811
+    report = _launch(course, "import json, os; print(json.dumps({'pid': os.getpid()}))")  # no --zygote: exec'd
+    missing = course[1] / "zygote" / "socket"
+    root, work = course
+    command = [sys.executable, "-m", "grader.sandbox", "--root", str(root), "--work", str(work), "--zygote",
+               str(missing), "--", sys.executable, "-c", "print('{}')", "-f", str(work / "connection.json")]
+    env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env, timeout=120)
+    sandbox.kill_leftovers(env)
+    record = sandbox.launch_records(work / "status" / "7")[-1]
+    assert done.returncode == 0 and record["ok"] and "launcher" not in record, record
+    assert report["pid"] != record["pid"]
+
+
+def test_the_kept_kernel_is_measured_by_its_own_pid_not_its_launchers(tmp_path, monkeypatch):
+    class Provisioner:
+        pid = 111
+
+    class Manager:
+        provisioner = Provisioner()
+
+    (tmp_path / sandbox.LAUNCH_RECORDS).write_text(
+        json.dumps({"pid": 99, "ok": True, "launcher": 5}) + "\n" + json.dumps({"pid": 222, "ok": True, "launcher": 111})
+        + "\n" + json.dumps({"pid": 333, "ok": False, "launcher": 111}) + "\n")
+    monkeypatch.setenv("TRANSLAB_SANDBOX_STATUS", str(tmp_path))
+    assert _kernel_pid(Manager()) == 222
+    (tmp_path / sandbox.LAUNCH_RECORDS).write_text(json.dumps({"pid": 111, "ok": True, "mode": "root"}) + "\n")
+    assert _kernel_pid(Manager()) == 111, "a kernel exec'd by its launcher is the launcher's pid"

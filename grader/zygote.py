@@ -1,0 +1,279 @@
+"""Grading kernels forked from a warm interpreter, so that a class does not pay a class's imports.
+
+Each sandboxed kernel used to start a new Python, import ipykernel, torch and the checks (1.7 s before the first
+cell), then import during the notebooks what torch and the lab load lazily: matplotlib (0.4 s), ``torch._dynamo``
+at the first optimiser step (0.85 s), sympy at the first key padding mask outside attention's fast path (0.4 s).
+The same 3.4 CPU-seconds, for every student.  A batch now starts one *zygote*: a process that imports all of that
+once (``PRELOAD``) and then forks one kernel per launch.
+
+* It holds nothing but imported modules: no submission, reference, gradebook or hidden test ever enters it (it
+  reads no file of the course), and it is not dumpable, so no process of the instructor's uid can read its memory.
+* The kernelspec's launcher (``python -m grader.sandbox --zygote SOCKET ...``, which nbgrader starts) connects,
+  sends its command line, environment, folder and standard streams, and gets the kernel's pid back.
+* The forked child does what the launcher did before ``exec`` (``sandbox.launch``: limits, namespaces, views, the
+  student's uid) and then runs ipykernel in the same process instead of exec'ing a new interpreter.
+* The launcher stays, as the process nbgrader knows: it passes the interrupt and termination signals on to the
+  kernel and exits with the kernel's status.  When the launcher dies (killed by nbgrader, or with it), the zygote
+  kills the kernel; when the batch ends (it closes the zygote's stdin), the zygote kills every kernel it forked.
+* Where no zygote answers, the launcher starts the kernel itself, as before.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# What a grading kernel imports on the way through the six notebooks (measured: the modules a kernel holds after
+# the solutions, less those it starts with).  matplotlib's pyplot and inline backend are left to the kernel: on
+# import they hook themselves into the running IPython (17 ms), which the zygote does not have.
+PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "torch._dynamo", "torch.fx.experimental.symbolic_shapes",
+           "matplotlib", "matplotlib.figure", "matplotlib.font_manager", "matplotlib.backends.backend_agg",
+           "ipywidgets", "tqdm.auto", "safetensors.torch", "tokenizers", "sentencepiece",
+           "translab.checks", "translab.wire", "translab.plots", "translab.training", "translab.bert", "translab.mlm",
+           "translab.generation", "translab.checkpoint", "translab.data", "translab.datasets", "translab.budget")
+SIGNALS_PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+MAX_REQUEST = 4 * 1024 ** 2
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
+
+
+def _prctl(option: int, value: int) -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+# ----------------------------------------------------------------- the batch's side
+
+class Zygote:
+    """The batch's zygote (a context manager): ``path`` is the socket the kernelspec's launcher connects to."""
+
+    def __init__(self, work: Path, env: dict, cwd: Path):
+        folder = work / "zygote"  # root's or the instructor's alone; outside every kernel's view (sandbox._isolate)
+        folder.mkdir(mode=0o700, exist_ok=True)
+        self.path = folder / "socket"
+        self.log = folder / "zygote.log"
+        env = {**env, "MPLCONFIGDIR": str(folder / "matplotlib"),
+               # as ipykernel sets it before a kernel imports matplotlib, which the zygote does for the kernels
+               "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
+        env.pop("NBGRADER_EXECUTION", None)
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "grader.zygote", "--socket", str(self.path)],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
+                                            cwd=cwd)
+        # it listens before it imports: a launcher that comes early waits in the queue instead of missing it
+        line = self.process.stdout.readline()
+        if line.strip() != b"listening":
+            self.close()
+            raise OSError(f"the kernel zygote did not start ({line!r}); see {self.log}")
+
+    def close(self) -> None:
+        """Closing its stdin ends the zygote and every kernel it forked."""
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> Zygote:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ----------------------------------------------------------------- the launcher's side
+
+def run_through(path: Path, argv: list[str]) -> int | None:
+    """Have the zygote at ``path`` start the kernel of ``argv`` (``sandbox.launch``'s arguments); stay beside it,
+    passing signals on, and return its exit code.  None when no zygote answers: start the kernel here instead."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # nbgrader gone: this goes, and the zygote then ends the kernel
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(str(path))
+        request = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+        socket.send_fds(connection, [struct.pack("!I", len(request))], [0, 1, 2])
+        connection.sendall(request)
+        reader = connection.makefile("rb")
+        started = json.loads(reader.readline() or b"{}")
+    except (OSError, ValueError):
+        connection.close()
+        return None
+    pid = started.get("pid")
+    if not isinstance(pid, int):
+        return None
+    for number in SIGNALS_PASSED_ON:
+        signal.signal(number, lambda received, frame: _pass_on(pid, received))
+    while True:
+        try:
+            line = reader.readline()
+            break
+        except InterruptedError:  # a signal came in while we waited: passed on, wait again
+            continue
+    try:
+        return int(json.loads(line)["exit"])
+    except (ValueError, KeyError, TypeError):
+        return 1  # the zygote went, and its kernels with it
+
+
+def _pass_on(pid: int, number: int) -> None:
+    try:
+        os.kill(pid, number)
+    except ProcessLookupError:
+        pass
+
+
+# ----------------------------------------------------------------- the zygote
+
+def serve(path: Path) -> None:
+    """Listen at ``path``, import ``PRELOAD``, then fork a kernel for each launcher, until stdin closes."""
+    _prctl(_PR_SET_DUMPABLE, 0)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the batch gone: so is the zygote
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o600)
+    listener.listen(128)
+    os.write(1, b"listening\n")
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # noqa: BLE001 - a module this lab does not have: the kernel imports it itself
+            print(f"[zygote] not preloaded: {name}: {error!r}", file=sys.stderr, flush=True)
+    from . import sandbox  # noqa: F401 - the children's isolation, loaded once
+    sys.stdout.flush()
+    sys.stderr.flush()
+    kernels: dict[socket.socket, int] = {}  # a launcher's connection -> the pid of its kernel
+    while True:
+        readable, _, _ = select.select([listener, sys.stdin, *kernels], [], [], 0.2)
+        if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1024):
+            break  # the batch is done (or gone)
+        for connection in readable:
+            if connection is listener:
+                _fork_kernel(listener, kernels)
+            elif connection in kernels:  # a launcher says nothing after its request: this is its end
+                _end(kernels, connection, kill=True)
+        _reap(kernels)
+    for connection in list(kernels):
+        _end(kernels, connection, kill=True)
+    deadline = time.monotonic() + 5
+    while kernels and time.monotonic() < deadline:
+        _reap(kernels)
+        time.sleep(0.05)
+
+
+def _fork_kernel(listener: socket.socket, kernels: dict) -> None:
+    connection, _ = listener.accept()
+    try:
+        connection.settimeout(10)
+        header, fds, _, _ = socket.recv_fds(connection, 4, 3)
+        if len(header) != 4 or len(fds) != 3:
+            raise ValueError("a launcher sent no request")
+        (size,) = struct.unpack("!I", header)
+        if size > MAX_REQUEST:
+            raise ValueError(f"a request of {size} bytes")
+        data = b""
+        while len(data) < size:
+            chunk = connection.recv(size - len(data))
+            if not chunk:
+                raise ValueError("a launcher closed its request half-way")
+            data += chunk
+        request = json.loads(data)
+        launcher = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+    except (OSError, ValueError) as error:
+        print(f"[zygote] refused a launch: {error}", file=sys.stderr, flush=True)
+        connection.close()
+        return
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the kernel; its tests run it through the launcher)
+        code = 1
+        try:
+            for other in (listener, *kernels):
+                other.close()
+            connection.close()
+            code = _become_kernel(request, fds, launcher)
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        except BaseException:  # noqa: BLE001 - told on the kernel's stderr, like a kernel that fails to start
+            import traceback
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    for fd in fds:
+        os.close(fd)
+    connection.settimeout(None)
+    try:
+        connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    except OSError:
+        pass
+    kernels[connection] = pid
+
+
+def _become_kernel(request: dict, fds: list[int], launcher: int) -> int:
+    """In the forked child: the launcher's streams, folder and environment, a fresh process's random state, then
+    ``sandbox.launch`` as the launcher would have run it, which runs the kernel here."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.setsid()  # a session of its own, as nbgrader starts a kernel
+    _prctl(_PR_SET_DUMPABLE, 1)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    import random
+    random.seed()  # each kernel its own draws, as a new interpreter would have
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    from .sandbox import launch
+    launch(list(request["argv"]), launcher=launcher)
+    return 0
+
+
+def _end(kernels: dict, connection: socket.socket, kill: bool) -> None:
+    pid = kernels.pop(connection)
+    if kill:
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the kernel is its session's leader: its children go too
+        except (ProcessLookupError, PermissionError):
+            pass
+        _pass_on(pid, signal.SIGKILL)
+    connection.close()
+
+
+def _reap(kernels: dict) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        for connection, kernel in list(kernels.items()):
+            if kernel == pid:
+                code = os.waitstatus_to_exitcode(status)
+                try:
+                    connection.sendall(json.dumps({"exit": code if code >= 0 else 128 - code}).encode() + b"\n")
+                except OSError:
+                    pass
+                kernels.pop(connection)
+                connection.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m grader.zygote")
+    parser.add_argument("--socket", type=Path, required=True)
+    serve(parser.parse_args(argv).socket)
+
+
+if __name__ == "__main__":
+    main()
