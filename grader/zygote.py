@@ -4,7 +4,7 @@ Each sandboxed kernel used to start a new Python, import ipykernel, torch and th
 cell), then import during the notebooks what torch and the lab load lazily: matplotlib (0.4 s), ``torch._dynamo``
 at the first optimiser step (0.85 s), sympy at the first key padding mask outside attention's fast path (0.4 s).
 The same 3.4 CPU-seconds, for every student.  A batch now starts one *zygote*: a process that imports all of that
-once (``PRELOAD``) and then forks one kernel per launch.
+once (``STARTUP`` and ``LATER``) and then forks one kernel per launch.
 
 * It holds nothing but imported modules: no submission, reference, gradebook or hidden test ever enters it (it
   reads no file of the course), and it is not dumpable, so no process of the instructor's uid can read its memory.
@@ -33,14 +33,16 @@ import sys
 import time
 from pathlib import Path
 
-# What a grading kernel imports on the way through the six notebooks (measured: the modules a kernel holds after
-# the solutions, less those it starts with).  matplotlib's pyplot and inline backend are left to the kernel: on
-# import they hook themselves into the running IPython (17 ms), which the zygote does not have.
-PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "torch._dynamo", "torch.fx.experimental.symbolic_shapes",
-           "matplotlib", "matplotlib.figure", "matplotlib.font_manager", "matplotlib.backends.backend_agg",
-           "ipywidgets", "tqdm.auto", "safetensors.torch", "tokenizers", "sentencepiece",
-           "translab.checks", "translab.wire", "translab.plots", "translab.training", "translab.bert", "translab.mlm",
-           "translab.generation", "translab.checkpoint", "translab.data", "translab.datasets", "translab.budget")
+# What a grading kernel imports before its first cell (ipykernel, and the sandbox extension's snapshot)...
+STARTUP = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "torch.testing", "numpy.testing", "translab.checks",
+           "translab.wire")
+# ...and on the way through the six notebooks (measured: the modules a kernel holds after the solutions, less those
+# it starts with).  matplotlib's pyplot and inline backend are left to the kernel: on import they hook themselves
+# into the running IPython (17 ms), which the zygote does not have.
+LATER = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "matplotlib", "matplotlib.figure",
+         "matplotlib.font_manager", "matplotlib.backends.backend_agg", "ipywidgets", "tqdm.auto", "safetensors.torch",
+         "tokenizers", "sentencepiece", "translab.plots", "translab.training", "translab.bert", "translab.mlm",
+         "translab.generation", "translab.checkpoint", "translab.data", "translab.datasets", "translab.budget")
 SIGNALS_PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 MAX_REQUEST = 4 * 1024 ** 2
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
@@ -55,7 +57,9 @@ def _prctl(option: int, value: int) -> None:
 class Zygote:
     """The batch's zygote (a context manager): ``path`` is the socket the kernelspec's launcher connects to."""
 
-    def __init__(self, work: Path, env: dict, cwd: Path):
+    def __init__(self, work: Path, env: dict, cwd: Path, later: bool = True):
+        """``later``: import ``LATER`` too, worth it for a class; one student's kernel is on the critical path
+        and imports them itself, spread over its notebooks, rather than wait for all of them first."""
         folder = work / "zygote"  # root's or the instructor's alone; outside every kernel's view (sandbox._isolate)
         folder.mkdir(mode=0o700, exist_ok=True)
         self.path = folder / "socket"
@@ -65,7 +69,8 @@ class Zygote:
                "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
         env.pop("NBGRADER_EXECUTION", None)
         with open(self.log, "wb") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "grader.zygote", "--socket", str(self.path)],
+            self.process = subprocess.Popen([sys.executable, "-m", "grader.zygote", "--socket", str(self.path),
+                                             *([] if later else ["--startup-only"])],
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                                             cwd=cwd)
         # it listens before it imports: a launcher that comes early waits in the queue instead of missing it
@@ -134,8 +139,8 @@ def _pass_on(pid: int, number: int) -> None:
 
 # ----------------------------------------------------------------- the zygote
 
-def serve(path: Path) -> None:
-    """Listen at ``path``, import ``PRELOAD``, then fork a kernel for each launcher, until stdin closes."""
+def serve(path: Path, preload: tuple[str, ...] = STARTUP + LATER) -> None:
+    """Listen at ``path``, import ``preload``, then fork a kernel for each launcher, until stdin closes."""
     _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the batch gone: so is the zygote
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -143,7 +148,7 @@ def serve(path: Path) -> None:
     os.chmod(path, 0o600)
     listener.listen(128)
     os.write(1, b"listening\n")
-    for name in PRELOAD:
+    for name in preload:
         try:
             importlib.import_module(name)
         except Exception as error:  # noqa: BLE001 - a module this lab does not have: the kernel imports it itself
@@ -272,7 +277,9 @@ def _reap(kernels: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.zygote")
     parser.add_argument("--socket", type=Path, required=True)
-    serve(parser.parse_args(argv).socket)
+    parser.add_argument("--startup-only", action="store_true", help="import STARTUP only, not LATER")
+    args = parser.parse_args(argv)
+    serve(args.socket, STARTUP if args.startup_only else STARTUP + LATER)
 
 
 if __name__ == "__main__":
