@@ -629,7 +629,10 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
         zygote = None
         if sandbox:  # first: its imports (3 s) overlap what follows; it ends before the scratch folder goes
             from .zygote import Zygote
-            zygote = stack.enter_context(Zygote(work, _nbgrader_env(), root, later=len(names) > 1)).path
+            try:
+                zygote = stack.enter_context(Zygote(work, _nbgrader_env(), root, later=len(names) > 1)).path
+            except OSError as error:  # the machine, not a student: say so before anyone is graded
+                raise GradingError(f"{error}; nothing was graded") from error
         dbs = work / "db"  # the per-student gradebooks: private even to the sandboxed kernels
         dbs.mkdir(mode=0o700)
         staged = work / "submitted"  # the students' plain files (stage_submission): out of every kernel's view

@@ -77,7 +77,8 @@ class Zygote:
         line = self.process.stdout.readline()
         if line.strip() != b"listening":
             self.close()
-            raise OSError(f"the kernel zygote did not start ({line!r}); see {self.log}")
+            tail = self.log.read_text(errors="replace").strip().splitlines()[-5:]
+            raise OSError("the grading kernels' zygote (grader.zygote) did not start: " + " | ".join(tail))
 
     def close(self) -> None:
         """Closing its stdin ends the zygote and every kernel it forked."""
@@ -177,6 +178,7 @@ def serve(path: Path, preload: tuple[str, ...] = STARTUP + LATER) -> None:
 
 def _fork_kernel(listener: socket.socket, kernels: dict) -> None:
     connection, _ = listener.accept()
+    fds: list[int] = []
     try:
         connection.settimeout(10)
         header, fds, _, _ = socket.recv_fds(connection, 4, 3)
@@ -195,6 +197,8 @@ def _fork_kernel(listener: socket.socket, kernels: dict) -> None:
         launcher = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
     except (OSError, ValueError) as error:
         print(f"[zygote] refused a launch: {error}", file=sys.stderr, flush=True)
+        for fd in fds:  # what came with a request we refuse is not kept open
+            os.close(fd)
         connection.close()
         return
     pid = os.fork()

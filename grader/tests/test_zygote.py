@@ -121,3 +121,10 @@ def test_the_kept_kernel_is_measured_by_its_own_pid_not_its_launchers(tmp_path, 
     assert _kernel_pid(Manager()) == 222
     (tmp_path / sandbox.LAUNCH_RECORDS).write_text(json.dumps({"pid": 111, "ok": True, "mode": "root"}) + "\n")
     assert _kernel_pid(Manager()) == 111, "a kernel exec'd by its launcher is the launcher's pid"
+
+
+def test_a_zygote_that_cannot_start_says_why(tmp_path):
+    work = tmp_path / ("w" * 120)  # too long a path for a Unix socket: bind fails before anything is imported
+    work.mkdir()
+    with pytest.raises(OSError, match="zygote.*did not start.*too long"):
+        Zygote(work, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT)
