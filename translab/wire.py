@@ -61,15 +61,16 @@ def send(sock: socket.socket, header: dict, buffers: list[bytes] = ()) -> None:
         sock.sendall(buffer)
 
 
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
+def _exactly(sock: socket.socket, size: int) -> bytearray:
+    """``size`` bytes, read into one buffer (tensors are then built on it: no join, no copy)."""
+    data = bytearray(size)
+    view, got = memoryview(data), 0
+    while got < size:
+        count = sock.recv_into(view[got:], min(size - got, 1 << 22))
+        if not count:
             raise WireError("the other side closed the connection")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+        got += count
+    return data
 
 
 def recv(sock: socket.socket) -> tuple[dict, list[bytes]]:
@@ -123,7 +124,7 @@ class _Encoder:
             if plain.device.type != "cpu" or plain.layout != torch.strided or fields["dtype"] not in _DTYPES:
                 return {**fields, "device": plain.device.type, "readable": False}
             flat = plain.contiguous().reshape(-1)
-            data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+            data = memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else b""  # sent as they are
         return {**fields, "buf": self.buffer(data)}
 
     def encode(self, value, depth: int = 0):
@@ -184,12 +185,22 @@ def _decode_tensor(node: dict, buffers: list[bytes]) -> torch.Tensor:
             numel *= s
         if len(data) != numel * torch.empty((), dtype=dtype).element_size():
             raise WireError("a tensor whose bytes do not match its shape")
-        tensor = (torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape) if numel
-                  else torch.empty(shape, dtype=dtype))
+        tensor = (torch.frombuffer(_own(buffers, int(node["buf"])), dtype=torch.uint8).view(dtype).reshape(shape)
+                  if numel else torch.empty(shape, dtype=dtype))
         if node.get("requires_grad") and (tensor.is_floating_point() or tensor.is_complex()):
             tensor.requires_grad_(True)
     tensor._kernel_ptr = int(node.get("ptr", 0))
     return tensor
+
+
+def _own(buffers: list, index: int) -> bytearray:
+    """The received buffer ``index`` for one tensor to be built on: itself the first time, a copy after (two
+    tensors the kernel sent on the same bytes must not alias here)."""
+    data = buffers[index]
+    if type(data) is bytearray:
+        buffers[index] = memoryview(data).toreadonly()
+        return data
+    return bytearray(data)
 
 
 def decode(node, buffers: list[bytes], session: "Session | None" = None):
@@ -240,7 +251,7 @@ def _generator(state: torch.Tensor) -> torch.Generator:
     return generator
 
 
-FAST_TENSOR_BYTES = 1 << 20  # a tensor of this size or more travels as its raw bytes (see _Pickler)
+FAST_TENSOR_BYTES = 1 << 10  # a tensor of this size or more travels as its raw bytes (see _Pickler)
 
 
 def _tensor_from_bytes(data: bytearray, dtype: str, shape: list[int], requires_grad: bool) -> torch.Tensor:
@@ -258,8 +269,9 @@ class _Pickler(pickle.Pickler):
         if type(obj) is torch.Tensor and _owns_its_storage(obj):
             # torch pickles a tensor's storage through torch.save, one zip archive each: 0.25 s to pack and
             # 0.3 s to unpack the 90 MB MiniLM checkpoint, sent to the kernel three times a submission.  A plain,
-            # contiguous tensor that is the whole of its storage is its bytes (one copy each way); smaller ones,
-            # views and subclasses keep torch's own way, which keeps strides and storage shared between tensors.
+            # contiguous tensor that is the whole of its storage is its bytes, out of band (``pack``): sent from
+            # its own memory, received into the buffer the kernel's tensor is built on.  Tiny ones, views and
+            # subclasses keep torch's own way, which keeps strides and storage shared between tensors.
             data = obj.detach().view(-1).view(torch.uint8).numpy()
             return _tensor_from_bytes, (pickle.PickleBuffer(data), str(obj.dtype), list(obj.shape),
                                         obj.requires_grad)
@@ -276,22 +288,25 @@ def _owns_its_storage(tensor: torch.Tensor) -> bool:
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, data: bytes, objects: dict[int, Any]):
-        super().__init__(io.BytesIO(data))
+    def __init__(self, data: bytes, objects: dict[int, Any], buffers: list = ()):
+        super().__init__(io.BytesIO(data), buffers=buffers)
         self.objects = objects
 
     def persistent_load(self, pid):
         return self.objects[pid[1]]
 
 
-def pack(value) -> bytes:
-    buffer = io.BytesIO()
-    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
-    return buffer.getvalue()
+def pack(value) -> list:
+    """``value`` as wire buffers: the pickle stream, then the raw bytes of its large tensors out of band (sent
+    from the tensors' own memory, received into the buffers the kernel's tensors are built on)."""
+    buffer, raw = io.BytesIO(), []
+    _Pickler(buffer, protocol=5, buffer_callback=raw.append).dump(value)
+    return [buffer.getbuffer(), *(b.raw() for b in raw)]
 
 
-def unpack(data: bytes, objects: dict[int, Any]):
-    return _Unpickler(data, objects).load()
+def unpack(buffers: list, objects: dict[int, Any]):
+    """``pack``'s value from the buffers received (bytearrays: tensors are built on them without a copy)."""
+    return _Unpickler(buffers[0], objects, [b if type(b) is bytearray else bytearray(b) for b in buffers[1:]]).load()
 
 
 # ----------------------------------------------------------------- the checker's side of a session
@@ -320,7 +335,7 @@ class Session:
         self.sock = sock
 
     def request(self, op: str, target: "Handle | None" = None, payload=None, **fields):
-        buffers = [pack(payload)] if payload is not None else []
+        buffers = pack(payload) if payload is not None else []
         send(self.sock, {"op": op, "target": target._id if target is not None else None, **fields}, buffers)
         header, buffers = recv(self.sock)
         kind = header.get("op")
@@ -465,9 +480,9 @@ def serve(check: str, args: tuple, kwargs: dict, split: str) -> dict:
                 if op == "getattr":
                     value = getattr(target, str(header["name"]))
                 elif op == "put":
-                    value = unpack(buffers[0], objects)
+                    value = unpack(buffers, objects)
                 elif op == "call":
-                    call_args, call_kwargs = unpack(buffers[0], objects)
+                    call_args, call_kwargs = unpack(buffers, objects)
                     targets = [_resolve(name) for name in header.get("forbid", [])]
                     with torch.set_grad_enabled(bool(header.get("grad", True))), checks.forbid(*targets):
                         if header.get("what") is not None:

@@ -77,6 +77,15 @@ def test_tensors_arrive_as_plain_tensors_with_their_own_bytes():
     assert back["nested"] == [(1, 2.5, "x", None)] and back["inf"] == float("-inf")
 
 
+def test_a_received_tensor_is_built_on_its_buffer_and_two_on_one_buffer_do_not_alias():
+    raw = bytearray(torch.arange(4, dtype=torch.float32).numpy().tobytes())  # as wire.recv returns a buffer
+    node = {"t": "tensor", "dtype": "torch.float32", "shape": [4], "buf": 0}
+    first, second = wire.decode({"t": "list", "v": [node, node]}, [raw])
+    assert first.data_ptr() == np.frombuffer(raw, dtype=np.uint8).ctypes.data, "copied, not built on the buffer"
+    first.add_(1)  # the kernel named one buffer twice: the second tensor must not change with the first
+    assert second.tolist() == [0, 1, 2, 3] and first.tolist() == [1, 2, 3, 4]
+
+
 def test_the_checkers_big_tensors_reach_the_kernel_as_their_bytes_and_views_as_torch_pickles_them():
     big = torch.randn(600, 600)  # 1.4 MB: raw bytes
     grad = torch.randn(700, 500, requires_grad=True)
