@@ -47,6 +47,7 @@ FATAL_LOG_LINES = ("Exception while loading config", "[ERROR]", "[CRITICAL]")
 REPORT_NAME = "autograde_report.csv"
 CANARY = "translab-canary-check"  # the known-good submission that tells a broken machine from a broken student
 STUDENT_BUDGET = 600.0   # wall-clock seconds for one student: every notebook and every retry
+LEFTOVERS_GRACE = 15.0   # seconds for a student's killed processes to be gone before they count as leftovers
 
 
 class GradingError(RuntimeError):
@@ -544,9 +545,12 @@ def _clean_up_student(job: StudentJob, result: StudentResult) -> None:
         if folder is not None and folder.exists():
             shutil.rmtree(folder, ignore_errors=True)
     if job.uid is not None:
-        for _ in range(20):  # killed processes take a moment to go
+        # Killed processes take a moment to go: a fork storm's 500, each forked from a kernel that shares the
+        # zygote's 1-2 GB of mappings (grader.zygote), take a few seconds to tear down.
+        deadline = time.monotonic() + LEFTOVERS_GRACE
+        while True:
             result.leftovers = leftovers(job.uid, job.shared_folders)
-            if not result.leftovers:
+            if not result.leftovers or time.monotonic() > deadline:
                 break
             kill_leftovers(job.env)
             time.sleep(0.1)
