@@ -67,7 +67,6 @@ class Zygote:
         env = {**env, "MPLCONFIGDIR": str(folder / "matplotlib"),
                # as ipykernel sets it before a kernel imports matplotlib, which the zygote does for the kernels
                "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
-        env.pop("NBGRADER_EXECUTION", None)
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "grader.zygote", "--socket", str(self.path),
                                              *([] if later else ["--startup-only"])],
@@ -117,16 +116,10 @@ def run_through(path: Path, argv: list[str]) -> int | None:
     pid = started.get("pid")
     if not isinstance(pid, int):
         return None
-    for number in SIGNALS_PASSED_ON:
+    for number in SIGNALS_PASSED_ON:  # the read below resumes after each (PEP 475)
         signal.signal(number, lambda received, frame: _pass_on(pid, received))
-    while True:
-        try:
-            line = reader.readline()
-            break
-        except InterruptedError:  # a signal came in while we waited: passed on, wait again
-            continue
     try:
-        return int(json.loads(line)["exit"])
+        return int(json.loads(reader.readline())["exit"])
     except (ValueError, KeyError, TypeError):
         return 1  # the zygote went, and its kernels with it
 
@@ -140,7 +133,7 @@ def _pass_on(pid: int, number: int) -> None:
 
 # ----------------------------------------------------------------- the zygote
 
-def serve(path: Path, preload: tuple[str, ...] = STARTUP + LATER) -> None:
+def serve(path: Path, preload: tuple[str, ...]) -> None:
     """Listen at ``path``, import ``preload``, then fork a kernel for each launcher, until stdin closes."""
     _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the batch gone: so is the zygote
@@ -166,10 +159,10 @@ def serve(path: Path, preload: tuple[str, ...] = STARTUP + LATER) -> None:
             if connection is listener:
                 _fork_kernel(listener, kernels)
             elif connection in kernels:  # a launcher says nothing after its request: this is its end
-                _end(kernels, connection, kill=True)
+                _end(kernels, connection)
         _reap(kernels)
     for connection in list(kernels):
-        _end(kernels, connection, kill=True)
+        _end(kernels, connection)
     deadline = time.monotonic() + 5
     while kernels and time.monotonic() < deadline:
         _reap(kernels)
@@ -187,12 +180,10 @@ def _fork_kernel(listener: socket.socket, kernels: dict) -> None:
         (size,) = struct.unpack("!I", header)
         if size > MAX_REQUEST:
             raise ValueError(f"a request of {size} bytes")
-        data = b""
-        while len(data) < size:
-            chunk = connection.recv(size - len(data))
-            if not chunk:
-                raise ValueError("a launcher closed its request half-way")
-            data += chunk
+        with connection.makefile("rb") as reader:
+            data = reader.read(size)
+        if len(data) != size:
+            raise ValueError("a launcher closed its request half-way")
         request = json.loads(data)
         launcher = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
     except (OSError, ValueError) as error:
@@ -235,7 +226,7 @@ def _become_kernel(request: dict, fds: list[int], launcher: int) -> int:
         os.dup2(fd, target)
         os.close(fd)
     os.setsid()  # a session of its own, as nbgrader starts a kernel
-    _prctl(_PR_SET_DUMPABLE, 1)
+    _prctl(_PR_SET_DUMPABLE, 1)  # its /proc files its own again: in a user namespace it writes its uid_map
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -248,14 +239,14 @@ def _become_kernel(request: dict, fds: list[int], launcher: int) -> int:
     return 0
 
 
-def _end(kernels: dict, connection: socket.socket, kill: bool) -> None:
+def _end(kernels: dict, connection: socket.socket) -> None:
+    """Kill the kernel of a launcher that is gone (or of a batch that ended), and forget it."""
     pid = kernels.pop(connection)
-    if kill:
-        try:
-            os.killpg(pid, signal.SIGKILL)  # the kernel is its session's leader: its children go too
-        except (ProcessLookupError, PermissionError):
-            pass
-        _pass_on(pid, signal.SIGKILL)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the kernel is its session's leader: its children go too
+    except (ProcessLookupError, PermissionError):
+        pass
+    _pass_on(pid, signal.SIGKILL)  # killed before it had its own session
     connection.close()
 
 
