@@ -334,6 +334,32 @@ print("read from the exchange:", _read)
 case("read_exchange", "the mask answer (right) first reads every file of nbgrader's exchange (classmates' work)")(
     _nb1(lambda nb: _prepend(nb, "mask_answer", READ_EXCHANGE)))
 
+# Kernels are forked by the batch's zygote (grader.zygote), which forks a kernel in whatever folder a launcher names:
+# reaching its socket would give a kernel in a classmate's folder.  The answer looks for it where the batch keeps
+# its scratch folders and through every process's open descriptors it can list, and asks each socket it finds.
+REACH_ZYGOTE = '''import glob, os, socket, tempfile
+_found = set(glob.glob("/tmp/translab-autograde-*/zygote/socket") + glob.glob("/var/tmp/translab-autograde-*/zygote/socket")
+             + glob.glob(os.path.join(tempfile.gettempdir(), "translab-autograde-*", "zygote", "socket")))
+for _fd_folder in glob.glob("/proc/[0-9]*/fd"):
+    try:
+        _found |= {os.path.join(_fd_folder, _fd) for _fd in os.listdir(_fd_folder)
+                   if "zygote" in os.readlink(os.path.join(_fd_folder, _fd))}
+    except OSError:
+        pass
+_reached = []
+for _path in sorted(_found):
+    try:
+        with socket.socket(socket.AF_UNIX) as _connection:
+            _connection.settimeout(3)
+            _connection.connect(_path)
+            _reached.append(_path)
+    except OSError:
+        pass
+print("zygote reached:", _reached)
+'''
+case("reach_zygote", "the mask answer (right) first looks for the batch's kernel zygote and connects to its socket")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", REACH_ZYGOTE)))
+
 # The attack measured on the formgrader and the feedback: student HTML, rendered live, runs in the instructor's
 # browser with the instructor's Jupyter session.  Every vector sets a marker and PUTs a file named after itself
 # into the course root through the Jupyter REST API (the measured script got HTTP 201); grader.sanitize must

@@ -227,6 +227,14 @@ def test_student_code_read_nothing_of_the_exchange(graded):
     assert corpus.EXCHANGE_SECRET not in printed
 
 
+def test_student_code_reached_no_zygote(graded):
+    root, *_ = graded
+    notebook = nbformat.read(root / "autograded" / "reach_zygote" / ASSIGNMENT / f"{corpus.NB1}.ipynb", as_version=4)
+    printed = "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                      for output in cell.get("outputs", []))
+    assert "zygote reached: []" in printed, f"a kernel reached the batch's zygote, or the case did not run: {printed[:500]}"
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the kernel has a network namespace of its own only as root")
 def test_student_code_reached_no_network(graded):
     *_, received = graded
