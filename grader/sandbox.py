@@ -641,8 +641,14 @@ def _run_here(kernel: list[str], env: dict) -> None:
     environment, ``sys.argv``, the working folder first on ``sys.path``, a fresh ``__main__``."""
     import runpy
     import types
-    from .zygote import _PR_SET_DUMPABLE, _prctl
+    from .zygote import _PR_SET_DEATHSIG_KILL, _PR_SET_DUMPABLE, _prctl
     _prctl(_PR_SET_DUMPABLE, 1)  # as exec leaves a process (dropping to the student's uid cleared it)
+    # The zygote gone (its batch killed), the kernel goes too: an exec'd kernel's ipykernel polls for its parent,
+    # a forked one's does not (it read JPY_PARENT_PID when the zygote imported it).  Set after the uid change,
+    # which clears it; a zygote that died before then has left this process to init.
+    _prctl(*_PR_SET_DEATHSIG_KILL)
+    if os.getppid() == 1:
+        os._exit(1)
     os.environ.clear()
     os.environ.update(env)
     flag, target, rest = kernel[1], kernel[2], kernel[3:]

@@ -14,7 +14,8 @@ once (``STARTUP`` and ``LATER``) and then forks one kernel per launch.
   student's uid) and then runs ipykernel in the same process instead of exec'ing a new interpreter.
 * The launcher stays, as the process nbgrader knows: it passes the interrupt and termination signals on to the
   kernel and exits with the kernel's status.  When the launcher dies (killed by nbgrader, or with it), the zygote
-  kills the kernel; when the batch ends (it closes the zygote's stdin), the zygote kills every kernel it forked.
+  kills the kernel; when the batch ends (it closes the zygote's stdin), the zygote kills every kernel it forked,
+  and a kernel whose zygote is killed dies with it.
 * Where no zygote answers, the launcher starts the kernel itself, as before.
 """
 from __future__ import annotations
@@ -46,6 +47,7 @@ LATER = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "matplotlib",
 SIGNALS_PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 MAX_REQUEST = 4 * 1024 ** 2
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
+_PR_SET_DEATHSIG_KILL = (_PR_SET_PDEATHSIG, signal.SIGKILL)  # killed when the parent goes
 
 
 def _prctl(option: int, value: int) -> None:
@@ -101,7 +103,7 @@ class Zygote:
 def run_through(path: Path, argv: list[str]) -> int | None:
     """Have the zygote at ``path`` start the kernel of ``argv`` (``sandbox.launch``'s arguments); stay beside it,
     passing signals on, and return its exit code.  None when no zygote answers: start the kernel here instead."""
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # nbgrader gone: this goes, and the zygote then ends the kernel
+    _prctl(*_PR_SET_DEATHSIG_KILL)  # nbgrader gone: this goes, and the zygote then ends the kernel
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(str(path))
@@ -136,7 +138,7 @@ def _pass_on(pid: int, number: int) -> None:
 def serve(path: Path, preload: tuple[str, ...]) -> None:
     """Listen at ``path``, import ``preload``, then fork a kernel for each launcher, until stdin closes."""
     _prctl(_PR_SET_DUMPABLE, 0)
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the batch gone: so is the zygote
+    _prctl(*_PR_SET_DEATHSIG_KILL)  # the batch gone: so is the zygote
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     os.chmod(path, 0o600)

@@ -93,6 +93,14 @@ def test_the_kernels_end_with_the_zygote_and_it_holds_nothing_of_the_course(cour
     launcher.wait(30)
 
 
+def test_a_kernel_dies_with_a_killed_zygote(course, zygote):  # noqa: F811
+    launcher, kernel = _start(course, zygote.path)
+    zygote.process.kill()  # what follows when the batch itself is killed (the zygote's PDEATHSIG)
+    zygote.process.wait()
+    assert _gone(kernel), "a kernel outlived its killed zygote"
+    launcher.wait(30)
+
+
 def test_without_a_zygote_the_launcher_starts_the_kernel_itself(course):  # noqa: F811
     report = _launch(course, "import json, os; print(json.dumps({'pid': os.getpid()}))")  # no --zygote: exec'd
     missing = course[1] / "zygote" / "socket"
