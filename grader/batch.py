@@ -48,6 +48,7 @@ REPORT_NAME = "autograde_report.csv"
 CANARY = "translab-canary-check"  # the known-good submission that tells a broken machine from a broken student
 STUDENT_BUDGET = 600.0   # wall-clock seconds for one student: every notebook and every retry
 LEFTOVERS_GRACE = 15.0   # seconds for a student's killed processes to be gone before they count as leftovers
+CONFIG_TIMEOUT = 120     # seconds for nbgrader_config.py to load before the batch refuses it
 
 
 class GradingError(RuntimeError):
@@ -194,10 +195,17 @@ def _has_outputs(path: Path) -> bool:
 
 
 def _gradebook_has_assignment(root: Path) -> bool:
-    from nbgrader.api import Gradebook, MissingEntry
+    """Read with sqlite3 first: importing nbgrader's API (SQLAlchemy) here costs the batch 0.7 s before the
+    first kernel can start; a gradebook sqlite3 cannot read goes through nbgrader, which migrates or explains."""
     db = root / "gradebook.db"
     if not db.exists():
         return False
+    try:
+        if _gradebook_notebooks(db):
+            return True
+    except sqlite3.Error:
+        pass
+    from nbgrader.api import Gradebook, MissingEntry
     with Gradebook(f"sqlite:///{db}") as gradebook:
         try:
             return len(gradebook.find_assignment(ASSIGNMENT).notebooks) > 0
@@ -230,7 +238,7 @@ def autograde(root: Path, jobs: int = 1, student: str | None = None, extra_args:
         if student not in names:
             raise GradingError(f"no submission for {student!r} in {root / 'submitted'}")
         names = [student]
-    # started first, with the preload this batch wants: its imports (1 s) overlap the gradebook's (0.7 s), and
+    # started first, with the preload this batch wants: its imports (1 s) overlap the zygote's, and
     # generate_assignment, when the gradebook is new, is forked from it too
     _fork_server(checker_imports=len(names) > 1)
     _ensure_assignment(root)
@@ -557,14 +565,37 @@ def _clean_up_student(job: StudentJob, result: StudentResult) -> None:
 
 
 def _check_config(root: Path) -> None:
-    """nbgrader only logs a configuration file that raises, then grades with its defaults: refuse instead."""
-    from traitlets.config.loader import PyFileConfigLoader
+    """nbgrader only logs a configuration file that raises, then grades with its defaults: refuse instead.  The
+    file is loaded by a child of the fork server, which has already imported what it imports (1.1 s here)."""
     path = root / "nbgrader_config.py"
-    if path.exists():
-        try:
-            PyFileConfigLoader(path.name, path=str(root)).load_config()
-        except Exception as error:
-            raise GradingError(f"{path} does not load: {error!r}; fix it and grade again") from error
+    if not path.exists():
+        return
+    forks = _fork_server()
+    reader, writer = forks.Pipe(duplex=False)
+    process = forks.Process(target=_load_config, args=(path, writer), daemon=True)
+    process.start()
+    writer.close()
+    try:
+        problem = reader.recv() if reader.poll(CONFIG_TIMEOUT) else f"it did not load in {CONFIG_TIMEOUT} s"
+    except EOFError:
+        problem = "loading it ended the process"
+    finally:
+        reader.close()
+        if process.is_alive():
+            process.kill()
+        process.join()
+    if problem:
+        raise GradingError(f"{path} does not load: {problem}; fix it and grade again")
+
+
+def _load_config(path: Path, writer) -> None:
+    """A fork server's child: load ``path`` as nbgrader would; send None, or what went wrong."""
+    from traitlets.config.loader import PyFileConfigLoader
+    try:
+        PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+        writer.send(None)
+    except Exception as error:  # noqa: BLE001 - whatever it raises is the instructor's to read
+        writer.send(repr(error))
 
 
 class _Canary:
@@ -625,7 +656,6 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
     start = time.perf_counter()
     _fork_server(checker_imports=len(names) > 1)  # its imports overlap what follows
     main_db = root / "gradebook.db"
-    _check_config(root)
     results = []
     with kernel_sandbox.UidBlock() as uids, tempfile.TemporaryDirectory(prefix="translab-autograde-") as scratch, \
             contextlib.ExitStack() as stack:
@@ -637,6 +667,7 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
                 zygote = stack.enter_context(Zygote(work, _nbgrader_env(), root, later=len(names) > 1)).path
             except OSError as error:  # the machine, not a student: say so before anyone is graded
                 raise GradingError(f"{error}; nothing was graded") from error
+        _check_config(root)
         dbs = work / "db"  # the per-student gradebooks: private even to the sandboxed kernels
         dbs.mkdir(mode=0o700)
         staged = work / "submitted"  # the students' plain files (stage_submission): out of every kernel's view

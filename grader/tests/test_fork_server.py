@@ -55,3 +55,16 @@ def test_autograde_starts_the_fork_server_before_the_gradebook_with_the_checks_f
     monkeypatch.setattr(batch, "grade_batch", lambda root, names, **options: calls.append(("grade", len(names))))
     batch.autograde(tmp_path)
     assert calls == [("fork", count > 1), ("gradebook",), ("grade", count)]
+
+
+@pytest.mark.parametrize("body, told", [("c = get_config()\nc.Execute.timeout = 60\n", None),
+                                        ("raise ValueError('a typo on line 1')\n", "ValueError('a typo on line 1')"),
+                                        ("import os\nos._exit(3)\n", "loading it ended the process")])
+def test_a_configuration_that_does_not_load_stops_the_batch_with_its_error(tmp_path, body, told):
+    (tmp_path / "nbgrader_config.py").write_text(body)
+    if told is None:
+        batch._check_config(tmp_path)
+        return
+    with pytest.raises(batch.GradingError) as refused:
+        batch._check_config(tmp_path)
+    assert told in str(refused.value) and "fix it and grade again" in str(refused.value)
