@@ -238,6 +238,13 @@ def autograde(root: Path, jobs: int = 1, student: str | None = None, extra_args:
         if student not in names:
             raise GradingError(f"no submission for {student!r} in {root / 'submitted'}")
         names = [student]
+    from translab.data import FIX_HINT, missing
+    absent = missing()
+    if absent:
+        raise GradingError(f"the lab's data is not on this machine ({', '.join(map(str, absent[:3]))}"
+                           f"{' and more' if len(absent) > 3 else ''}): every student would lose the points of the "
+                           f"cells that read it. Nothing was graded: {FIX_HINT}, or point TRANSLAB_DATA_DIR at the "
+                           "data folder, and grade again")
     # started first, with the preload this batch wants: its imports (1 s) overlap the zygote's, and
     # generate_assignment, when the gradebook is new, is forked from it too
     _fork_server(checker_imports=len(names) > 1)

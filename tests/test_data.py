@@ -162,6 +162,18 @@ def test_missing_processed_file_names_the_fix(empty_data_dir):
         data.load_split("dev")
 
 
+def test_missing_lists_absent_and_cut_short_files(empty_data_dir):
+    assert data.processed_dir() / "train.tsv" in data.missing()
+    assert len(data.missing()) == len(data.SPLITS) + 1 + len(data.MINILM.files)  # splits, reviews, the encoder
+    for path in data.missing():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * next((f.size for f in data.MINILM.files if data.raw_dir() / f.name == path), 1))
+    assert data.missing() == []
+    weights = data.raw_dir() / data.MINILM_DIR / "model.safetensors"
+    weights.write_bytes(b"cut short")
+    assert data.missing() == [weights]
+
+
 def test_missing_tokenizer_names_the_fix(tmp_path):
     with pytest.raises(data.DataError, match="make tokenizer"):
         data.load_tokenizer(tmp_path / "nope.model")

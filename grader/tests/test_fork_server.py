@@ -57,6 +57,17 @@ def test_autograde_starts_the_fork_server_before_the_gradebook_with_the_checks_f
     assert calls == [("fork", count > 1), ("gradebook",), ("grade", count)]
 
 
+def test_autograde_refuses_before_anything_when_the_data_is_missing(tmp_path, monkeypatch):
+    (tmp_path / "submitted" / "student0" / batch.ASSIGNMENT).mkdir(parents=True)
+    monkeypatch.setenv("TRANSLAB_DATA_DIR", str(tmp_path / "nowhere"))
+    calls = []
+    monkeypatch.setattr(batch, "_fork_server", lambda checker_imports=False: calls.append("fork"))
+    monkeypatch.setattr(batch, "grade_batch", lambda root, names, **options: calls.append("grade"))
+    with pytest.raises(batch.GradingError) as refused:
+        batch.autograde(tmp_path)
+    assert calls == [] and "train.tsv" in str(refused.value) and "make data" in str(refused.value)
+
+
 @pytest.mark.parametrize("body, told", [("c = get_config()\nc.Execute.timeout = 60\n", None),
                                         ("raise ValueError('a typo on line 1')\n", "ValueError('a typo on line 1')"),
                                         ("import os\nos._exit(3)\n", "loading it ended the process")])
