@@ -98,12 +98,16 @@ KEEP_CPU_SHARE = 0.5  # a kernel is kept while it has used less than this share 
 
 @dataclass
 class _KeptKernel:
-    """The kernel kept between the notebooks of one student, with the checker its environment names and the
-    client already connected to it (a new client waits at least 0.2 s for the kernel's messages to settle)."""
+    """The kernel kept between the notebooks of one student, with the checker its environment names, the client
+    already connected to it (a new client waits at least 0.2 s for the kernel's messages to settle) and the reset
+    it was sent (``reset``, a message id): the kernel runs it while nbgrader saves this notebook and prepares the
+    next, and the next notebook waits for its reply (``_reset_done``) before its first cell."""
     km: KernelManager
     checker: Checker
     cwd: str
     kc: object = None
+    reset: str | None = None
+    reset_deadline: float = 0.0
 
 
 _kept: _KeptKernel | None = None  # this nbgrader process's kernel between two notebooks of its student
@@ -115,10 +119,36 @@ def _take_kept(cwd: str) -> _KeptKernel | None:
     kept, _kept = _kept, None
     if kept is None:
         return None
-    if kept.cwd == cwd and run_sync(kept.km.is_alive)():
+    if kept.cwd == cwd and run_sync(kept.km.is_alive)() and run_sync(_reset_done)(kept):
         return kept
     _retire(kept.km, kept.checker, kept.kc)
     return None
+
+
+async def _reset_done(kept: _KeptKernel) -> bool:
+    """Whether the kept kernel answered its reset with "ok" by its deadline, its messages about it read: what
+    ``execute_interactive`` waited for in place, before the reset overlapped nbgrader's work between notebooks."""
+    reply_ok = idle = False
+    try:
+        while not reply_ok:
+            left = kept.reset_deadline - time.monotonic()
+            if left <= 0:
+                return False
+            reply = await kept.kc.get_shell_msg(timeout=left)
+            if reply["parent_header"].get("msg_id") == kept.reset:
+                if reply["content"].get("status") != "ok":
+                    return False
+                reply_ok = True
+        while not idle:  # the reset's own busy and idle: no output (silent), nothing left for the next cell
+            left = kept.reset_deadline - time.monotonic()
+            if left <= 0:
+                return False
+            message = await kept.kc.get_iopub_msg(timeout=left)
+            idle = (message["parent_header"].get("msg_id") == kept.reset and message["msg_type"] == "status"
+                    and message["content"].get("execution_state") == "idle")
+    except Exception:  # queue.Empty at the deadline, or the kernel went
+        return False
+    return True
 
 
 def _retire(km: KernelManager | None, checker: Checker | None, kc=None) -> None:
@@ -209,8 +239,9 @@ class GuardedExecute(Execute):
                 self._checker.stop()
 
     def _keep_or_retire(self, cwd: str, finished: bool) -> None:
-        """Keep the kernel for the student's next notebook if this one ran to the end with no incident, the
-        kernel has most of its CPU allowance left, and the reset to a fresh namespace worked; else end it."""
+        """Keep the kernel for the student's next notebook if this one ran to the end with no incident and the
+        kernel has most of its CPU allowance left, sending it the reset to a fresh namespace (the next notebook
+        takes it only if that worked); else end it."""
         global _kept
         from .sandbox import Limits
         km, kc = self.km, self.kc
@@ -219,17 +250,15 @@ class GuardedExecute(Execute):
             pid = _kernel_pid(km)
             used = _cpu_seconds(pid) if pid else None
             keep = used is not None and used < KEEP_CPU_SHARE * Limits().cpu_seconds
+        reset = None
         if keep:
-            try:
-                reply = run_sync(kc.execute_interactive)(FRESH_NOTEBOOK.format(cwd=cwd), silent=True,
-                                                         store_history=False, timeout=RESET_TIMEOUT,
-                                                         output_hook=lambda message: None)
-                keep = reply["content"]["status"] == "ok"
-            except Exception:  # TimeoutError, or the kernel went
+            try:  # sent, not waited for: the next notebook waits (_take_kept)
+                reset = kc.execute(FRESH_NOTEBOOK.format(cwd=cwd), silent=True, store_history=False)
+            except Exception:  # the kernel went
                 keep = False
         self.kc = self.km = None
         if keep:
-            _kept = _KeptKernel(km, self._checker, cwd, kc)
+            _kept = _KeptKernel(km, self._checker, cwd, kc, reset, time.monotonic() + RESET_TIMEOUT)
         else:
             _retire(km, self._checker, kc)
 

@@ -95,6 +95,14 @@ def test_the_next_notebook_in_the_same_folder_reuses_the_kernel_reset_to_a_fresh
     assert _pid_and_names(elsewhere)[0] != _pid_and_names(second)[0], "another folder (student) got the kernel"
 
 
+def test_a_kernel_whose_reset_fails_is_not_passed_on(tmp_path):
+    first, incidents, _ = _run([PID_AND_STATE, "get_ipython().reset = None  # the reset between notebooks raises"],
+                               path=str(tmp_path), notebook_budget=60)
+    assert incidents == [] and execution._kept is not None and execution._kept.reset is not None
+    second, _, _ = _run([PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
+    assert _pid_and_names(second)[0] != _pid_and_names(first, 0)[0], "a kernel that was not reset was reused"
+
+
 def test_a_notebook_cut_short_does_not_pass_its_kernel_on(tmp_path):
     first, incidents, _ = _run([PID_AND_STATE, "import time\ntime.sleep(30)"], path=str(tmp_path),
                                notebook_budget=3, timeout=60)
