@@ -26,12 +26,10 @@ import contextlib
 import csv
 import json
 import os
-import re
 import shutil
 import signal
 import sqlite3
 import stat
-import subprocess
 import sys
 import tempfile
 import time
