@@ -45,6 +45,10 @@ c.Execute.shutdown_kernel = "immediate"
 # nbgrader's Execute with a wall-clock budget per notebook (c.GuardedExecute.notebook_budget, 180 s): a notebook
 # that spends it, or whose kernel dies or hangs, keeps the points of the cells that ran, the rest score 0, and
 # FlagIncidents flags it for the instructor.
+# The demos no graded cell needs (solution cells tagged "translab": {"demo": true}: the training runs, a token effort
+# under grading, and what shows them) are not run while grading, unless a cell that runs reads a name they define
+# (grader/demos.py); each says so in its output.  False runs every cell, as the lab does.
+c.GuardedExecute.skip_demos = True
 c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, FlagIncidents, AssignLatePenalties, CheckCellMetadata,
                                        SanitizeStudentContent]  # last: no live student HTML on disk (sanitize.py)

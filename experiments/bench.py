@@ -199,41 +199,12 @@ def _nbgrader_execution(value: str | None):
             os.environ["NBGRADER_EXECUTION"] = saved
 
 
-def _names(cell) -> tuple[set, set]:
-    """(names the cell reads and does not bind itself, names it binds); parameters and locals count as bound,
-    IPython's ``%`` and ``!`` lines are skipped."""
-    import ast
-    source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set(), set()
-    read, bound = set(), set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-    return read - bound, bound
-
-
 def _graded_and_needed(cells) -> list:
     """The answer and test cells of a notebook, with the cells that define a name they use (transitively):
     what grading must run, without the demos, plots and training runs around it."""
+    from grader.demos import is_graded, needed
     code = [cell for cell in cells if cell.cell_type == "code"]
-    names = {id(cell): _names(cell) for cell in code}
-    graded = [c for c in code if c.metadata.get("nbgrader", {}).get("solution") or c.metadata.get("nbgrader", {}).get("grade")]
-    keep, wanted = {id(c) for c in graded}, set().union(*(names[id(c)][0] for c in graded))
-    for cell in reversed(code):
-        free, bound = names[id(cell)]
-        if id(cell) not in keep and bound & wanted:
-            keep.add(id(cell))
-            wanted |= free
-    return [c for c in code if id(c) in keep]
+    return [cell for cell, run in zip(code, needed(code, [is_graded(cell) for cell in code])) if run]
 
 
 def grading_floor(timeout: float = 600) -> dict:

@@ -44,12 +44,13 @@ from nbclient.util import run_hook, run_sync
 from nbformat.notebooknode import NotebookNode
 from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Float
+from traitlets import Bool, Float
 
 from jupyter_client.manager import KernelManager
 
 from translab.paths import CHECKER_ENV
 
+from .demos import NOT_RUN, left_out
 from .verdicts import Checker, expected_calls, suspicious
 
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short
@@ -208,9 +209,14 @@ class GuardedExecute(Execute):
         "grading on a quiet 2-core machine and about 40 s on a busy one; after the budget the remaining cells "
         "are not run and score 0.")).tag(config=True)
 
+    skip_demos = Bool(True, help=(
+        "Leave out the demos no graded cell needs (grader.demos: the training runs, at a token effort under "
+        "grading, and what shows them), each saying so in its output.  False runs every cell.")).tag(config=True)
+
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_budget
         self._stopped: str | None = None  # why the remaining cells are not run
+        self._left_out = left_out(nb.cells) if self.skip_demos else set()
         resources = resources if resources is not None else {}
         resources[INCIDENTS] = []
         for index, cell in enumerate(nb.cells):
@@ -298,6 +304,10 @@ class GuardedExecute(Execute):
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code" or not cell.source.strip():
+            return cell, resources
+        if index in self._left_out:
+            cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=NOT_RUN)]
+            cell.execution_count = None
             return cell, resources
         grading = cell.metadata.get("nbgrader", {})
         calls = expected_calls(cell.source) if grading.get("grade") and not grading.get("solution") else []

@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from grader import execution
+from grader.demos import DEMO_KEY, NOT_RUN
 from grader.execution import INCIDENTS, GuardedExecute
 
 pytestmark = pytest.mark.slow
@@ -22,8 +23,10 @@ def _own_kernel():
     execution._retire_kept()
 
 
-def _run(sources: list[str], path: str = ".", **traits) -> tuple[list, list[str], float]:
+def _run(sources: list[str], path: str = ".", demos: tuple[int, ...] = (), **traits) -> tuple[list, list[str], float]:
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    for index in demos:
+        notebook.cells[index].metadata[DEMO_KEY] = {"demo": True}
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     executor = GuardedExecute(kernel_name="python3", **traits)
     start = time.monotonic()
@@ -40,6 +43,17 @@ def test_an_ordinary_notebook_runs_as_with_nbgrader():
     assert incidents == []
     assert [_errors(c) for c in cells] == [[], [], ["ValueError"], []]
     assert cells[1].outputs[0].text == "2\n"
+
+
+@pytest.mark.parametrize("skip_demos", [True, False])
+def test_a_demo_no_cell_needs_is_left_out_and_says_so_unless_asked_to_run_it(skip_demos):
+    cells, incidents, _ = _run(["x = 1", "raise RuntimeError('a training run')", "print(x)"], demos=(1,),
+                               notebook_budget=60, skip_demos=skip_demos)
+    assert incidents == [] and _errors(cells[0]) == [] and cells[2].outputs[0].text == "1\n"
+    if skip_demos:
+        assert _errors(cells[1]) == [] and cells[1].outputs[0].text == NOT_RUN and cells[1].execution_count is None
+    else:
+        assert _errors(cells[1]) == ["RuntimeError"]
 
 
 def test_the_notebook_budget_stops_the_cells_after_it():
