@@ -199,8 +199,7 @@ def _gradebook_has_assignment(root: Path) -> bool:
     if not db.exists():
         return False
     try:
-        if _gradebook_notebooks(db):
-            return True
+        return bool(_gradebook_notebooks(db))
     except sqlite3.Error:
         pass
     from nbgrader.api import Gradebook, MissingEntry

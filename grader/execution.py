@@ -129,25 +129,24 @@ def _take_kept(cwd: str) -> _KeptKernel | None:
 async def _reset_done(kept: _KeptKernel) -> bool:
     """Whether the kept kernel answered its reset with "ok" by its deadline, its messages about it read: what
     ``execute_interactive`` waited for in place, before the reset overlapped nbgrader's work between notebooks."""
-    reply_ok = idle = False
+    async def about_reset(receive, wanted=lambda message: True) -> dict:
+        """The next message about the reset that ``wanted`` accepts; TimeoutError at the deadline."""
+        while True:
+            left = kept.reset_deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            message = await receive(timeout=left)
+            if message["parent_header"].get("msg_id") == kept.reset and wanted(message):
+                return message
+
     try:
-        while not reply_ok:
-            left = kept.reset_deadline - time.monotonic()
-            if left <= 0:
-                return False
-            reply = await kept.kc.get_shell_msg(timeout=left)
-            if reply["parent_header"].get("msg_id") == kept.reset:
-                if reply["content"].get("status") != "ok":
-                    return False
-                reply_ok = True
-        while not idle:  # the reset's own busy and idle: no output (silent), nothing left for the next cell
-            left = kept.reset_deadline - time.monotonic()
-            if left <= 0:
-                return False
-            message = await kept.kc.get_iopub_msg(timeout=left)
-            idle = (message["parent_header"].get("msg_id") == kept.reset and message["msg_type"] == "status"
-                    and message["content"].get("execution_state") == "idle")
-    except Exception:  # queue.Empty at the deadline, or the kernel went
+        reply = await about_reset(kept.kc.get_shell_msg)
+        if reply["content"].get("status") != "ok":
+            return False
+        # the reset's own busy and idle: no output (silent), nothing left for the next cell
+        await about_reset(kept.kc.get_iopub_msg, lambda message: message["msg_type"] == "status"
+                          and message["content"].get("execution_state") == "idle")
+    except Exception:  # the deadline (queue.Empty or TimeoutError), or the kernel went
         return False
     return True
 

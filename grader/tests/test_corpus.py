@@ -218,20 +218,23 @@ def test_student_code_reached_none_of_the_instructors_files(graded):
         assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
+def _printed(root: Path, case: str) -> str:
+    """What the code cells of a case's graded notebook 01 printed."""
+    notebook = nbformat.read(root / "autograded" / case / ASSIGNMENT / f"{corpus.NB1}.ipynb", as_version=4)
+    return "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                   for output in cell.get("outputs", []))
+
+
 def test_student_code_read_nothing_of_the_exchange(graded):
     root, *_ = graded
-    notebook = nbformat.read(root / "autograded" / "read_exchange" / ASSIGNMENT / f"{corpus.NB1}.ipynb", as_version=4)
-    printed = "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
-                      for output in cell.get("outputs", []))
+    printed = _printed(root, "read_exchange")
     assert "read from the exchange: {}" in printed, f"the case did not run as built: {printed[:500]}"
     assert corpus.EXCHANGE_SECRET not in printed
 
 
 def test_student_code_reached_no_zygote(graded):
     root, *_ = graded
-    notebook = nbformat.read(root / "autograded" / "reach_zygote" / ASSIGNMENT / f"{corpus.NB1}.ipynb", as_version=4)
-    printed = "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
-                      for output in cell.get("outputs", []))
+    printed = _printed(root, "reach_zygote")
     assert "zygote reached: []" in printed, f"a kernel reached the batch's zygote, or the case did not run: {printed[:500]}"
 
 

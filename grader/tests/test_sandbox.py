@@ -200,7 +200,7 @@ def test_fork_storm_is_bounded_and_cleaned_up(launch):
               "print(json.dumps({'children': children, 'result': result}))\n")
     report = launch(script, sandbox.Limits(processes=64))
     assert report["result"] == "BlockingIOError" and report["children"] <= 64
-    for waited in range(50):  # killed processes take a moment to go (the batch waits up to 2 s too)
+    for waited in range(50):  # killed processes take a moment to go (the batch waits up to LEFTOVERS_GRACE)
         left = [p for p in sandbox.processes_of(STUDENT_UID) if not p["State"].startswith("Z")]
         if not left:
             break
