@@ -13,10 +13,11 @@ an error, including a configuration file that failed to load (nbgrader itself on
 
 ``autograde`` is the exception, on purpose: a class is graded the night before marks are due, so one broken
 submission must not stop it.  Each student is graded by an nbgrader process of its own (``--jobs N`` at a
-time, forked from a server that has nbgrader and the checker's imports loaded; student code in one
-``grader.sandbox`` kernel per student, reset between notebooks); a notebook nbgrader cannot run scores 0 and is flagged
-for the instructor, listed at the end and in ``autograded/autograde_report.csv``, and the exit code stays 0.
-It is 1 only when the grading machinery fails (configuration, kernel, database), which no student can cause.
+time, forked from a server that has nbgrader loaded), with one ``grader.sandbox`` kernel per student (reset
+between notebooks) and a checker, both forked from a zygote that has torch loaded; a notebook nbgrader cannot
+run scores 0 and is flagged for the instructor, listed at the end and in ``autograded/autograde_report.csv``,
+and the exit code stays 0.  It is 1 only when the grading machinery fails (configuration, kernel, database),
+which no student can cause.
 Options of the form ``--Class.trait=value`` after ``autograde`` are passed on to nbgrader.
 """
 from __future__ import annotations
@@ -80,9 +81,10 @@ def with_venv_bin(path: str) -> str:
 # in it: it only imported modules.
 WARM_IMPORTS = ["grader.batch", "grader.execution", "grader.verdicts", "grader.sanitize",
                 "grader.mathml", "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors"]
-# The checker's torch and checks (verdicts.CHECKER_IMPORTS), 1.8 CPU-seconds more: in the fork server too when it
-# forks many students.  For one student they would hold up its start; its checker's thread imports them instead
-# while the kernel starts (grader.verdicts.Checker), on the core the kernel leaves idle.  Feedback runs no checks.
+# The checker's torch and checks (verdicts.CHECKER_IMPORTS), 1.8 CPU-seconds more, are not here: a sandboxed batch
+# forks each student's checker from its zygote, which has them (verdicts.ForkedChecker).  Without the sandbox they
+# are in the fork server too when it forks many students; for one student they would hold up its start, and its
+# checker's thread imports them while the kernel starts (verdicts.Checker).  Feedback runs no checks.
 _forks = None
 
 
@@ -244,7 +246,7 @@ def autograde(root: Path, jobs: int = 1, student: str | None = None, extra_args:
                            "data folder, and grade again")
     # started first, with the preload this batch wants: its imports (1 s) overlap the zygote's, and
     # generate_assignment, when the gradebook is new, is forked from it too
-    _fork_server(checker_imports=len(names) > 1)
+    _fork_server(checker_imports=len(names) > 1 and not sandbox)
     _ensure_assignment(root)
     return grade_batch(root, names, jobs=jobs, extra_args=extra_args, sandbox=sandbox, student_timeout=student_timeout)
 
@@ -658,7 +660,7 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
     """
     from . import sandbox as kernel_sandbox
     start = time.perf_counter()
-    _fork_server(checker_imports=len(names) > 1)  # its imports overlap what follows
+    _fork_server(checker_imports=len(names) > 1 and not sandbox)  # its imports overlap what follows
     main_db = root / "gradebook.db"
     results = []
     with kernel_sandbox.UidBlock() as uids, tempfile.TemporaryDirectory(prefix="translab-autograde-") as scratch, \

@@ -44,14 +44,14 @@ from nbclient.util import run_hook, run_sync
 from nbformat.notebooknode import NotebookNode
 from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Bool, Float
+from traitlets import Bool, Float, Unicode
 
 from jupyter_client.manager import KernelManager
 
 from translab.paths import CHECKER_ENV
 
 from .demos import NOT_RUN, left_out
-from .verdicts import Checker, expected_calls, suspicious
+from .verdicts import Checker, CheckerGone, ForkedChecker, expected_calls, suspicious
 
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short
 UNSANDBOXED = "TRANSLAB_UNSANDBOXED"  # "1": grading without the sandbox was asked for (`--no-sandbox`)
@@ -104,7 +104,7 @@ class _KeptKernel:
     it was sent (``reset``, a message id): the kernel runs it while nbgrader saves this notebook and prepares the
     next, and the next notebook waits for its reply (``_reset_done``) before its first cell."""
     km: KernelManager
-    checker: Checker
+    checker: Checker | ForkedChecker
     cwd: str
     kc: object = None
     reset: str | None = None
@@ -151,7 +151,7 @@ async def _reset_done(kept: _KeptKernel) -> bool:
     return True
 
 
-def _retire(km: KernelManager | None, checker: Checker | None, kc=None) -> None:
+def _retire(km: KernelManager | None, checker: Checker | ForkedChecker | None, kc=None) -> None:
     """Kill a kernel (nothing in it needs a clean exit), close its client and stop its checker."""
     try:
         if kc is not None:
@@ -212,6 +212,11 @@ class GuardedExecute(Execute):
         "Leave out the demos no graded cell needs (grader.demos: the training runs, at a token effort under "
         "grading, and what shows them), each saying so in its output.  False runs every cell.")).tag(config=True)
 
+    zygote = Unicode("", help=(
+        "The socket of the batch's zygote (grader.zygote), set by the batch: the checker is forked from it, with "
+        "torch and the checks imported, instead of importing them here.  Empty, or no zygote answering: the "
+        "checker is a thread of this process.")).tag(config=True)
+
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_budget
         self._stopped: str | None = None  # why the remaining cells are not run
@@ -228,8 +233,7 @@ class GuardedExecute(Execute):
         if kept is not None:
             self._checker, km, self._kept_client = kept.checker, kept.km, kept.kc
         else:
-            # the batch puts the socket beside the kernel's own (reachable from the sandbox); else a private folder
-            self._checker = Checker(os.environ.get("TRANSLAB_CHECKER_DIR") or None)
+            self._checker = self._new_checker()
         owned = km is None
         km = km or self.create_kernel_manager()  # ours, so nbclient leaves the kernel running at the end
         finished = False
@@ -242,6 +246,16 @@ class GuardedExecute(Execute):
                 self._keep_or_retire(cwd, finished)
             else:  # a kernel manager our caller passed in: theirs to end
                 self._checker.stop()
+
+    def _new_checker(self) -> Checker | ForkedChecker:
+        """The batch puts the socket beside the kernel's own (reachable from the sandbox); else a private folder."""
+        folder = os.environ.get("TRANSLAB_CHECKER_DIR") or None
+        if self.zygote and folder:
+            try:
+                return ForkedChecker(self.zygote, folder)
+            except (OSError, ValueError, CheckerGone) as error:
+                self.log.warning("no checker from the zygote (%s): the checker runs in this process", error)
+        return Checker(folder)
 
     def _keep_or_retire(self, cwd: str, finished: bool) -> None:
         """Keep the kernel for the student's next notebook if this one ran to the end with no incident and the

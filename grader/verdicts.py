@@ -3,8 +3,9 @@
 A test cell's ``checks.check_x(answer)`` used to judge inside the kernel that had just run the student's code,
 so the code could change the verdict (patch the checker, read its frames or the hidden references, return a
 tensor subclass that equals everything, trace past the failing lines).  Now, while ``GuardedExecute`` grades,
-a ``Checker`` (a thread of the nbgrader process, one per notebook) listens on a Unix socket whose path the kernel
-gets in ``TRANSLAB_CHECKER``; ``translab.wire`` describes the protocol.
+a ``Checker`` (a thread of the nbgrader process, or in a sandboxed batch a ``ForkedChecker``: the same, in a process
+forked from the batch's zygote) listens on a Unix socket whose path the kernel gets in ``TRANSLAB_CHECKER``;
+``translab.wire`` describes the protocol.
 
 * Before a graded test cell runs, ``GuardedExecute`` opens a *window* on the checker: the cell's grade_id and
   the checks its source calls (``expected_calls``; the source is the gradebook's, nbgrader puts it back).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -201,6 +203,105 @@ class Checker:
             else:
                 return
         wire.send(connection, {"op": "end", "passed": passed, "output": lines, "message": message, "key": key})
+
+
+def _record_to_json(record: Record) -> dict:
+    return {"grade_id": record.grade_id, "expected": [[c.check, c.split, c.part] for c in record.expected],
+            "results": [[[c.check, c.split, c.part], passed, lines, message, key]
+                        for c, passed, lines, message, key in record.results],
+            "refused": record.refused}
+
+
+def _record_from_json(data: dict) -> Record:
+    return Record(data["grade_id"], [Call(*call) for call in data["expected"]],
+                  [(Call(*call), bool(passed), list(lines), message, key)
+                   for call, passed, lines, message, key in data["results"]], list(data["refused"]))
+
+
+class CheckerGone(RuntimeError):
+    """The forked checker stopped answering: the machine's fault, not the notebook's (nbgrader fails the notebook
+    and the batch asks its canary)."""
+
+
+class ForkedChecker:
+    """A ``Checker`` in a process of its own, forked from the batch's zygote (``grader.zygote.fork_checker``),
+    which has torch and the checks imported: the nbgrader process then never imports them (1.8 CPU-seconds a
+    student, on a 2-core machine that the kernel and nbgrader already keep busy).  Same interface; each call is
+    a line of JSON on a control socket, answered before it returns, so a window is open before its cell runs.
+    The checker process ends when it is stopped, when this process ends (the zygote sees the connection close),
+    or with the zygote."""
+
+    def __init__(self, zygote: str | os.PathLike, folder: str | os.PathLike, timeout: float = 60.0):
+        from .zygote import fork_checker
+        self.folder = Path(folder)
+        self.path = self.folder / SOCKET_NAME
+        self._timeout = timeout
+        ours, theirs = socket.socketpair()
+        try:
+            self._zygote = fork_checker(Path(zygote), str(self.folder), theirs)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._control = ours
+        self._replies = ours.makefile("rb")
+        self._started = False
+
+    def _ask(self, message: dict, wait: float = 0.0) -> dict:
+        if not self._started:  # its first answer: forked, its socket bound (a kernel may connect)
+            self._started = True
+            self._ask({"op": "ready"})
+        try:
+            self._control.settimeout(self._timeout + wait)
+            self._control.sendall(json.dumps(message).encode() + b"\n")
+            reply = json.loads(self._replies.readline() or b"null")
+        except (OSError, ValueError) as error:
+            raise CheckerGone(f"the grader's checker process did not answer {message['op']!r}: {error}") from error
+        if not isinstance(reply, dict):
+            raise CheckerGone(f"the grader's checker process ended before answering {message['op']!r}")
+        return reply
+
+    def warm_up(self) -> None:
+        """Nothing to do: the checker process warms itself up as it starts."""
+
+    def open(self, grade_id: str, calls: list[Call]) -> None:
+        self._ask({"op": "open", "grade_id": grade_id, "calls": [[c.check, c.split, c.part] for c in calls]})
+
+    def close(self, wait: float = 10.0) -> Record:
+        return _record_from_json(self._ask({"op": "close", "wait": wait}, wait)["record"])
+
+    def stop(self) -> None:
+        with contextlib.suppress(CheckerGone):
+            if self._started:  # else never used: closing the connection ends it (the zygote kills it)
+                self._ask({"op": "stop"})
+        for stream in (self._replies, self._control, self._zygote):
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def serve_forked(control: socket.socket, folder: str) -> None:
+    """The forked checker's life (``grader.zygote``): a ``Checker`` on ``folder``, driven by ``control`` until told
+    to stop or until the other end goes."""
+    checker = Checker(folder)
+    checker.warm_up()
+    replies = control.makefile("rb")
+    try:
+        for line in replies:
+            message = json.loads(line)
+            op = message.get("op")
+            if op == "open":
+                checker.open(str(message["grade_id"]), [Call(*call) for call in message["calls"]])
+                reply: dict = {}
+            elif op == "close":
+                reply = {"record": _record_to_json(checker.close(float(message.get("wait", 10.0))))}
+            else:
+                reply = {}
+            control.sendall(json.dumps({"op": op, **reply}).encode() + b"\n")
+            if op == "stop":
+                break
+    finally:
+        checker.stop()
 
 
 # What the checker imports before the first test cell (``Checker.warm_up``; the batch's fork server when it forks

@@ -17,6 +17,9 @@ once (``STARTUP`` and ``LATER``) and then forks one kernel per launch.
   kills the kernel; when the batch ends (it closes the zygote's stdin), the zygote kills every kernel it forked,
   and a kernel whose zygote is killed dies with it.
 * Where no zygote answers, the launcher starts the kernel itself, as before.
+* Each nbgrader process also has its checker forked from here (``fork_checker``, ``verdicts.ForkedChecker``):
+  the checks need torch too, and the nbgrader process then never imports it.  The checker runs as the batch
+  does, never as a student; it stays undumpable, and dies with its nbgrader process or with the zygote.
 """
 from __future__ import annotations
 
@@ -65,6 +68,7 @@ class Zygote:
         folder.mkdir(mode=0o700, exist_ok=True)
         self.path = folder / "socket"
         self.log = folder / "zygote.log"
+        _seed_font_lists(folder / "matplotlib", env)
         env = {**env, "MPLCONFIGDIR": str(folder / "matplotlib"),
                # as ipykernel sets it before a kernel imports matplotlib, which the zygote does for the kernels
                "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
@@ -98,25 +102,52 @@ class Zygote:
         self.close()
 
 
+def _seed_font_lists(folder: Path, env: dict) -> None:
+    """Copy matplotlib's font lists from the instructor's own cache (where matplotlib keeps it: $MPLCONFIGDIR, else
+    $XDG_CACHE_HOME/matplotlib or ~/.cache/matplotlib) into the zygote's, which each sandboxed kernel's HOME gets a
+    copy of (``sandbox._own_home``).  Without one, each kernel lists the fonts itself, as before."""
+    from .sandbox import FONT_LISTS
+    cache = env.get("MPLCONFIGDIR") or Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "matplotlib"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for path in Path(cache).glob(FONT_LISTS):
+        try:
+            (folder / path.name).write_bytes(path.read_bytes())
+        except OSError:
+            pass
+
+
 # ----------------------------------------------------------------- the launcher's side
+
+def _send(path: Path, request: dict, fds: list[int]) -> socket.socket:
+    """Send the zygote at ``path`` a request with the three descriptors its child is to hold; the connection
+    stays open as long as the child should live.  OSError when no zygote listens."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(str(path))
+        data = json.dumps(request).encode()
+        socket.send_fds(connection, [struct.pack("!I", len(data))], fds)
+        connection.sendall(data)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
 
 def run_through(path: Path, argv: list[str]) -> int | None:
     """Have the zygote at ``path`` start the kernel of ``argv`` (``sandbox.launch``'s arguments); stay beside it,
     passing signals on, and return its exit code.  None when no zygote answers: start the kernel here instead."""
     _prctl(*_PR_SET_DEATHSIG_KILL)  # nbgrader gone: this goes, and the zygote then ends the kernel
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        connection.connect(str(path))
-        request = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
-        socket.send_fds(connection, [struct.pack("!I", len(request))], [0, 1, 2])
-        connection.sendall(request)
-        reader = connection.makefile("rb")
-        started = json.loads(reader.readline() or b"{}")
-    except (OSError, ValueError):
-        connection.close()
+        connection = _send(path, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}, [0, 1, 2])
+    except OSError:
         return None
-    pid = started.get("pid")
+    try:
+        reader = connection.makefile("rb")
+        pid = json.loads(reader.readline() or b"{}").get("pid")
+    except (OSError, ValueError):
+        pid = None
     if not isinstance(pid, int):
+        connection.close()
         return None
     for number in SIGNALS_PASSED_ON:  # the read below resumes after each (PEP 475)
         signal.signal(number, lambda received, frame: _pass_on(pid, received))
@@ -124,6 +155,15 @@ def run_through(path: Path, argv: list[str]) -> int | None:
         return int(json.loads(reader.readline())["exit"])
     except (ValueError, KeyError, TypeError):
         return 1  # the zygote went, and its kernels with it
+
+
+def fork_checker(path: Path, folder: str, control: socket.socket) -> socket.socket:
+    """Ask the zygote at ``path`` to fork a checker (``grader.verdicts.ForkedChecker``) that serves ``folder`` and
+    obeys ``control``, its output going where this process's does; not waited for (the zygote may still be
+    importing).  Returns the connection to the zygote, which kills the checker when it closes (this process
+    ended, or stopped the checker).  OSError when no zygote listens; one that refuses closes ``control``'s
+    other end, which the checker's first answer then finds."""
+    return _send(path, {"checker": folder, "env": dict(os.environ), "cwd": os.getcwd()}, [control.fileno(), 1, 2])
 
 
 def _pass_on(pid: int, number: int) -> None:
@@ -185,7 +225,11 @@ def _fork_kernel(listener: socket.socket, kernels: dict) -> None:
         if len(data) != size:
             raise ValueError("a launcher closed its request half-way")
         request = json.loads(data)
-        launcher = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+        launcher, uid, _ = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        if "checker" in request and (not isinstance(request["checker"], str) or uid != os.geteuid()):
+            # a checker is not sandboxed: only the batch's own processes may ask for one (the socket is theirs
+            # alone and hidden from every kernel; this holds even if it were not)
+            raise ValueError(f"a checker asked for by uid {uid}, or without its folder")
     except (OSError, ValueError) as error:
         print(f"[zygote] refused a launch: {error}", file=sys.stderr, flush=True)
         for fd in fds:  # what came with a request we refuse is not kept open
@@ -199,7 +243,7 @@ def _fork_kernel(listener: socket.socket, kernels: dict) -> None:
             for other in (listener, *kernels):
                 other.close()
             connection.close()
-            code = _become_kernel(request, fds, launcher)
+            code = _become_checker(request, fds) if "checker" in request else _become_kernel(request, fds, launcher)
         except SystemExit as done:
             code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
         except BaseException:  # noqa: BLE001 - told on the kernel's stderr, like a kernel that fails to start
@@ -219,23 +263,49 @@ def _fork_kernel(listener: socket.socket, kernels: dict) -> None:
     kernels[connection] = pid
 
 
+def _fresh_process(request: dict) -> None:
+    """In a forked child: a session of its own, the requester's folder and environment, and a fresh process's
+    random state (each child its own draws, as a new interpreter would have)."""
+    os.setsid()  # a session of its own, as nbgrader starts a kernel
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    import random
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+
+
 def _become_kernel(request: dict, fds: list[int], launcher: int) -> int:
     """In the forked child: the launcher's streams, folder and environment, a fresh process's random state, then
     ``sandbox.launch`` as the launcher would have run it, which runs the kernel here."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    os.setsid()  # a session of its own, as nbgrader starts a kernel
+    _fresh_process(request)
     _prctl(_PR_SET_DUMPABLE, 1)  # its /proc files its own again: in a user namespace it writes its uid_map
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    import random
-    random.seed()  # each kernel its own draws, as a new interpreter would have
-    if "numpy" in sys.modules:
-        sys.modules["numpy"].random.seed()
     from .sandbox import launch
     launch(list(request["argv"]), launcher=launcher)
+    return 0
+
+
+def _become_checker(request: dict, fds: list[int]) -> int:
+    """In the forked child: the checker of one nbgrader process (``verdicts.serve_forked``), torch and the checks
+    already imported.  ``fds``: its control socket, then the requester's stdout and stderr.  It stays undumpable
+    (it reads the hidden references) and dies with the zygote."""
+    control, out, err = fds
+    for target, fd in ((1, out), (2, err)):
+        os.dup2(fd, target)
+        os.close(fd)
+    null = os.open(os.devnull, os.O_RDONLY)  # not the batch's pipe, whose end ends the zygote
+    os.dup2(null, 0)
+    os.close(null)
+    _fresh_process(request)
+    _prctl(*_PR_SET_DEATHSIG_KILL)
+    if "torch" in sys.modules:  # imported before this environment was set: its threads as the job says
+        sys.modules["torch"].set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
+    from .verdicts import serve_forked
+    serve_forked(socket.socket(fileno=control), request["checker"])
     return 0
 
 

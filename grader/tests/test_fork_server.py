@@ -44,17 +44,19 @@ def test_children_start_with_nbgrader_imported_and_the_checks_only_when_asked(tm
                                        "torch.fx.experimental.symbolic_shapes": checker_imports}
 
 
-@pytest.mark.parametrize("count", [1, 3])
-def test_autograde_starts_the_fork_server_before_the_gradebook_with_the_checks_for_a_class(tmp_path, monkeypatch,
-                                                                                         count):
+@pytest.mark.parametrize("count, sandbox", [(1, True), (3, True), (1, False), (3, False)])
+def test_autograde_starts_the_fork_server_before_the_gradebook_with_the_checks_for_an_unsandboxed_class(
+        tmp_path, monkeypatch, count, sandbox):
+    """The checks' imports go to the fork server only where its nbgrader processes run checkers themselves: a
+    sandboxed batch forks them from its zygote (verdicts.ForkedChecker)."""
     for index in range(count):
         (tmp_path / "submitted" / f"student{index}" / batch.ASSIGNMENT).mkdir(parents=True)
     calls = []
     monkeypatch.setattr(batch, "_fork_server", lambda checker_imports=False: calls.append(("fork", checker_imports)))
     monkeypatch.setattr(batch, "_ensure_assignment", lambda root: calls.append(("gradebook",)))
     monkeypatch.setattr(batch, "grade_batch", lambda root, names, **options: calls.append(("grade", len(names))))
-    batch.autograde(tmp_path)
-    assert calls == [("fork", count > 1), ("gradebook",), ("grade", count)]
+    batch.autograde(tmp_path, sandbox=sandbox)
+    assert calls == [("fork", count > 1 and not sandbox), ("gradebook",), ("grade", count)]
 
 
 def test_autograde_refuses_before_anything_when_the_data_is_missing(tmp_path, monkeypatch):

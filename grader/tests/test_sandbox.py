@@ -368,3 +368,24 @@ def test_leftovers_finds_what_a_uid_left_in_a_world_writable_folder(tmp_path):
         assert sandbox.leftovers(STUDENT_UID, folders) == [str(shared / "left.txt")]
     finally:
         shutil.rmtree(shared)
+
+
+FONTS = r'''
+import json, os
+from pathlib import Path
+folder = Path(os.environ["MPLCONFIGDIR"])
+copy = folder / "fontlist-v0.0.0.json"
+(folder / "written").write_text("its own to write")
+print(json.dumps({"text": copy.read_text(), "owner": copy.stat().st_uid, "uid": os.getuid(),
+                  "in_home": folder.parent == Path(os.environ["HOME"])}))
+'''
+
+
+def test_the_kernel_starts_with_a_copy_of_the_batchs_font_list(course, launch):
+    """matplotlib's list of the machine's fonts, which the batch's zygote keeps (``zygote._seed_font_lists``): each
+    kernel gets a copy of its own in its private HOME, so that its first plot does not list the fonts again."""
+    fonts = course[1] / "zygote" / "matplotlib"
+    fonts.mkdir(parents=True, exist_ok=True)
+    (fonts / "fontlist-v0.0.0.json").write_text('{"_version": "test"}')
+    report = launch(FONTS)
+    assert report["text"] == '{"_version": "test"}' and report["owner"] == report["uid"] and report["in_home"], report

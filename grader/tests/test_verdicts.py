@@ -10,13 +10,17 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from grader.verdicts import Call, Checker, expected_calls, suspicious
+from grader.verdicts import Call, Checker, CheckerGone, ForkedChecker, expected_calls, suspicious
+from grader.zygote import Zygote
 from translab import wire
+from translab.paths import REPO_ROOT
 
 RIGHT_MASK = """
 def generate_square_subsequent_mask(sz):
@@ -34,9 +38,21 @@ def run_kernel(code: str, env: dict, timeout: float = 120) -> subprocess.Complet
     return subprocess.run([sys.executable, "-c", source], env=env, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture
-def checker():
-    instance = Checker()
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory):
+    """The batch's zygote (grader.zygote), which forks a checker per nbgrader process when the batch is sandboxed."""
+    with Zygote(tmp_path_factory.mktemp("work"), {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT,
+                later=False) as started:
+        yield started
+
+
+@pytest.fixture(params=["thread", "forked"])
+def checker(request, tmp_path):
+    """Each verdict test twice: the checker as a thread of this process, and forked from a zygote."""
+    if request.param == "thread":
+        instance = Checker()
+    else:
+        instance = ForkedChecker(request.getfixturevalue("zygote").path, tmp_path / "ipc")
     yield instance
     instance.stop()
 
@@ -163,6 +179,49 @@ def test_every_check_of_a_cell_must_pass(checker):
     code = RIGHT_MASK + "checks.check_mask(generate_square_subsequent_mask)\n"
     record, _ = grade(checker, code, [Call("check_mask"), Call("check_mask", "hidden")])
     assert not record.passed and len(record.results) == 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _children(pid: int) -> set[int]:
+    return {int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+            for child in (task / "children").read_text().split()}
+
+
+def _forked_checker_pid(zygote: Zygote, before: set[int]) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        new = _children(zygote.process.pid) - before
+        if new:
+            return new.pop()
+        time.sleep(0.05)
+    raise AssertionError("the zygote forked no checker")
+
+
+def test_a_forked_checker_ends_when_its_nbgrader_process_does(zygote, tmp_path):
+    before = _children(zygote.process.pid)
+    forked = ForkedChecker(zygote.path, tmp_path / "ipc")
+    forked.open("cell", [Call("check_mask")])  # answered: it runs
+    pid = _forked_checker_pid(zygote, before)
+    for stream in (forked._replies, forked._control, forked._zygote):  # what this process's death closes
+        stream.close()
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "a forked checker outlived the process it served"
+
+
+def test_a_checker_the_zygote_cannot_fork_fails_loudly_not_as_a_wrong_answer(tmp_path):
+    with Zygote(tmp_path, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT, later=False) as zygote:
+        zygote.process.kill()  # listening, then gone: the request reaches no one
+        zygote.process.wait()
+        with pytest.raises((OSError, CheckerGone)):
+            ForkedChecker(zygote.path, tmp_path / "ipc").open("cell", [Call("check_mask")])
 
 
 MASK_CHECK = ("checks.check_mask(generate_square_subsequent_mask, split='hidden')\n", Call("check_mask", "hidden"))

@@ -136,3 +136,36 @@ def test_a_zygote_that_cannot_start_says_why(tmp_path):
     work.mkdir()
     with pytest.raises(OSError, match="zygote.*did not start.*too long"):
         Zygote(work, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT)
+
+
+ASKS_FOR_A_CHECKER = """\
+import json, os, socket, sys
+from pathlib import Path
+from grader.zygote import fork_checker
+os.setgroups([])
+os.setgid({uid})
+os.setuid({uid})
+ours, theirs = socket.socketpair()
+fork_checker(Path(sys.argv[1]), "/tmp", theirs)
+theirs.close()
+ours.settimeout(30)
+ours.sendall(json.dumps({{"op": "ready"}}).encode() + b"\\n")
+try:
+    answer = ours.recv(100)
+except ConnectionResetError:  # the zygote closed the checker's end unread
+    answer = b""
+print("refused" if answer == b"" else "forked", flush=True)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a student's uid is another uid only when the batch runs as root")
+def test_a_student_uid_that_reached_the_zygote_would_get_no_checker(course, zygote):  # noqa: F811
+    """A checker is not sandboxed: only the batch's own uid may have one forked.  The socket is the batch's alone
+    and hidden from every kernel; here it is opened up, to show the zygote's own refusal."""
+    os.chmod(zygote.path.parent, 0o711)
+    os.chmod(zygote.path, 0o666)
+    done = subprocess.run([sys.executable, "-c", ASKS_FOR_A_CHECKER.format(uid=STUDENT_UID), str(zygote.path)],
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd="/", capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.strip() == "refused", done.stderr[-2000:]
+    assert "refused a launch: a checker asked for by uid" in zygote.log.read_text()
