@@ -51,7 +51,7 @@ from jupyter_client.manager import KernelManager
 from translab.paths import CHECKER_ENV
 
 from .demos import NOT_RUN, left_out
-from .verdicts import Checker, CheckerGone, ForkedChecker, expected_calls, suspicious
+from .verdicts import Checker, ForkedChecker, expected_calls, suspicious
 
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short
 UNSANDBOXED = "TRANSLAB_UNSANDBOXED"  # "1": grading without the sandbox was asked for (`--no-sandbox`)
@@ -253,7 +253,7 @@ class GuardedExecute(Execute):
         if self.zygote and folder:
             try:
                 return ForkedChecker(self.zygote, folder)
-            except (OSError, ValueError, CheckerGone) as error:
+            except OSError as error:  # no zygote listens (one that fails later fails the notebook: CheckerGone)
                 self.log.warning("no checker from the zygote (%s): the checker runs in this process", error)
         return Checker(folder)
 

@@ -192,14 +192,14 @@ def serve(path: Path, preload: tuple[str, ...]) -> None:
     from . import sandbox  # noqa: F401 - the children's isolation, loaded once
     sys.stdout.flush()
     sys.stderr.flush()
-    kernels: dict[socket.socket, int] = {}  # a launcher's connection -> the pid of its kernel
+    kernels: dict[socket.socket, int] = {}  # a requester's connection -> the pid of its kernel (or checker)
     while True:
         readable, _, _ = select.select([listener, sys.stdin, *kernels], [], [], 0.2)
         if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1024):
             break  # the batch is done (or gone)
         for connection in readable:
             if connection is listener:
-                _fork_kernel(listener, kernels)
+                _fork_child(listener, kernels)
             elif connection in kernels:  # a launcher says nothing after its request: this is its end
                 _end(kernels, connection)
         _reap(kernels)
@@ -209,7 +209,8 @@ def serve(path: Path, preload: tuple[str, ...]) -> None:
     os.write(1, b"closed\n")
 
 
-def _fork_kernel(listener: socket.socket, kernels: dict) -> None:
+def _fork_child(listener: socket.socket, kernels: dict) -> None:
+    """Accept one request and fork its child: a kernel for a launcher, or a checker for an nbgrader process."""
     connection, _ = listener.accept()
     fds: list[int] = []
     try:
