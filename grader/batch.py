@@ -81,11 +81,16 @@ def with_venv_bin(path: str) -> str:
 # in it: it only imported modules.
 WARM_IMPORTS = ["grader.batch", "grader.execution", "grader.verdicts", "grader.sanitize",
                 "grader.mathml", "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors"]
-# The checker's torch and checks (verdicts.CHECKER_IMPORTS), 1.8 CPU-seconds more, are not here: a sandboxed batch
-# forks each student's checker from its zygote, which has them (verdicts.ForkedChecker).  Without the sandbox they
-# are in the fork server too when it forks many students; for one student they would hold up its start, and its
-# checker's thread imports them while the kernel starts (verdicts.Checker).  Feedback runs no checks.
 _forks = None
+
+
+def _preloads_checks(names: list[str], sandbox: bool) -> bool:
+    """Whether the fork server also imports the checker's torch and checks (verdicts.CHECKER_IMPORTS, 1.8
+    CPU-seconds).  Not for a sandboxed batch: it forks each student's checker from its zygote, which has them
+    (verdicts.ForkedChecker).  Without the sandbox, when it forks many students; for one student they would hold
+    up its start, and its checker's thread imports them while the kernel starts (verdicts.Checker).  Feedback
+    runs no checks."""
+    return len(names) > 1 and not sandbox
 
 
 def _fork_server(checker_imports: bool = False):
@@ -246,7 +251,7 @@ def autograde(root: Path, jobs: int = 1, student: str | None = None, extra_args:
                            "data folder, and grade again")
     # started first, with the preload this batch wants: its imports (1 s) overlap the zygote's, and
     # generate_assignment, when the gradebook is new, is forked from it too
-    _fork_server(checker_imports=len(names) > 1 and not sandbox)
+    _fork_server(checker_imports=_preloads_checks(names, sandbox))
     _ensure_assignment(root)
     return grade_batch(root, names, jobs=jobs, extra_args=extra_args, sandbox=sandbox, student_timeout=student_timeout)
 
@@ -660,7 +665,7 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
     """
     from . import sandbox as kernel_sandbox
     start = time.perf_counter()
-    _fork_server(checker_imports=len(names) > 1 and not sandbox)  # its imports overlap what follows
+    _fork_server(checker_imports=_preloads_checks(names, sandbox))  # its imports overlap what follows
     main_db = root / "gradebook.db"
     results = []
     with kernel_sandbox.UidBlock() as uids, tempfile.TemporaryDirectory(prefix="translab-autograde-") as scratch, \

@@ -524,6 +524,17 @@ def _private_views(home: Path, sockets: Path | None, course: Path, cwd: Path) ->
 FONT_LISTS = "fontlist-v*.json"  # matplotlib's cache of the machine's fonts (font_manager), one per version
 
 
+def zygote_folder(work: Path) -> Path:
+    """The batch's zygote keeps its socket, log and matplotlib folder here (``grader.zygote``): root's or the
+    instructor's alone, and hidden from every kernel (``_isolate``)."""
+    return work / "zygote"
+
+
+def font_list_folder(work: Path) -> Path:
+    """The zygote's matplotlib folder: its font lists are copied into each kernel's HOME (``_own_home``)."""
+    return zygote_folder(work) / "matplotlib"
+
+
 def _new_home(uid: int, work: Path) -> Path:
     """An empty folder for the kernel's HOME: a mount point for the size-limited tmpfs it gets (``_own_home``)."""
     home = Path(tempfile.mkdtemp(prefix=f"kernel-{uid}-", dir=work / "homes"))
@@ -585,7 +596,7 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[li
     index = kernel.index("-f") + 1
     sockets = _socket_folder(kernel[index], args.work, uid if root else None)
     connection = Path(kernel[index]).read_bytes()  # nbgrader's runtime folder may be hidden below (root's home)
-    fonts = {path.name: path.read_bytes() for path in (args.work / "zygote" / "matplotlib").glob(FONT_LISTS)}
+    fonts = {path.name: path.read_bytes() for path in font_list_folder(args.work).glob(FONT_LISTS)}
     # no network only where nbgrader reaches the kernel through Unix sockets: over TCP it could not
     if not _private_namespace(network=sockets is not None, user=not root):
         return kernel, env, "limits only"
@@ -595,7 +606,7 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[li
     # tmpfs of a bounded size for HOME, /tmp, /var/tmp and /dev/shm, which vanish with the kernel.
     _read_only_everywhere()
     # and the batch's zygote, whose socket forks kernels (grader.zygote), wherever the batch folder is
-    _hide(hidden_paths(args.root.resolve(), student) + [p for p in [args.work.resolve() / "zygote"] if p.exists()], empty)
+    _hide(hidden_paths(args.root.resolve(), student) + [p for p in [zygote_folder(args.work.resolve())] if p.exists()], empty)
     _private_views(home, sockets, args.root, cwd)
     if sockets is not None:
         _writable(sockets)

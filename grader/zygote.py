@@ -64,12 +64,14 @@ class Zygote:
     def __init__(self, work: Path, env: dict, cwd: Path, later: bool = True):
         """``later``: import ``LATER`` too, worth it for a class; one student's kernel is on the critical path
         and imports them itself, spread over its notebooks, rather than wait for all of them first."""
-        folder = work / "zygote"  # root's or the instructor's alone; outside every kernel's view (sandbox._isolate)
+        from .sandbox import font_list_folder, zygote_folder
+        folder = zygote_folder(work)  # root's or the instructor's alone; outside every kernel's view
         folder.mkdir(mode=0o700, exist_ok=True)
         self.path = folder / "socket"
         self.log = folder / "zygote.log"
-        _seed_font_lists(folder / "matplotlib", env)
-        env = {**env, "MPLCONFIGDIR": str(folder / "matplotlib"),
+        fonts = font_list_folder(work)
+        _seed_font_lists(fonts, env)
+        env = {**env, "MPLCONFIGDIR": str(fonts),
                # as ipykernel sets it before a kernel imports matplotlib, which the zygote does for the kernels
                "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
         with open(self.log, "wb") as log:
