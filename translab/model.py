@@ -88,13 +88,15 @@ class PositionalEncoding(nn.Module):
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
-    """The (max_len, d_model) table of sines and cosines (odd d_model is allowed)."""
-    position = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
-    div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    table = torch.zeros(max_len, d_model)
+    """The (max_len, d_model) table of sines and cosines (odd d_model is allowed), computed in float64 and rounded
+    to float32: in float32 the angle pos * div_term is off by up to an ulp of pos, and its sine by as much, in a
+    way that depends on the CPU's exp and sin; rounded from float64 it is the same on every CPU."""
+    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_len, d_model, dtype=torch.float64)
     table[:, 0::2] = torch.sin(position * div_term)
     table[:, 1::2] = torch.cos(position * div_term[: d_model // 2])
-    return table
+    return table.float()
 
 
 class TransformerModel(nn.Module):

@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple, NoReturn
 
 import torch
 
-from .. import wire
+from .. import references, wire
 
 class CheckFailed(AssertionError):
     """A test cell's check failed; the message explains why.
@@ -119,14 +119,15 @@ def _require_tensor(value, what: str, verb: str = "return") -> torch.Tensor:
     return value
 
 
-def _same(found, expected: torch.Tensor, atol: float = 1e-5) -> bool:
-    """``found`` is a tensor of ``expected``'s shape and values, whatever its float dtype (compared in float64)."""
+def _same(found, expected: torch.Tensor, tol: references.Tolerance) -> bool:
+    """``found`` is a tensor of ``expected``'s shape and values within the reference's tolerance, whatever its float
+    dtype (compared in float64; ``translab.references.TOLERANCES``)."""
     if not isinstance(found, torch.Tensor) or tuple(found.shape) != tuple(expected.shape):
         return False
     if found.device.type == "meta" or found.is_complex():
         return False
     try:
-        return bool(torch.allclose(found.detach().to("cpu", torch.float64), expected.to(torch.float64), atol=atol))
+        return references.within(found.detach().to("cpu"), expected, tol)
     except Exception:  # noqa: BLE001 - an odd tensor is simply not the same
         return False
 
@@ -351,7 +352,7 @@ def mistaken_outputs(mistakes: dict[str, Mistake], pieces) -> dict:
     return {name: mistake.variant(pieces) for name, mistake in mistakes.items()}
 
 
-def _variant_matches(found, case: dict, variants: dict, expected, compare=_same) -> list[str]:
+def _variant_matches(found, case: dict, variants: dict, expected, tol: references.Tolerance) -> list[str]:
     """Keys of ``variants`` ({key: text}) whose stored output in ``case`` ``found`` equals; variants that equal the
     right answer on this case cannot be told from it and are left out."""
-    return [key for key in variants if key in case and not compare(case[key], expected) and compare(found, case[key])]
+    return [key for key in variants if key in case and not _same(case[key], expected, tol) and _same(found, case[key], tol)]

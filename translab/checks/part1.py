@@ -160,6 +160,7 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
     model_module = _model_module()
     visible = split == "visible"
     cases = references.load("positional_encoding")[split]
+    tol = references.tolerance("positional_encoding")
     for case in cases:
         d_model, max_len, x, expected = case["d_model"], case["max_len"], case["x"], case["expected"]
         label = (f"PositionalEncoding(d_model={d_model}, dropout=0.0, max_len={max_len})" if visible
@@ -187,7 +188,7 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
         if out.dtype != x.dtype:
             buffers = [f"{name} ({str(b.dtype).replace('torch.', '')})" for name, b in module.named_buffers()
                        if b.is_floating_point() and b.dtype != x.dtype]
-            values = "the values are right" if _same(out, expected) else "the values differ too"
+            values = "the values are right" if _same(out, expected, tol) else "the values differ too"
             _fail(f"{label} returns {str(out.dtype).replace('torch.', '')} for a float32 input"
                   + (f": its buffer {', '.join(buffers)} is not float32." if buffers else "."),
                   "float32, like the input", f"{str(out.dtype).replace('torch.', '')} ({values})",
@@ -195,15 +196,15 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
                   "it (\"expected m1 and m2 to have the same dtype, but got: double != float\"); build the table in "
                   "float32 (torch.arange(..., dtype=torch.float32), torch.zeros(max_len, d_model)), not from numpy or "
                   "with dtype=torch.float64, or .float() it before register_buffer", key="pe.dtype", keep=True)
-        if _same(out, expected):
+        if _same(out, expected, tol):
             continue
         added = (out.detach() - x).to(torch.float32)
         table = case["table"][: x.size(1)]
-        if _same(added[0], added[-1]):
+        if _same(added[0], added[-1], tol):
             variants = {key: (text, variant[: x.size(1)]) for key, (text, variant) in
                         _pe_variants(case["table"], d_model, max_len).items()}
             matches = [key for key, (text, variant) in variants.items()
-                       if not _same(variant, table) and _same(added[0], variant)]
+                       if not _same(variant, table, tol) and _same(added[0], variant, tol)]
             if matches:
                 name = "the positional encoding" + (f" (d_model={d_model})" if visible else "")
                 why = "100^(2i/d_model) = 10000^(i/d_model)" if {"pe.base_100", "pe.exponent_i"} <= set(matches) else ""
@@ -212,11 +213,11 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
                       _short(added[0]), "dimensions 2i and 2i+1 share the angle pos / 10000^(2i/d_model): div_term = "
                       "exp(arange(0, d_model, 2) * (-ln(10000) / d_model)), sin on the even dimensions, cos on the "
                       "odd ones, positions from 0", key="|".join(matches))
-            if _same(added[0], table.flip(0)) or (added.size(1) == added.size(2) and _same(added[0].T, table)):
+            if _same(added[0], table.flip(0), tol) or (added.size(1) == added.size(2) and _same(added[0].T, table, tol)):
                 _fail("the positional encoding rows are in the wrong order or transposed.", _short(table),
                       _short(added[0]), "row pos of the table is the encoding of position pos: pe[:seq_len], "
                       "added to x of shape (batch, seq, d_model)", key="pe.rows_order")
-        if _same(out, x * case["table"][: x.size(1)]):
+        if _same(out, x * case["table"][: x.size(1)], tol):
             _fail("the positional encoding multiplies the input.", "x + pe[:seq_len]", "x * pe[:seq_len]",
                   "the encoding is ADDED to the token embeddings", key="pe.multiplied", keep=True)
         _fail(f"{label}: the output differs from x + pe[:seq_len].",

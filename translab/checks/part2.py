@@ -58,6 +58,7 @@ TRANSFORMER_MISTAKES = {  # key model.<name>
 def check_transformer_model(TransformerModel: type, split: str = "visible") -> None:
     visible = split == "visible"
     cases = references.load("transformer")[split]
+    tol = references.tolerance("transformer")
     for case in cases:
         cfg = case["config"]
         label = (f"TransformerModel(ntoken={cfg['ntoken']}, nhead={cfg['nhead']}, nhid={cfg['nhid']}, "
@@ -77,11 +78,11 @@ def check_transformer_model(TransformerModel: type, split: str = "visible") -> N
                   tuple(expected.shape), tuple(out.shape), "the base returns (batch, seq, nhid) contextual vectors; "
                   "build the encoder layer with batch_first=True and do not apply a head inside the base",
                   key="wrong_shape")
-        if not _same(out, expected):
+        if not _same(out, expected, tol):
             real = ~case["padding"]
             diagnoses = {name: mistake.hint for name, mistake in TRANSFORMER_MISTAKES.items()}
-            matches = _variant_matches(out, case, diagnoses, expected)
-            if not matches and _same(out[real], expected[real]):
+            matches = _variant_matches(out, case, diagnoses, expected, tol)
+            if not matches and _same(out[real], expected[real], tol):
                 matches = ["no_padding_mask"]
             if matches:
                 hint = _twins([diagnoses[k] for k in matches])
@@ -92,7 +93,7 @@ def check_transformer_model(TransformerModel: type, split: str = "visible") -> N
                       "(softmax of nothing); pass the masks as given, do not invert the padding mask")
             _fail(f"{label}: output differs from the reference.", f"{_short(expected[0, 0, :4])} at [0, 0, :4]",
                   f"{_short(out[0, 0, :4])}", "embedding * sqrt(nhid) -> positional encoding -> encoder(mask, padding mask)")
-        if not _same(out_plain, case["expected_no_masks"]):
+        if not _same(out_plain, case["expected_no_masks"], tol):
             _fail(f"{label}: forward(src) without masks differs from the reference.",
                   hint="both masks are optional (default None); pass them through unchanged", key="model.masks_not_optional")
     _ok(f"TransformerModel on {len(cases)} {'' if visible else 'hidden '}configuration(s): reference outputs with and "
@@ -121,6 +122,7 @@ CLASSIFICATION_HEAD_MISTAKES = {  # variants of ClassificationHead(hidden, paddi
 def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = "visible") -> None:
     visible = split == "visible"
     cases = references.load("heads")[split]
+    tol = references.tolerance("heads")
     for case in cases:
         cfg = case["config"]
         hidden, padding = case["hidden"], case["padding"]
@@ -140,8 +142,8 @@ def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = 
         if lm_out.shape != case["lm_expected"].shape:
             _fail("LanguageModelHead returns the wrong shape.", f"{tuple(case['lm_expected'].shape)} = (batch, seq, ntoken)",
                   tuple(lm_out.shape), "the LM head scores every vocabulary token at every position", key="wrong_shape")
-        if not _same(lm_out, case["lm_expected"]):
-            if _same(lm_out, case["lm_expected"].softmax(-1)) or _same(lm_out, case["lm_expected"].log_softmax(-1)):
+        if not _same(lm_out, case["lm_expected"], tol):
+            if _same(lm_out, case["lm_expected"].softmax(-1), tol) or _same(lm_out, case["lm_expected"].log_softmax(-1), tol):
                 _fail("LanguageModelHead applies a softmax.", "raw logits", "probabilities",
                       "CrossEntropyLoss applies log-softmax itself: the head returns raw scores (logits)",
                       key="heads.lm_softmax", keep=True)
@@ -152,9 +154,9 @@ def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = 
             _fail("ClassificationHead returns the wrong shape.", f"{tuple(expected.shape)} = (batch, nclasses)",
                   tuple(cls_out.shape), "one prediction per sentence: pick one position per sequence before the "
                   "linear layer", key="wrong_shape")
-        if not _same(cls_out, expected):
+        if not _same(cls_out, expected, tol):
             readings = CLASSIFICATION_HEAD_MISTAKES
-            matches = _variant_matches(cls_out, case, readings, expected)
+            matches = _variant_matches(cls_out, case, readings, expected, tol)
             if matches:
                 first = readings[matches[0]]
                 what = first.what if len(matches) == 1 else _twins([readings[k].what.rstrip(".") for k in matches]) + "."
@@ -163,7 +165,7 @@ def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = 
             _fail("ClassificationHead output differs from the reference.", _short(expected), _short(cls_out))
         with _forbid_models(), torch.no_grad():
             no_mask = _call("ClassificationHead.forward(hidden) without a padding mask", cls, hidden)
-        if not _same(no_mask, case["cls_no_padding_mask"]):
+        if not _same(no_mask, case["cls_no_padding_mask"], tol):
             _fail("ClassificationHead without a padding mask should read the last position.",
                   hint="src_key_padding_mask=None means no padding: every sequence ends at position -1",
                   key="heads.no_padding_mask_default")
@@ -175,6 +177,7 @@ def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = 
 def check_model(Model: type, split: str = "visible") -> None:
     m = _model_module()
     cases = references.load("model")[split]
+    tol = references.tolerance("model")
     for case in cases:
         cfg = case["config"]
         base = m.TransformerModel.from_config(m.ModelConfig.pick(cfg, dropout=0.1))
@@ -203,17 +206,17 @@ def check_model(Model: type, split: str = "visible") -> None:
         if causal.shape != case["causal_expected"].shape:
             _fail("Model returns the wrong shape.", tuple(case["causal_expected"].shape), tuple(causal.shape),
                   key="wrong_shape")
-        if not _same(causal, case["causal_expected"]):
-            if _same(causal, case["bidirectional_expected"]):
+        if not _same(causal, case["causal_expected"], tol):
+            if _same(causal, case["bidirectional_expected"], tol):
                 _fail("Model(src) is not causal.", "a square subsequent mask when causal=True", "no mask",
                       "build the mask with generate_square_subsequent_mask(src.size(1)) and pass it as src_mask",
                       key="model.not_causal", keep=True)
             _fail("Model output differs from the reference.",
                   hint="hidden = base(src, src_mask, src_key_padding_mask); return head(hidden, src_key_padding_mask)")
-        if not _same(bidirectional, case["bidirectional_expected"]):
+        if not _same(bidirectional, case["bidirectional_expected"], tol):
             _fail("Model(..., causal=False) still masks the future.", hint="causal=False means src_mask=None",
                   key="model.causal_false_masks")
-        if not _same(plain, case["causal_no_padding"]):
+        if not _same(plain, case["causal_no_padding"], tol):
             _fail("Model(src) without a padding mask differs from the reference.", key="model.masks_not_optional")
     _ok(f"Model joins base and head on {len(cases)} configuration(s); causal by default, bidirectional with causal=False")
 

@@ -59,6 +59,7 @@ LM_LOSS_MISTAKES = {
 @_checked
 def check_lm_loss(lm_loss: Callable, split: str = "visible") -> None:
     case = references.load("lm_loss")[split]
+    tol = references.tolerance("lm_loss")
     logits = case["logits"].clone().requires_grad_(True)
     with forbid(*_loss_forbidden()):
         loss = _call("lm_loss(logits, targets)", lm_loss, logits, case["targets"].clone())
@@ -70,10 +71,10 @@ def check_lm_loss(lm_loss: Callable, split: str = "visible") -> None:
         _fail("the loss is detached from the logits: no gradient can flow.",
               hint="do not wrap the loss in torch.no_grad() or call .detach()/.item()", key="loss.detached")
     expected = case["expected"]
-    if not _same(loss, expected):
+    if not _same(loss, expected, tol):
         value = float(loss.detach().double())
         mistakes = {name: mistake.hint for name, mistake in LM_LOSS_MISTAKES.items()}
-        matches = _variant_matches(loss, case, mistakes, expected)
+        matches = _variant_matches(loss, case, mistakes, expected, tol)
         if matches:
             _fail("lm_loss(logits, targets) differs from the reference.", f"{expected.item():.4f}", f"{value:.4f}",
                   _twins([mistakes[k] for k in matches]), key="|".join(f"loss.{k}" for k in matches))

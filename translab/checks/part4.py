@@ -24,6 +24,7 @@ def check_accuracy(evaluate_accuracy: Callable, split: str = "visible") -> None:
     from .. import training
     from ..datasets import Batch
     case = references.load("accuracy")[split]
+    tol = references.tolerance("accuracy")
     model = _classifier(case).train()
     batches = [Batch(b["inputs"], b["padding_mask"], b["targets"]) for b in case["batches"]]
     total = sum(len(b.targets) for b in batches)
@@ -31,7 +32,7 @@ def check_accuracy(evaluate_accuracy: Callable, split: str = "visible") -> None:
         found = _call("evaluate_accuracy(model, batches)", evaluate_accuracy, model, batches)
     value = _number(found, "evaluate_accuracy(model, batches)")
     expected = case["expected"]
-    if math.isclose(value, expected, abs_tol=1e-6):
+    if math.isclose(value, expected, abs_tol=tol.atol, rel_tol=tol.rtol):
         _ok(f"accuracy {value:.4f} over {total} sentences in {len(batches)} batches of different lengths")
         return
     if math.isclose(value, expected * total, abs_tol=1e-4):
@@ -40,7 +41,7 @@ def check_accuracy(evaluate_accuracy: Callable, split: str = "visible") -> None:
     if math.isclose(value, expected * 100, abs_tol=1e-4):
         _fail("evaluate_accuracy returns a percentage.", f"{expected:.4f}", value, "return a fraction in [0, 1]",
               key="accuracy.percentage")
-    if math.isclose(value, case["no_padding_mask"], abs_tol=1e-6):
+    if math.isclose(value, case["no_padding_mask"], abs_tol=tol.atol, rel_tol=tol.rtol):
         _fail("evaluate_accuracy ignores the padding mask.", f"{expected:.4f}", f"{value:.4f}",
               "call model(batch.inputs, batch.padding_mask): without it the classifier reads padding "
               "and attends to it", key="accuracy.no_padding_mask")
@@ -59,6 +60,7 @@ def check_transfer(transfer: Callable, split: str = "visible") -> None:
     m = _model_module()
     visible = split == "visible"
     case = references.load("transfer")[split]
+    tol = references.tolerance("transfer")
     cfg, nclasses = case["config"], case["nclasses"]
     lm = m.build_language_model(m.ModelConfig.pick(cfg, dropout=0.1))
     lm.load_state_dict(case["state_dict"])
@@ -107,7 +109,7 @@ def check_transfer(transfer: Callable, split: str = "visible") -> None:
     with torch.no_grad():
         hidden = lm.base(case["src"], m.generate_square_subsequent_mask(case["src"].size(1)), case["padding"])
         reference_out = _call("the classifier's head(hidden, src_key_padding_mask)", head, hidden, case["padding"])
-    if not _same(out, reference_out):
+    if not _same(out, reference_out, tol):
         _fail("the classifier's output is not head(base(src)) with the causal and padding masks.",
               hint="return Model(base, head): its forward applies both masks")
     trainable = sum(p.numel() for p in clf.parameters() if p.requires_grad)

@@ -159,6 +159,7 @@ def check_mlm_loss(mlm_loss: Callable, split: str = "visible") -> None:
     from .. import mlm
     m = _model_module()
     case = references.load("mlm_loss")[split]
+    tol = references.tolerance("mlm_loss")
     cfg = case["config"]
     model = m.build_language_model(m.ModelConfig.pick(cfg, dropout=0.1))
     model.load_state_dict(case["state_dict"])
@@ -173,11 +174,11 @@ def check_mlm_loss(mlm_loss: Callable, split: str = "visible") -> None:
               key="mlm.detached")
     expected = case["expected"]
     value = float(loss.detach().double())
-    if _same(loss, expected):
+    if _same(loss, expected, tol):
         _ok(f"MLM loss {value:.4f}: bidirectional encoder, loss only on the chosen tokens")
         return
     mistakes = MLM_LOSS_MISTAKES
-    matches = _variant_matches(loss, case, mistakes, expected)
+    matches = _variant_matches(loss, case, mistakes, expected, tol)
     if matches:
         _fail(_twins([mistakes[k].what.rstrip(".") for k in matches]) + ".", f"{expected.item():.4f}", f"{value:.4f}",
               _twins([mistakes[k].hint for k in matches]), key="|".join(f"mlm.{k}" for k in matches))

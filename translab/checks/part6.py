@@ -29,8 +29,8 @@ def _forbid_pooling():
     return forbid(b.BertClassifier, b.mean_pool, b.embed)
 
 
-def _close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-5) -> bool:
-    return a.shape == b.shape and bool(torch.allclose(a.float(), b.float(), atol=atol, rtol=1e-4))
+def _close(a: torch.Tensor, b: torch.Tensor, tol: references.Tolerance) -> bool:
+    return references.within(a, b, tol)
 
 
 def _config_text(fields: dict) -> str:
@@ -153,6 +153,7 @@ def check_bert_base(BertBase: type, split: str = "visible") -> None:
     """BertBase(config) loads the reference encoder's weights by name and computes the same outputs."""
     b = _bert_module()
     cases = references.load("bert_base")[split]
+    tol = references.tolerance("bert_base")
     visible = split == "visible"
     for case in cases:
         config = b.BertConfig(**case["config"])
@@ -183,14 +184,14 @@ def check_bert_base(BertBase: type, split: str = "visible") -> None:
                       tuple(found.shape) if isinstance(found, torch.Tensor) else wire.type_name(found),
                       "batch-first: nn.TransformerEncoderLayer(..., batch_first=True); return the encoder's output "
                       "(one vector per token), no pooling inside the base")
-        if not _close(out[real], expected[real]):
+        if not _close(out[real], expected[real], tol):
             if bool(torch.isnan(out[real]).any()):
                 _fail(f"{label}: the output holds NaN.", hint="padding_mask is True at padding (PyTorch's "
                       "src_key_padding_mask); Hugging Face's attention_mask is the opposite (1 = real token): "
                       "do not invert it")
             for key, mistake in BERT_BASE_MISTAKES.items():
                 variant = case[key]
-                if not _close(variant[real], expected[real]) and _close(out[real], variant[real]):
+                if not _close(variant[real], expected[real], tol) and _close(out[real], variant[real], tol):
                     _fail(f"{label}: the output differs from the reference.", "the reference encoder's output",
                           f"the output of an encoder with {mistake.looks_like}", mistake.hint)
             _fail(f"{label}: the output differs from the reference.",
@@ -198,7 +199,7 @@ def check_bert_base(BertBase: type, split: str = "visible") -> None:
                   _short(out[0, 0, :4]) if visible else None,
                   "embedding_norm(word + position + token type) -> dropout -> post-LN encoder layers with GELU, "
                   "padding mask passed as src_key_padding_mask")
-        if not _close(plain, case["expected_no_masks"]):
+        if not _close(plain, case["expected_no_masks"], tol):
             _fail(f"{label}: forward(input_ids) without the optional arguments differs from the reference.",
                   hint="padding_mask=None means no padding, token_type_ids=None means every token type is 0")
     what = "the configuration shown" if visible else f"{len(cases)} hidden configurations"
@@ -331,6 +332,7 @@ def _mapping_keys_hint(missing: list[str], unexpected: list[str]) -> str:
 def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, visible: bool):
     """The student's state dict for one case, after checking its keys, shapes, values and outputs."""
     from collections.abc import Mapping
+    tol = references.tolerance("bert_mapping")
     b = _bert_module()
     config, checkpoint = _checkpoint_case(case)
     mapping = b.weight_mapping(config)
@@ -390,7 +392,7 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
     real = ~case["padding"]
     with torch.no_grad():
         out = reference(case["ids"], case["padding"], case["types"])
-    if not _close(out[real], case["expected"][real], atol=1e-4):
+    if not _close(out[real], case["expected"][real], tol):
         _fail(f"{what}: the encoder loaded with your tensors does not reproduce the reference outputs.",
               hint="every tensor must be copied unchanged, in float32")
     return config, found, out, case
@@ -403,6 +405,7 @@ def check_weight_mapping(convert_checkpoint: Callable, split: str = "visible", B
     checkpoint of another shape).  With ``BertBase``, also says (not graded) whether your base computes the same."""
     visible = split == "visible"
     cases = references.load("bert_mapping")[split]
+    tol = references.tolerance("bert_mapping")
     results = []
     for case in cases:
         real = case["checkpoint"] is None
@@ -422,7 +425,7 @@ def check_weight_mapping(convert_checkpoint: Callable, split: str = "visible", B
                 model.eval()
                 with torch.no_grad():
                     mine = _call("BertBase.forward", model, case["ids"], case["padding"], case["types"])
-            same = _close(mine[~case["padding"]], out[~case["padding"]], atol=1e-4)
+            same = _close(mine[~case["padding"]], out[~case["padding"]], tol)
             note = ("your BertBase, loaded with the same tensors, computes the same outputs" if same else
                     "not graded here: your BertBase loads these tensors but computes other outputs (see its check)")
         except Exception as error:  # noqa: BLE001 - the base is graded by its own check
@@ -558,6 +561,7 @@ def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
     b = _bert_module()
     visible = split == "visible"
     cases = references.load("bert_classifier")[split]
+    tol = references.tolerance("bert_classifier")
     for case in cases:
         config, nclasses = b.BertConfig(**case["config"]), case["nclasses"]
         encoder = b.BertEncoder.to_load(config)
@@ -584,9 +588,9 @@ def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
             _fail(f"{label} returns the wrong shape.", f"{tuple(expected.shape)} = (batch, nclasses)",
                   tuple(out.shape) if isinstance(out, torch.Tensor) else wire.type_name(out),
                   "one vector per sentence (the mean over its real tokens), then the head")
-        if not _close(out, expected):
+        if not _close(out, expected, tol):
             for key, mistake in BERT_POOLING_MISTAKES.items():
-                if not _close(case[key], expected) and _close(out, case[key]):
+                if not _close(case[key], expected, tol) and _close(out, case[key], tol):
                     _fail(f"{label}: the logits differ from the reference.",
                           "the head applied to the mean of the real tokens' vectors",
                           f"the head applied to {mistake.looks_like}", mistake.hint)
@@ -594,7 +598,7 @@ def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
                   _short(out) if visible else None,
                   "hidden = encoder(input_ids, padding_mask, token_type_ids); average hidden over the real tokens "
                   "(padding_mask False); return head(that mean)")
-        if not _close(plain, case["expected_no_masks"]):
+        if not _close(plain, case["expected_no_masks"], tol):
             _fail(f"{label}: forward(input_ids) without a padding mask differs from the reference.",
                   hint="padding_mask=None means no padding: average every position")
     _ok(f"BertClassifier on {len(cases)} {'configuration' if visible else 'hidden configuration'}"
