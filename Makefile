@@ -71,8 +71,8 @@ formgrader: $(INSTALLED) ## JupyterLab at the course root for instructors, on th
 release: $(INSTALLED) ## regenerate the student notebooks from solutions/ (nbgrader generate_assignment)
 	$(PY) -m grader release
 
-references: $(INSTALLED) ## regenerate grader/ reference tensors from translab
-	$(PY) -m grader references
+references: $(INSTALLED) ## regenerate grader/ reference tensors from translab (ARGS=--margins: measure them on other CPUs' code paths)
+	$(PY) -m grader references $(ARGS)
 
 autograde: $(INSTALLED) ## grade every submission in submitted/ (JOBS=N in parallel; ARGS=--Execute.timeout=120 ...)
 	$(PY) -m grader autograde --jobs $(JOBS) $(ARGS)

@@ -1,7 +1,7 @@
 """The instructor's side of the lab, around nbgrader (what the Makefile's grading targets run).
 
     python -m grader release          # solutions/ -> notebooks/ (nbgrader generate_assignment)
-    python -m grader references       # grader/references/*.pt from translab
+    python -m grader references       # grader/references/*.pt from translab (--margins: against other CPUs)
     python -m grader autograde        # every submission in submitted/ [--jobs N] [--Execute.timeout=S ...]
     python -m grader feedback         # feedback/ as HTML, hidden tests removed
     python -m grader grades           # grades.csv, one row per student
@@ -911,7 +911,10 @@ def main(argv: list[str] | None = None) -> int:
                              "nbgrader_config.py, else this repository)")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("release", help="regenerate notebooks/ from solutions/")
-    commands.add_parser("references", help="rebuild grader/references/ from translab")
+    references_command = commands.add_parser("references", help="rebuild grader/references/ from translab")
+    references_command.add_argument("--margins", action="store_true",
+                                    help="then measure how far each reference moves on another CPU's code paths "
+                                         "against its check's tolerance (results/reference_margins.json)")
     grade = commands.add_parser("autograde", help="grade every submission in submitted/")
     grade.add_argument("--jobs", type=int, default=1, help="grade N students at a time (the Makefile's JOBS=N)")
     grade.add_argument("--student", help="grade only this student")
@@ -952,6 +955,9 @@ def main(argv: list[str] | None = None) -> int:
             from . import references
             for name, status in references.write_all():
                 print(f"{status:9s} grader/references/{name}.pt")
+            if args.margins:
+                from . import reference_margins
+                print(reference_margins.write_table(root / "results" / "reference_margins.json"))
         elif args.command == "autograde":
             report = autograde(root, args.jobs, args.student, tuple(extra), sandbox=not args.no_sandbox,
                                student_timeout=args.student_timeout)
