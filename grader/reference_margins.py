@@ -293,7 +293,7 @@ def write_table(destination: Path) -> str:
     (nothing moved) is written as the string "inf", which JSON has no number for."""
     import json
     table = margins()
-    plain = json.loads(json.dumps(table), parse_constant=lambda constant: constant.lower().lstrip("+"))
+    plain = json.loads(json.dumps(table), parse_constant={"Infinity": "inf", "-Infinity": "-inf", "NaN": "nan"}.get)
     destination.parent.mkdir(parents=True, exist_ok=True)
     destination.write_text(json.dumps({"measured_on": machine(), "required_margin": REQUIRED_MARGIN,
                                        "references": plain}, indent=1) + "\n")
