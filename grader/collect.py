@@ -7,8 +7,10 @@ entry is judged on its own; one that is unsafe or unreadable is skipped and repo
 Rules:
 
 * Layouts.  A folder per student: Moodle's ``Jane Doe_12345_assignsubmission_file_/01_x.ipynb`` -> ``12345``
-  (the participant number), any other ``alice/01_x.ipynb`` -> ``alice``.  Flat files: Moodle's
-  ``Jane Doe_12345_assignsubmission_file_01_x.ipynb`` -> ``12345``; Canvas's
+  (the participant number: the last marker of the folder's name, the part Moodle writes after the display name a
+  student may choose), any other ``alice/01_x.ipynb`` -> ``alice``.  Flat files: Moodle's
+  ``Jane Doe_12345_assignsubmission_file_01_x.ipynb`` -> ``12345`` (a name with two such markers is skipped: the
+  student chose both the display name before and the file name after); Canvas's
   ``doejane[_LATE|_late]_12345_67890_01_x.ipynb`` -> ``doejane``, the part before the first ``_``.  Deeper
   folders (except inside a Moodle folder), hidden files (macOS's ``._x``) and names without a student: skipped.
 * Notebooks.  Only the lab's own (the ``NN_name.ipynb`` in ``solutions/<assignment>/``), maybe followed by a
@@ -16,6 +18,8 @@ Rules:
 * Student ids (``STUDENT_ID``): 1 to 64 ASCII letters, digits, ``.``, ``_``, ``-``, not starting with ``.``
   or ``-``.  Any other id is reported and its entries skipped, never renamed: a made-up id could merge two
   students or grade one under a name nobody recognises.  Moodle's participant numbers and Canvas's logins pass.
+* Impersonation.  Files of one student id under two display names (a folder named to look like a classmate's):
+  none is collected, all are reported as a conflict; no submission replaces another student's.
 * Resubmissions.  Of several files for one notebook of one student the latest is kept: the highest copy
   number, then the latest zip time, then the later entry in the zip; if it cannot be read, the next one.
 * Never collected: absolute paths, ``..``, backslashes or control characters in a name; symlinks, devices and
@@ -51,7 +55,11 @@ from pathlib import Path
 MAX_NOTEBOOK_BYTES = 100 * 2**20
 STUDENT_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 NOTEBOOK_PATTERN = re.compile(r"(?:^|_)(?P<notebook>\d\d_[a-z0-9_]+?)(?P<copy>-\d+|_\d+| ?\(\d+\))?\.ipynb$")
-MOODLE = re.compile(r"^(?P<name>.+?)_(?P<student>\d+)_assignsubmission_[a-z]+_(?P<rest>.*)$")
+# Moodle's participant marker.  A folder's name ends with it (the part Moodle writes), so the last one is Moodle's
+# whatever the display name before it holds; a flat file's name has the student's display name before it and the
+# student's own file name after it, so only a name with exactly one marker says whose it is.
+MOODLE_MARKER = re.compile(r"_(?P<student>\d+)_assignsubmission_[a-z]+_")
+MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<student>\d+)_assignsubmission_[a-z]+_$")
 # A person's name as a formgrader page may show it: letters (any script, with their accents), spaces, and the
 # apostrophes, hyphens and full stops of names; nothing a browser could read as markup.  An LMS lets students
 # choose their display name, so anything else is not used.
@@ -175,9 +183,16 @@ def _name_parts(name: str) -> list[str]:
 def _student_and_file(parts: list[str]) -> tuple[str, str, str | None]:
     """(student id as the LMS wrote it, the part of the name that should be a notebook, the student's name if
     the LMS wrote one)."""
-    moodle = MOODLE.match(parts[0])
-    if moodle:  # in folders (parts[0] is the folder) or flat (the file's own name follows the marker)
-        return moodle["student"], parts[-1] if len(parts) > 1 else moodle["rest"], moodle["name"]
+    if len(parts) > 1 and (folder := MOODLE_FOLDER.match(parts[0])):  # in folders: the last marker, Moodle's
+        return folder["student"], parts[-1], folder["name"]
+    markers = list(MOODLE_MARKER.finditer(parts[0])) if len(parts) == 1 else []
+    if len(markers) > 1:
+        raise Skip(f"{len(markers)} Moodle participant markers (_<number>_assignsubmission_) in one file name: the "
+                   "display name or the file name a student chose imitates Moodle's, so whose it is cannot be told; "
+                   "download the zip with a folder per student (Moodle's default), or collect this file by hand")
+    if markers:  # flat: the display name, Moodle's marker, the student's file name
+        marker = markers[0]
+        return marker["student"], parts[0][marker.end():], parts[0][:marker.start()]
     if len(parts) == 2:
         return parts[0], parts[1], None
     if len(parts) == 1:
@@ -390,6 +405,16 @@ def collect_zip(root: Path, archive: Path, assignment: str) -> CollectReport:
             if candidate:
                 copies[candidate.student][candidate.notebook].append(candidate)
                 _note_name(report, candidate)
+        for student in _claimed_by_several(copies):
+            claims = [c for notebooks in copies.pop(student).values() for c in notebooks]
+            names = sorted({_shown(c.name or "") for c in claims})
+            for claim in claims:
+                report.add(claim.info.filename, SKIPPED, f"conflict: {len(names)} differently named folders or files "
+                           f"claim student id {student} ({'; '.join(names)}): none is collected, as one of them may "
+                           "be impersonating the other; check the LMS and collect the right one by hand",
+                           student, claim.notebook, claim.zip_time)
+            report.names.pop(student, None)
+            report.unusable_names.pop(student, None)
         if copies:
             submitted = root / "submitted"
             try:
@@ -407,6 +432,13 @@ def collect_zip(root: Path, archive: Path, assignment: str) -> CollectReport:
                 os.close(submitted_fd)
     report.write_csv(root / "downloaded" / assignment / REPORT_NAME)
     return report
+
+
+def _claimed_by_several(copies: dict[str, dict[str, list[Candidate]]]) -> list[str]:
+    """Students whose entries carry more than one display name: an LMS writes one name per participant, so two are
+    one student's files plus files that claim to be theirs."""
+    return sorted(student for student, notebooks in copies.items()
+                  if len({" ".join((c.name or "").split()) for cs in notebooks.values() for c in cs}) > 1)
 
 
 def _note_name(report: CollectReport, candidate: Candidate) -> None:

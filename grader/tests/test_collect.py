@@ -409,3 +409,36 @@ def test_the_report_has_one_row_per_entry_and_cannot_become_a_spreadsheet_formul
     assert rows[1]["student_id"] == "alice" and rows[1]["notebook"] == MASK and rows[1]["action"] == "collected"
     assert rows[1]["zip_time"].endswith(" UTC")
     assert f"report: {report}" in output
+
+
+def test_a_display_name_that_imitates_moodle_cannot_take_a_classmates_id(course, tmp_path, capsys):
+    """Eve (1002) names herself "Eve_1001_assignsubmission_file_": her folder is still hers, 1001's is 1001's."""
+    eve = f"Eve_1001_assignsubmission_file__1002_assignsubmission_file_/{MASK}.ipynb"
+    real = f"Real Person_1001_assignsubmission_file_/{MASK}.ipynb"
+    archive = make_zip(tmp_path / "moodle.zip", [entry(eve), entry(real)])
+    code, output, rows = run_collect(course, archive, capsys)
+    assert code == 0, output
+    assert submitted(course) == {"1001": {MASK: real}, "1002": {MASK: eve}}
+    assert {(row["student_id"], row["action"]) for row in rows} == {("1001", "collected"), ("1002", "collected")}
+
+
+def test_a_flat_name_with_two_moodle_markers_is_skipped_not_guessed(course, tmp_path, capsys):
+    forged = f"Eve_1002_assignsubmission_file_{MASK}_1001_assignsubmission_file_{MASK}.ipynb"
+    honest = f"Real Person_1001_assignsubmission_file_{MODEL}.ipynb"
+    archive = make_zip(tmp_path / "moodle.zip", [entry(forged), entry(honest)])
+    code, output, rows = run_collect(course, archive, capsys)
+    assert code == 0, output
+    assert submitted(course) == {"1001": {MODEL: honest}}
+    assert "2 Moodle participant markers" in reasons(rows)[forged]
+
+
+def test_two_names_claiming_one_id_collect_neither_and_report_both(course, tmp_path, capsys):
+    claims = [f"Real Person_1001_assignsubmission_file_/{MASK}.ipynb",
+              f"Impostor_1001_assignsubmission_file_{MODEL}.ipynb"]
+    honest = f"Other Student_1003_assignsubmission_file_/{MASK}.ipynb"
+    archive = make_zip(tmp_path / "moodle.zip", [entry(name) for name in [*claims, honest]])
+    code, output, rows = run_collect(course, archive, capsys)
+    assert code == 0, output
+    assert submitted(course) == {"1003": {MASK: honest}}
+    skipped = reasons(rows)
+    assert all(name in skipped and "conflict" in skipped[name] and "Impostor" in skipped[name] for name in claims)
