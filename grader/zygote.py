@@ -28,6 +28,7 @@ import ctypes
 import importlib
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -305,6 +306,10 @@ def _become_checker(request: dict, fds: list[int]) -> int:
     os.close(null)
     _fresh_process(request)
     _prctl(*_PR_SET_DEATHSIG_KILL)
+    # A kernel's address space at most (what a solution's kernel needs, with room): what the kernel sends is bounded
+    # per message (translab.wire), and no message may make the checker take the machine's memory.
+    from .sandbox import Limits
+    resource.setrlimit(resource.RLIMIT_AS, (Limits.address_space, Limits.address_space))
     if "torch" in sys.modules:  # imported before this environment was set: its threads as the job says
         sys.modules["torch"].set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
     from .verdicts import serve_forked

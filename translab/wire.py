@@ -36,6 +36,9 @@ import torch
 from translab.paths import CHECKER_ENV as ENV  # the checker's socket, set by the grader in the kernel's environment
 MAX_HEADER = 16 * 1024 ** 2
 MAX_BUFFERS = 1024 ** 3  # the converted MiniLM checkpoint is 90 MB
+# What decoding one message may copy on top of what was received: tensors the kernel sent on the same bytes are
+# copied apart, so a message of many nodes on one buffer once made the checker hold 3.76 GiB for 64 MiB sent.
+MAX_COPIES = 1024 ** 3
 MAX_ITEMS = 100_000  # items of an iterator the kernel materialises for the checker
 
 _DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
@@ -84,7 +87,18 @@ def recv(sock: socket.socket) -> tuple[dict, list[bytes]]:
         raise WireError(f"an unreadable message: {error}") from None
     if not isinstance(header, dict) or any(s < 0 for s in sizes) or sum(sizes) > MAX_BUFFERS:
         raise WireError("a malformed or oversized message")
-    return header, [_exactly(sock, s) for s in sizes]
+    return header, Received(_exactly(sock, s) for s in sizes)
+
+
+class Received(list):
+    """A message's buffers, with what decoding them may still copy (``MAX_COPIES``)."""
+
+    copies_left = MAX_COPIES
+
+    def charge(self, size: int) -> None:
+        self.copies_left -= size
+        if self.copies_left < 0:
+            raise WireError(f"a message that decodes to over {MAX_COPIES} bytes of copies (its tensors share buffers)")
 
 
 # ----------------------------------------------------------------- kernel -> checker: plain data only
@@ -200,7 +214,13 @@ def _own(buffers: list, index: int) -> bytearray:
     if type(data) is bytearray:
         buffers[index] = memoryview(data).toreadonly()
         return data
+    _charge(buffers, len(data))
     return bytearray(data)
+
+
+def _charge(buffers: list, size: int) -> None:
+    if isinstance(buffers, Received):
+        buffers.charge(size)
 
 
 def decode(node, buffers: list[bytes], session: "Session | None" = None):
@@ -230,7 +250,9 @@ def decode(node, buffers: list[bytes], session: "Session | None" = None):
             raise WireError(f"a numpy array of dtype {dtype}")
         if kind == "npscalar":
             return numpy.frombuffer(buffers[int(node["buf"])], dtype=dtype)[0]
-        return numpy.frombuffer(buffers[int(node["buf"])], dtype=dtype).reshape(node["shape"]).copy()
+        array = numpy.frombuffer(buffers[int(node["buf"])], dtype=dtype).reshape(node["shape"])
+        _charge(buffers, array.nbytes)
+        return array.copy()
     if kind == "handle":
         if session is None:
             raise WireError("a handle outside a session")

@@ -103,6 +103,29 @@ def test_a_received_tensor_is_built_on_its_buffer_and_two_on_one_buffer_do_not_a
     assert second.tolist() == [0, 1, 2, 3] and first.tolist() == [1, 2, 3, 4]
 
 
+def _received(nodes: list, buffer: bytes) -> tuple[dict, list]:
+    """(header, buffers) as the checker receives a message of ``nodes`` over a real socket."""
+    import threading
+    here, there = socket.socketpair()
+    with here, there:
+        sender = threading.Thread(target=wire.send, args=(there, {"value": {"t": "list", "v": nodes}}, [buffer]))
+        sender.start()
+        received = wire.recv(here)
+        sender.join()
+    return received
+
+
+def test_a_message_whose_tensors_share_one_buffer_cannot_make_the_checker_hold_gigabytes():
+    """Issue 30, attack 4: 64 MiB sent, named by 60 tensor nodes, once became 3.76 GiB in the checker."""
+    buffer = bytes(64 * 2**20)
+    node = {"t": "tensor", "dtype": "torch.float32", "shape": [16 * 2**20], "buf": 0}
+    header, buffers = _received([node] * 60, buffer)
+    with pytest.raises(wire.WireError, match="copies"):
+        wire.decode(header["value"], buffers)
+    header, buffers = _received([node] * 3, buffer)  # an honest message may still name a buffer a few times
+    assert [tuple(t.shape) for t in wire.decode(header["value"], buffers)] == [(16 * 2**20,)] * 3
+
+
 def test_the_checkers_big_tensors_reach_the_kernel_as_their_bytes_and_views_as_torch_pickles_them():
     big = torch.randn(600, 600)  # 1.4 MB: raw bytes
     grad = torch.randn(700, 500, requires_grad=True)
@@ -205,6 +228,18 @@ def test_a_forked_checker_ends_when_its_nbgrader_process_does(zygote, tmp_path):
     for stream in (forked._replies, forked._control, forked._zygote):  # what this process's death closes
         stream.close()
     assert _gone(pid), "a forked checker outlived the process it served"
+
+
+def test_a_forked_checker_has_a_kernels_address_space_at_most(zygote, tmp_path):
+    """Issue 30, attack 4: the checker ran as root without a memory limit."""
+    from grader.sandbox import Limits
+    before = _children(zygote.process.pid)
+    forked = ForkedChecker(zygote.path, tmp_path / "ipc")
+    forked.open("cell", [Call("check_mask")])
+    limits = Path(f"/proc/{_forked_checker_pid(zygote, before)}/limits").read_text()
+    row = next(line for line in limits.splitlines() if line.startswith("Max address space"))
+    assert row.split()[3:5] == [str(Limits.address_space)] * 2, row
+    forked.close()
 
 
 def test_a_checker_the_zygote_cannot_fork_fails_loudly_not_as_a_wrong_answer(tmp_path):
