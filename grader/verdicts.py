@@ -316,6 +316,21 @@ def _load_checks() -> None:
         importlib.import_module(name)
 
 
+def _as_the_cell_calls(check, call: Call, args, kwargs) -> list:
+    """The check's positional arguments, with the split and part of the call the test cell's own source makes
+    (``call``, from the window): what the kernel sends for them is ignored, so a kernel that rewrites its request
+    cannot have a hidden test run the visible cases."""
+    import inspect
+    parameters = inspect.signature(check).parameters
+    bound = inspect.signature(check).bind_partial(*list(args), **dict(kwargs))
+    if "split" in parameters:
+        bound.arguments["split"] = call.split
+    if "part" in parameters:
+        bound.arguments["part"] = call.part if call.part is not None else parameters["part"].default
+    bound.apply_defaults()
+    return [bound.arguments[name] for name in parameters]
+
+
 def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket.socket) -> tuple[bool, list[str], str, str]:
     """Run ``translab.checks.<call.check>`` here, on the student's objects in the kernel: (passed, ok lines,
     failure message, diagnosis key)."""
@@ -328,8 +343,8 @@ def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket
     output = checks.capture_output(lines)
     try:
         arguments = wire.decode(header.get("value"), buffers, session)
-        args, kwargs = list(arguments["args"]), dict(arguments["kwargs"])
-        getattr(checks, call.check)(*args, **kwargs)
+        check = getattr(checks, call.check)
+        check(*_as_the_cell_calls(check, call, arguments["args"], arguments["kwargs"]))
         return True, lines, "", ""
     except checks.CheckFailed as failed:
         return False, lines, failed.message, failed.key
@@ -355,6 +370,11 @@ _SUSPICIOUS_NAMES = {
 }
 
 
+# What the checks ask the student's objects about themselves (which parameters and buffers a module has); an answer
+# has no reason to redefine or reassign them, and one that does could make a check read a lie.
+_INTROSPECTION = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "modules",
+                            "named_modules", "children", "named_children", "__getattribute__", "__dir__"})
+
 # modules whose attributes an answer has no reason to assign (the checks, their references, torch, numpy, builtins)
 _GUARDED_MODULES = {"checks", "references", "harness", "wire", "torch", "nn", "F", "np", "numpy", "builtins", "sys",
                     *(f"part{n}" for n in range(1, 7))}
@@ -374,6 +394,8 @@ def suspicious(source: str) -> list[str]:
                 root = root.value
             if isinstance(root, ast.Name) and root.id in _GUARDED_MODULES and isinstance(node.ctx, (ast.Store, ast.Del)):
                 found.append(f"assigns {ast.unparse(node)}")
+            if node.attr in _INTROSPECTION and isinstance(node.ctx, (ast.Store, ast.Del)):
+                found.append(f"reassigns {node.attr}, which the checks read")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
             names += [m.split(".")[-1] for m in modules]
@@ -381,6 +403,9 @@ def suspicious(source: str) -> list[str]:
                 found.append("imports the grader")
             if "references" in names or "translab.references" in modules:
                 found.append("imports the checks' references")
+        elif isinstance(node, ast.ClassDef):
+            found += [f"redefines {item.name}, which the checks read" for item in node.body
+                      if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in _INTROSPECTION]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             names += [n for n in _SUSPICIOUS_NAMES if n in node.value and n.startswith(("_", "TRANSLAB"))]
         found += [_SUSPICIOUS_NAMES[n] for n in names if n in _SUSPICIOUS_NAMES]

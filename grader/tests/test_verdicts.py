@@ -199,6 +199,25 @@ def test_a_check_of_another_cell_is_refused(checker):
     assert not record.passed and "not the next check" in record.refused[0]
 
 
+HARD_CODED_MASK_OF_5 = """
+def generate_square_subsequent_mask(sz):
+    return torch.triu(torch.full((5, 5), float("-inf")), diagonal=1)
+"""
+# Issue 30, attack 1: the kernel's translab.wire.serve, reached under a computed name, rewritten to ask for the visible
+# cases while the request names the hidden split.
+REWRITTEN_REQUEST = ("import importlib\nw = importlib.import_module('translab.' + 'wi' + 're')\nserve = w.serve\n"
+                     "w.serve = lambda name, args, kwargs, split: serve(name, args, {**kwargs, 'split': 'visible'}, split)\n")
+
+
+def test_a_hidden_test_runs_the_hidden_cases_whatever_split_the_kernel_asks_for(checker):
+    code = HARD_CODED_MASK_OF_5 + REWRITTEN_REQUEST + "checks.check_mask(generate_square_subsequent_mask, split='hidden')\n"
+    record, _ = grade(checker, code, [Call("check_mask", "hidden")])
+    assert len(record.results) == 1 and not record.passed, record.results
+    control, _ = grade(checker, HARD_CODED_MASK_OF_5 + REWRITTEN_REQUEST +
+                       "checks.check_mask(generate_square_subsequent_mask)\n", [Call("check_mask")])
+    assert control.passed, control.results  # the visible cases: size 5 only
+
+
 def test_every_check_of_a_cell_must_pass(checker):
     code = RIGHT_MASK + "checks.check_mask(generate_square_subsequent_mask)\n"
     record, _ = grade(checker, code, [Call("check_mask"), Call("check_mask", "hidden")])
@@ -344,6 +363,9 @@ def test_expected_calls_are_read_from_the_test_cells_source_in_order():
     ("import torch.nn.modules.transformer as t\nm = t._generate_square_subsequent_mask(3)",
      "calls PyTorch's private mask helper"),
     ("import grader.sandbox", "imports the grader"),
+    ("class PE(torch.nn.Module):\n    def named_parameters(self, *a, **k):\n        return iter(())",
+     "redefines named_parameters, which the checks read"),
+    ("PE.parameters = lambda self: iter(())", "reassigns parameters, which the checks read"),
 ])
 def test_answers_that_reach_for_the_tools_of_a_rewrite_are_flagged(source, reason):
     assert reason in suspicious(source)
@@ -351,3 +373,4 @@ def test_answers_that_reach_for_the_tools_of_a_rewrite_are_flagged(source, reaso
 
 def test_an_ordinary_answer_is_not_flagged():
     assert suspicious(RIGHT_MASK + "\nclass PositionalEncoding(torch.nn.Module):\n    pass\n") == []
+    assert suspicious("def count(model):\n    return sum(p.numel() for p in model.parameters())\n") == []
