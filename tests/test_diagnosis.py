@@ -340,6 +340,44 @@ def test_calling_translab_is_named():
     assert "calls translab's own" in message and keys_of(message) == {"calls_translab"}
 
 
+def _second_copy_of(module_name: str, copy_name: str, tmp_path=None):
+    """translab's module loaded again under another name (from a copy of its file when ``tmp_path`` is given)."""
+    import importlib.util
+    import shutil
+    import sys
+    source = importlib.import_module(module_name).__file__
+    if tmp_path is not None:
+        source = shutil.copy(source, tmp_path / "my_helpers.py")
+    spec = importlib.util.spec_from_file_location(copy_name, source)
+    copy = importlib.util.module_from_spec(spec)
+    sys.modules[copy_name] = copy  # dataclasses look their module up while the copy is executed
+    try:
+        spec.loader.exec_module(copy)
+    finally:
+        del sys.modules[copy_name]
+    return copy
+
+
+@pytest.mark.parametrize("from_a_copied_file", [False, True])
+def test_a_second_copy_of_translab_is_forbidden_too(tmp_path, from_a_copied_file):
+    """Issue 30, attack 2: forbid switched translab's functions off by name, and a copy loaded with importlib
+    passed the mask checks."""
+    copy = _second_copy_of("translab.model", "not_translab_model", tmp_path if from_a_copied_file else None)
+    message = failure(checks.check_mask, lambda sz: copy.generate_square_subsequent_mask(sz))
+    assert "calls translab's own" in message and keys_of(message) == {"calls_translab"}
+    message = failure(checks.check_positional_encoding, copy.PositionalEncoding)
+    assert "uses translab's own PositionalEncoding" in message
+    assert copy.generate_square_subsequent_mask(2)[0, 1] == float("-inf")  # and it works again afterwards
+
+
+def test_an_answer_with_the_references_bytecode_is_not_taken_for_a_copy():
+    namespace: dict = {}
+    exec("import torch\n"
+         "def generate_square_subsequent_mask(sz: int) -> torch.Tensor:\n"
+         "    return torch.triu(torch.full((sz, sz), float('-inf')), diagonal=1)\n", namespace)
+    checks.check_mask(namespace["generate_square_subsequent_mask"])
+
+
 # ----------------------------------------------------------------- hidden checks keep their secrets
 
 def _hidden_secrets() -> list[str]:

@@ -228,8 +228,7 @@ def _checked(check: Callable) -> Callable:
 # ----------------------------------------------------------------- running student code
 
 def _raising_code(name: str):
-    message = (f"this answer calls translab's own {name}. The exercise is to write it yourself: "
-               f"translab's version is switched off while this test runs.")
+    message = _refusal("calls", name)
     namespace: dict = {}
     exec(f"def _forbidden(*args, **kwargs):\n    raise AssertionError({message!r})\n", namespace)
     return namespace["_forbidden"].__code__
@@ -241,12 +240,52 @@ def _innermost(function):
     return function
 
 
+def _code_key(code) -> tuple:
+    """What a copy of a function's code keeps wherever it is loaded from (another module name, a copied file): its
+    name, first line, bytecode and constants.  A student's own function with the same bytecode starts near the top
+    of its cell, not dozens of lines in as translab's do, so it is never taken for one."""
+    import types
+    consts = tuple(_code_key(c) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c)) for c in code.co_consts)
+    return code.co_name, code.co_firstlineno, code.co_code, consts
+
+
+@contextlib.contextmanager
+def _refusing_copies(messages: dict[tuple, str]):
+    """While the block runs, a call of any function whose code is a copy of a forbidden one (``_code_key``) raises:
+    ``forbid`` swaps the code of the objects it is given, and a second copy of translab's module loaded with
+    importlib has objects of its own."""
+    import sys
+    keys: dict = {}
+
+    def profile(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if code not in keys:
+                keys[code] = _code_key(code)
+            message = messages.get(keys[code])
+            if message is not None:
+                raise AssertionError(message)
+
+    before = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(before)
+
+
+def _refusal(kind: str, name: str) -> str:
+    return (f"this answer {kind} translab's own {name}. The exercise is to write it yourself: translab's version is "
+            "switched off while this test runs.")
+
+
 @contextlib.contextmanager
 def forbid(*targets):
     """Make translab's functions and classes raise while the block runs, whatever name they were
     imported under: a function's code object and a class's ``__init__``/``forward`` are swapped
-    (on the shared object itself) and restored afterwards.  In the grader's checker the student's code runs in
-    the kernel: the targets are named there instead (``translab.wire``)."""
+    (on the shared object itself) and restored afterwards, and a call of a copy of their code (another copy of the
+    module) raises too.  In the grader's checker the student's code runs in the kernel: the targets are named
+    there instead (``translab.wire``)."""
     if wire.session() is not None:
         names = [f"{t.__module__}:{t.__qualname__}" for t in (_innermost(t) for t in targets)]
         token = wire.forbidding(names)
@@ -255,24 +294,27 @@ def forbid(*targets):
         finally:
             wire.stop_forbidding(token)
         return
-    saved = []
+    saved, copies = [], {}
     try:
         for target in targets:
             if isinstance(target, type):
                 for attr in ("__init__", "forward"):
                     if attr in vars(target):
                         saved.append((target, attr, vars(target)[attr]))
-                        message = (f"this answer uses translab's own {target.__name__}. The exercise is to "
-                                   f"write it yourself: translab's version is switched off while this test runs.")
+                        message = _refusal("uses", target.__name__)
+                        copies[_code_key(_innermost(vars(target)[attr]).__code__)] = message
 
                         def raiser(self, *args, _message=message, **kwargs):
                             raise AssertionError(_message)
                         setattr(target, attr, raiser)
             else:
                 function = _innermost(target)
+                name = getattr(function, "__qualname__", "function")
                 saved.append((function, "__code__", function.__code__))
-                function.__code__ = _raising_code(getattr(function, "__qualname__", "function"))
-        yield
+                copies[_code_key(function.__code__)] = _refusal("calls", name)
+                function.__code__ = _raising_code(name)
+        with _refusing_copies(copies):
+            yield
     finally:
         for owner, attr, value in reversed(saved):
             setattr(owner, attr, value)
