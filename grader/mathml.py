@@ -10,12 +10,19 @@ replaces nbconvert's ``mathjax()`` macro, so no page asks for the CDN.
 Formulas come from students too, and ``latex2mathml`` copies ``\\text{<script>...}`` and ``\\href{...}`` into
 its output.  Its MathML is therefore parsed as XML and kept only when every element and attribute is on the
 allow-list below; anything else, or TeX it cannot convert, shows as the escaped TeX it was written as.
+
+Rendering is bounded too, since a formula is a program: ``latex2mathml`` expands ``\newcommand`` into as many
+copies as the formula calls it, so an 82 KB answer once became a 58.8 MB page built in 126 s.  No macro
+definitions (no answer needs one), at most ``MAX_TEX`` characters a formula and ``MAX_MATHML`` of MathML out of it,
+and per cell (a written answer) at most ``CELL_MATHML`` characters of MathML and ``CELL_SECONDS`` of converting;
+past any bound the TeX shows as text.  The lab's own formulas are far inside them (the test measures it).
 """
 from __future__ import annotations
 
 import html
 import os
 import re
+import time
 import xml.etree.ElementTree as ElementTree
 
 import nbgrader
@@ -50,6 +57,12 @@ NAMED_SPACES = {"negativethinmathspace": -1 / 6, "thinmathspace": 1 / 6, "medium
 LENGTH = re.compile(r"(-?\d*\.?\d+)(em|ex|pt|px|mm|)")
 LENGTH_RANGE_EM = (-0.5, 4.0)
 ElementTree.register_namespace("", MATHML)
+MAX_TEX = 1_000  # characters of one formula (the lab's longest: about 150)
+MAX_MATHML = 20_000  # characters of MathML from one formula (the lab's largest: about 1,300)
+CELL_MATHML = 200_000  # characters of MathML in one cell (the whole lab's prose: about 12,000)
+CELL_SECONDS = 2.0  # of converting in one cell
+MACRO_DEFINITION = re.compile(r"\\(?:(?:re)?newcommand|providecommand|newenvironment|renewenvironment|[gex]?def|let"
+                              r"|DeclareMathOperator)(?![A-Za-z])")
 
 
 def _short_lengths(value: str) -> bool:
@@ -71,22 +84,36 @@ def _allowed(element: ElementTree.Element) -> bool:
 
 
 def tex_to_mathml(tex: str, display: bool) -> str | None:
-    """The MathML of ``tex`` when it converts to allowed markup only, else None (the caller shows the TeX)."""
+    """The MathML of ``tex`` when it converts to allowed markup only, within the bounds, else None (the caller shows
+    the TeX)."""
+    if len(tex) > MAX_TEX or MACRO_DEFINITION.search(tex):
+        return None
     try:
         mathml = convert(tex, display="block" if display else "inline")
         root = ElementTree.fromstring(mathml)
     except Exception:  # noqa: BLE001 (latex2mathml raises many types on bad TeX; all mean "show the TeX")
         return None
-    if not _allowed(root):
+    if len(mathml) > MAX_MATHML or not _allowed(root):
         return None
     return ElementTree.tostring(root, encoding="unicode", short_empty_elements=True)
 
 
 class MathMLRenderer(IPythonRenderer):
-    """nbconvert's markdown renderer with formulas as MathML instead of delimited TeX left for MathJax."""
+    """nbconvert's markdown renderer with formulas as MathML instead of delimited TeX left for MathJax; one renderer
+    renders one cell, within the cell's bounds (``CELL_MATHML``, ``CELL_SECONDS``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.mathml_left, self.seconds_left = CELL_MATHML, CELL_SECONDS
 
     def _math(self, tex: str, display: bool, written: str) -> str:
-        return tex_to_mathml(tex, display) or html.escape(written, quote=False)
+        mathml = None
+        if self.mathml_left > 0 and self.seconds_left > 0:
+            start = time.process_time()
+            mathml = tex_to_mathml(tex, display)
+            self.seconds_left -= time.process_time() - start
+            self.mathml_left -= len(mathml or "")
+        return mathml if mathml and self.mathml_left >= 0 else html.escape(written, quote=False)
 
     def block_math(self, body: str) -> str:
         return self._math(body, True, f"$${body}$$")

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
+from grader import mathml as mathml_module
 from grader.mathml import MATHML, MathMLRenderer, markdown2html, tex_to_mathml
 from nbconvert.filters.markdown_mistune import MarkdownWithMath
 from translab.paths import REPO_ROOT
@@ -82,3 +83,35 @@ def test_the_course_config_uses_the_filter_and_the_macro():
         assert exporter.environment.filters["markdown2html"] is markdown2html
         macro = exporter.environment.get_template("mathjax.html.j2")
         assert "grader" in macro.filename and "cdnjs" not in macro.module.mathjax()
+
+
+def test_a_formula_that_defines_macros_shows_as_text():
+    assert tex_to_mathml(r"\newcommand{\a}{\frac{x^2}{y}}\a\a", display=False) is None
+    assert tex_to_mathml(r"\def\b{x}\b", display=False) is None
+    assert tex_to_mathml(r"\left( x \right)", display=False) is not None  # \left is no \let
+
+
+def test_an_amplifying_answer_gives_a_page_of_about_its_own_size():
+    """Issue 30, attack 7: an 82 KB written answer of macro calls became a 58.8 MB page built in 126 s."""
+    formula = r"$\newcommand{\a}{\frac{x^2}{y_1+\sqrt{z}}}" + r"\a" * 100 + "$"
+    unbounded_per_formula = len(mathml_module.convert(formula.strip("$")))
+    answer = "\n\n".join([formula] * 340)
+    page = _render(answer)
+    assert len(answer) > 80_000 and unbounded_per_formula * 340 > 5_000_000
+    assert len(page) < 2 * len(answer)
+
+
+def test_one_cell_renders_at_most_its_budget_of_mathml_and_shows_the_rest_as_tex():
+    formula = "$" + r"\frac{x^2}{y}" * 70 + "$"  # about 980 characters, about 6,000 of MathML
+    page = _render("\n\n".join([formula] * 100))
+    assert mathml_module.CELL_MATHML <= page.count("<") * 40  # some formulas became MathML
+    assert len(page) < mathml_module.CELL_MATHML + 100 * len(formula) + 10_000
+    assert page.count("<math") < 100 and r"$\frac{x^2}{y}" in page  # ... and the rest stayed TeX
+
+
+def test_the_lab_s_formulas_are_far_inside_every_bound():
+    formulas = _formulas_of_the_lab()
+    rendered = [tex_to_mathml(tex, display) for tex, display in formulas]
+    assert max(len(tex) for tex, _ in formulas) * 5 < mathml_module.MAX_TEX
+    assert max(len(m) for m in rendered) * 10 < mathml_module.MAX_MATHML
+    assert sum(len(m) for m in rendered) * 10 < mathml_module.CELL_MATHML
