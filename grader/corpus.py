@@ -183,10 +183,42 @@ case("hard_coded", "notebook 02 right except count_parameters, which returns the
     lambda sources, out: _write(_replace(sources.notebook(NB2), "count_answer", (
         "def count_parameters(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses=None):\n"
         "    return 1_008_100 if nclasses is None else 988_402\n")), out, f"{NB2}.ipynb"))
+# Issue 30, attack 1: the kernel's request rewritten (translab.wire.serve, reached under a computed name that the
+# static scan misses) so that the hidden test asks for the visible cases; the checker takes the split from the cell.
+REWRITTEN_REQUEST = ("import importlib\n_w = importlib.import_module('translab.' + 'wi' + 're')\n_serve = _w.serve\n"
+                     "_w.serve = lambda name, args, kwargs, split: _serve(name, args, {**kwargs, 'split': 'visible'}, split)"
+                     "\n\n")
+case("rewritten_request", "a mask hard-coded for the visible size 5, and a kernel that asks for the visible cases in "
+     "the hidden test")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", REWRITTEN_REQUEST + (
+        "def generate_square_subsequent_mask(sz):\n"
+        "    return torch.triu(torch.full((5, 5), float('-inf')), diagonal=1)\n"))))
 case("calls_reference", "the mask answer imports translab's reference implementation")(
     _nb1(lambda nb: _replace(nb, "mask_answer", (
         "from translab.model import generate_square_subsequent_mask as _reference\n\n"
         "def generate_square_subsequent_mask(sz):\n    return _reference(sz)\n"))))
+
+
+# Issue 30, attack 3: facts the checks read from the student's objects come from the kernel, and an object can lie
+# about itself.  No check can make a lying object tell the truth; the answer is flagged for a human.
+HIDDEN_PARAMETERS = ("    def named_parameters(self, *args, **kwargs):\n        return iter(())\n\n"
+                     "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n")
+case("hidden_parameters", "the encoding's table is a trainable nn.Parameter, hidden by redefining named_parameters")(
+    _nb1(lambda nb: _replace(nb, "pe_answer", nb.cells[_cell(nb, "pe_answer")].source
+                             .replace('self.register_buffer("pe", pe)', "self.pe = nn.Parameter(pe)")
+                             .replace("    def forward(self, x: torch.Tensor) -> torch.Tensor:\n", HIDDEN_PARAMETERS))))
+
+
+# Issue 30, attack 2: forbid switched translab's functions off by name; a second copy of the module, loaded with
+# importlib under another name, passed.  forbid now refuses any copy of the code (translab.checks.harness).
+case("calls_reference_copy", "the mask answer loads a second copy of translab.model with importlib and calls its mask")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", (
+        "import importlib.util, sys\n"
+        "_spec = importlib.util.spec_from_file_location('my_model', importlib.util.find_spec('translab.model').origin)\n"
+        "_copy = importlib.util.module_from_spec(_spec)\n"
+        "sys.modules['my_model'] = _copy\n"
+        "_spec.loader.exec_module(_copy)\n\n"
+        "def generate_square_subsequent_mask(sz):\n    return _copy.generate_square_subsequent_mask(sz)\n"))))
 
 
 @case("fake_references", "a wrong mask, and the submission folder carries its own grader/references/mask.pt")
@@ -403,6 +435,15 @@ INJECTED_OUTPUTS = ("from IPython.display import HTML, SVG, Javascript, display\
                     f"display(Javascript({injected_js('out_javascript')!r}))\n")
 case("script_injection", "notebook 01 right; its written answer and the mask answer's outputs carry live HTML and JS")(
     _nb1(lambda nb: _replace(_prepend(nb, "mask_answer", INJECTED_OUTPUTS), "written_mask_pe", INJECTED_ANSWER)))
+
+
+# Issue 30, attack 7: a formula is a program for latex2mathml, which expands \newcommand into as many copies as it is
+# called.  This 82 KB written answer once became a 58.8 MB feedback page built in 126 s; grader.mathml bounds it.
+AMPLIFYING_FORMULA = r"$\newcommand{\a}{\frac{x^2}{y_1+\sqrt{z}}}" + r"\a" * 100 + "$"
+AMPLIFYING_ANSWER = "**(a)** The mask blocks the future. **(b)** The encoding adds order.\n\n" + \
+    "\n\n".join([AMPLIFYING_FORMULA] * 340)
+case("amplifying_formulas", "notebook 01 right; its written answer is 82 KB of formulas that expand a macro 100 times")(
+    _nb1(lambda nb: _replace(nb, "written_mask_pe", AMPLIFYING_ANSWER)))
 
 
 # ----------------------------------------------------------------- issue 11: what the grader held against too little

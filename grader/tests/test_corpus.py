@@ -380,3 +380,15 @@ def test_make_report_on_the_corpus_counts_every_student_and_the_wrong_masks(grad
     assert "01_mask_and_positional_encoding/mask_visible" in found["mask.ones"]["tasks"].split()
     page = (root / "reports" / "report.html").read_text(encoding="utf-8")
     assert "<script" not in page.lower(), "the script_injection case's markup must not reach the report live"
+
+
+def test_an_amplifying_written_answer_gives_feedback_of_about_its_own_size(graded):
+    """Issue 30, attack 7: nbgrader's own generate_feedback, with the course's config (its MathML filter), on the
+    amplifying_formulas case: the page stays within a few times the answer's size (it was 58.8 MB)."""
+    root, *_ = graded
+    process = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--student",
+                              "amplifying_formulas", "--force"], cwd=root, text=True, capture_output=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    page = root / "feedback" / "amplifying_formulas" / ASSIGNMENT / f"{corpus.NB1}.html"
+    assert len(corpus.AMPLIFYING_ANSWER) > 80_000
+    assert page.stat().st_size < 4 * len(corpus.AMPLIFYING_ANSWER) + 2_000_000, page.stat().st_size
