@@ -31,9 +31,10 @@ from pathlib import Path
 
 import torch
 
+from grader import references as R
 from translab import model as M
-from translab.references import NAMES, Tolerance, tolerance
 from translab.paths import GRADER_DIR
+from translab.references import NAMES, tolerance
 
 REQUIRED_MARGIN = 10.0
 
@@ -80,12 +81,6 @@ def other_cpus() -> dict[str, dict[str, str]]:
 
 # ----------------------------------------------------------------- what is measured on a path
 
-def _classifier(case: dict):
-    clf = M.build_classifier(M.ModelConfig.pick(case["config"], dropout=0.5), case["config"]["nclasses"])
-    clf.load_state_dict(case["state_dict"])
-    return clf.eval()
-
-
 @torch.no_grad()
 def decisions(name: str, built: dict) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """The logits behind an integer reference's argmax decisions and the class each decision chose, one row per
@@ -96,6 +91,7 @@ def decisions(name: str, built: dict) -> list[tuple[torch.Tensor, torch.Tensor]]
     stopped early stopped because the next argmax was eos.  accuracy: each sentence's prediction, with and
     without the padding mask (both are compared)."""
     rows, chosen = [], []
+    from translab.checks import part4
     if name == "greedy":
         for split in built.values():
             lm = M.build_language_model(M.ModelConfig.pick(split["config"], dropout=0.5))
@@ -110,7 +106,7 @@ def decisions(name: str, built: dict) -> list[tuple[torch.Tensor, torch.Tensor]]
                 chosen.append(torch.tensor(steps))
     elif name == "accuracy":
         for case in built.values():
-            clf = _classifier(case)
+            clf = part4._classifier(case).eval()  # the check's own model
             for batch in case["batches"]:
                 for padding in (batch["padding_mask"], None):
                     logits = clf(batch["inputs"], padding)
@@ -124,7 +120,6 @@ def decisions(name: str, built: dict) -> list[tuple[torch.Tensor, torch.Tensor]]
 def measure_path(folder: Path, exact: bool = False) -> dict:
     """Every reference built on the current path (in float32, as a student's answer; or ``exact``), and the
     decision logits of the committed ones."""
-    from grader import references as R
     out = {"built": {name: R.build(name, exact=exact) for name in NAMES}, "decisions": {}}
     with R.ExactArithmetic() if exact else contextlib.nullcontext():
         for name in NAMES:
@@ -149,35 +144,6 @@ def _in_subprocess(env: dict[str, str], folder: Path) -> dict:
 
 
 # ----------------------------------------------------------------- comparing
-
-def tolerance_used(found, reference, tol: Tolerance) -> tuple[float, float]:
-    """(largest absolute difference, largest fraction of the tolerance used) between two builds of a reference:
-    floats element by element against ``atol + rtol * |reference|``; anything else must be equal (else the
-    fraction is infinite).  Equal infinities and NaNs count as equal."""
-    if isinstance(found, torch.Tensor) and isinstance(reference, torch.Tensor):
-        if found.shape != reference.shape or found.dtype != reference.dtype:
-            return math.inf, math.inf
-        if not reference.is_floating_point():
-            return (0.0, 0.0) if torch.equal(found, reference) else (math.inf, math.inf)
-        a, b = found.double(), reference.double()
-        same = (a == b) | (a.isnan() & b.isnan())
-        diff = torch.where(same, torch.zeros_like(a), (a - b).abs())
-        allowed = tol.atol + tol.rtol * b.abs()
-        used = torch.where(diff == 0, torch.zeros_like(a), diff / allowed)
-        return (float(diff.max()) if diff.numel() else 0.0), (float(used.max()) if used.numel() else 0.0)
-    if isinstance(found, float) and isinstance(reference, float):
-        return tolerance_used(torch.tensor(found, dtype=torch.float64), torch.tensor(reference, dtype=torch.float64),
-                              tol)
-    pairs = None
-    if isinstance(found, dict) and isinstance(reference, dict) and found.keys() == reference.keys():
-        pairs = [(found[k], reference[k]) for k in reference]
-    elif isinstance(found, (list, tuple)) and isinstance(reference, (list, tuple)) and len(found) == len(reference):
-        pairs = list(zip(found, reference))
-    if pairs is not None:
-        results = [tolerance_used(x, y, tol) for x, y in pairs]
-        return max((r[0] for r in results), default=0.0), max((r[1] for r in results), default=0.0)
-    return (0.0, 0.0) if found == reference else (math.inf, math.inf)
-
 
 def _decision_margin(baseline: list, others: list[list]) -> dict:
     """A gap of 0 or less means the stored decision is not (or not alone) the argmax even here."""
@@ -213,7 +179,7 @@ def nearest_mistake(name: str, reference: dict) -> dict | None:
     if name not in _mistakes():
         return None
     mistakes, key = _mistakes()[name]
-    distances = [(tolerance_used(case[mistake], case[key], tolerance(name))[1], mistake)
+    distances = [(R.tolerance_used(case[mistake], case[key], tolerance(name))[1], mistake)
                  for case in _cases(reference) for mistake in mistakes if mistake in case]
     found = [(d, mistake) for d, mistake in distances if d > 1 / REQUIRED_MARGIN]
     distance, mistake = min(found) if found else (math.inf, None)
@@ -224,7 +190,6 @@ def margins(folder: Path | None = None) -> dict:
     """The margin table.  Per reference: its tolerance; each path's largest difference from exact arithmetic and
     the fraction of the tolerance it uses; the committed file against this machine's exact build; the margin,
     1 / the largest fraction; for argmax references, the decision margin; the nearest known mistake."""
-    from grader import references as R
     folder = Path(folder) if folder is not None else GRADER_DIR / "references"
     exact = measure_path(folder, exact=True)
     builds = {"this machine": measure_path(folder)}
@@ -237,8 +202,8 @@ def margins(folder: Path | None = None) -> dict:
     for name in NAMES:
         tol = tolerance(name)
         reference = exact["built"][name]
-        rows = {label: tolerance_used(path["built"][name], reference, tol) for label, path in builds.items()}
-        rows["committed file"] = tolerance_used(R.load_committed(name, folder), reference, tol)
+        rows = {label: R.tolerance_used(path["built"][name], reference, tol) for label, path in builds.items()}
+        rows["committed file"] = R.tolerance_used(R.load_committed(name, folder), reference, tol)
         worst = max(used for _, used in rows.values())
         entry = {"tolerance": {"atol": tol.atol, "rtol": tol.rtol},
                  "paths": {label: {"largest_difference": diff, "tolerance_used": used}

@@ -321,8 +321,9 @@ def _as_the_cell_calls(check, call: Call, args, kwargs) -> list:
     (``call``, from the window): what the kernel sends for them is ignored, so a kernel that rewrites its request
     cannot have a hidden test run the visible cases."""
     import inspect
-    parameters = inspect.signature(check).parameters
-    bound = inspect.signature(check).bind_partial(*list(args), **dict(kwargs))
+    signature = inspect.signature(check)
+    parameters = signature.parameters
+    bound = signature.bind_partial(*list(args), **dict(kwargs))
     if "split" in parameters:
         bound.arguments["split"] = call.split
     if "part" in parameters:

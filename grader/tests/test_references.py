@@ -97,11 +97,11 @@ def test_tolerance_used_is_the_worst_element_against_its_own_tolerance():
     tol = Tolerance(1e-5, 1e-4)
     reference = torch.tensor([0.0, 10.0, -3.0])
     found = reference + torch.tensor([2e-6, 5e-4, 0.0])  # 0.2 and 0.495 of their tolerances
-    difference, used = reference_margins.tolerance_used(found, reference, tol)
+    difference, used = references.tolerance_used(found, reference, tol)
     assert difference == pytest.approx(5e-4, rel=1e-3)
     assert used == pytest.approx(5e-4 / (1e-5 + 1e-3), rel=1e-3)
-    assert reference_margins.tolerance_used({"a": [torch.tensor([1, 2])]}, {"a": [torch.tensor([1, 3])]}, tol)[1] == math.inf
-    assert reference_margins.tolerance_used(torch.tensor([-math.inf]), torch.tensor([-math.inf]), EXACT) == (0.0, 0.0)
+    assert references.tolerance_used({"a": [torch.tensor([1, 2])]}, {"a": [torch.tensor([1, 3])]}, tol)[1] == math.inf
+    assert references.tolerance_used(torch.tensor([-math.inf]), torch.tensor([-math.inf]), EXACT) == (0.0, 0.0)
 
 
 def test_exact_arithmetic_rounds_each_float64_operation_and_leaves_draws_alone():
