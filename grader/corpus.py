@@ -199,6 +199,19 @@ case("calls_reference", "the mask answer imports translab's reference implementa
         "def generate_square_subsequent_mask(sz):\n    return _reference(sz)\n"))))
 
 
+# Issue 30, attack 4: the kernel answers the checker with one 64 MiB buffer named by 60 tensor nodes, which the checker
+# once copied for each (3.76 GiB held); now decoding stops at translab.wire.MAX_COPIES and the check fails.
+ALIASED_BUFFERS = ("import importlib\n_w = importlib.import_module('translab.' + 'wi' + 're')\n_encode = _w.encode\n\n"
+                   "def _aliased(value, objects):\n"
+                   "    if isinstance(value, torch.Tensor) and value.dim() == 2:  # the masks, not the encodings\n"
+                   "        node = {'t': 'tensor', 'dtype': 'torch.float32', 'shape': [16 * 2**20], 'buf': 0}\n"
+                   "        return {'t': 'list', 'v': [node] * 60}, [bytes(64 * 2**20)]\n"
+                   "    return _encode(value, objects)\n\n"
+                   "_w.encode = _aliased\n\n")
+case("aliased_buffers", "a right mask whose answers reach the checker as one 64 MiB buffer named by 60 tensors")(
+    _nb1(lambda nb: _replace(nb, "mask_answer", ALIASED_BUFFERS + nb.cells[_cell(nb, "mask_answer")].source)))
+
+
 # Issue 30, attack 3: facts the checks read from the student's objects come from the kernel, and an object can lie
 # about itself.  No check can make a lying object tell the truth; the answer is flagged for a human.
 HIDDEN_PARAMETERS = ("    def named_parameters(self, *args, **kwargs):\n        return iter(())\n\n"
