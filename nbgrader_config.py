@@ -10,7 +10,8 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern,
                                     LimitOutput, SaveAutoGrades)
 
-from grader.execution import FlagIncidents, GuardedExecute, HideHiddenTestTracebacks, SandboxedOnlyExporter
+from grader.execution import (ClearOutputsAfterHiddenTests, FlagIncidents, GuardedExecute, HideHiddenTestTracebacks,
+                              SandboxedOnlyExporter)
 from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
 from grader.sanitize import SanitizeStudentContent
 from translab.paths import exchange_root
@@ -61,10 +62,11 @@ c.Autograde.exporter_class = SandboxedOnlyExporter
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Feedback never shows hidden tests: neither their code nor the tracebacks that quote it.  Nor live student HTML:
+# Feedback never shows hidden tests: neither their code, nor the tracebacks that quote it, nor what a student's cell
+# that ran after one printed (it could show the hidden inputs; the instructor still sees it).  Nor live student HTML:
 # SanitizeStudentContent again, for notebooks autograded before it was in the pipeline above.
-c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearHiddenTests, SanitizeStudentContent,
-                                    CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearOutputsAfterHiddenTests, ClearHiddenTests,
+                                    SanitizeStudentContent, CSSHTMLHeaderPreprocessor]
 
 # Formgrader and feedback pages: formulas as MathML made when the page is built, and no MathJax from a CDN, so
 # both read right offline (grader/mathml.py).  nbgrader's own templates stay second in the search path.

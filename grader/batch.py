@@ -684,8 +684,13 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
         staged = work / "submitted"  # the students' plain files (stage_submission): out of every kernel's view
         staged.mkdir(mode=0o700)
         extra_env, kernel_args = {}, []
+        groups = None
         if sandbox:
             extra_env, kernel_args = kernel_sandbox.grading_kernel(root, work, zygote=zygote)
+            from .cgroups import Cgroups
+            limits = kernel_sandbox.Limits()
+            groups = stack.enter_context(Cgroups(limits.memory, limits.tasks))
+            print(f"[autograde] a cgroup per student: {groups.problem or groups.mode}", flush=True)
         # the caller's --Class.trait=value wins over ours (nbgrader rejects a trait given twice)
         overridden = {arg.split("=", 1)[0] for arg in extra_args}
 
@@ -697,7 +702,8 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
                 from .execution import UNSANDBOXED
                 return _nbgrader_env({UNSANDBOXED: "1"}), options([]), None
             status = kernel_sandbox.status_folder(work, index)
-            env = _nbgrader_env({**extra_env, **kernel_sandbox.student_env(uids.uid(index), status, work, index)})
+            env = _nbgrader_env({**extra_env, **kernel_sandbox.student_env(uids.uid(index), status, work, index),
+                                 **groups.student(index)})
             return env, options(kernel_args + kernel_sandbox.student_args(work, index)), status
 
         shared_folders = kernel_sandbox.world_writable_folders(skip=work) if sandbox else None

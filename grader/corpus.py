@@ -69,6 +69,12 @@ def _write(notebook, folder: Path, name: str) -> None:
     nbformat.write(notebook, folder / name)
 
 
+def _append_to(notebook, grade_id: str, code: str):
+    cell = notebook.cells[_cell(notebook, grade_id)]
+    cell.source = cell.source + "\n" + code
+    return notebook
+
+
 def _insert_before(notebook, grade_id: str, sources: list[str]):
     index = _cell(notebook, grade_id)
     notebook.cells[index:index] = [nbformat.v4.new_code_cell(source) for source in sources]
@@ -555,6 +561,40 @@ case("dies_after_tests", "notebook 01 right, but the kernel exits (os._exit) in 
 case("ignores_interrupt", "notebook 01 right, but the encoding answer ignores SIGINT and loops forever")(
     _nb1(lambda nb: _prepend(nb, "pe_answer", (
         "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"))))
+
+
+# Issue 30, attack 5: many busy processes, each in a session of its own (out of the kernel's process group) and each
+# under every per-process limit.  They sleep first, so that the kernel forks them all before they compete with it.
+CPU_HOGS = 300
+# The kernel then waits past the cell timeout, ignoring the interrupt: its processes run as long as nbgrader lets
+# it live, on any machine (and its cell ends unanswered, which is flagged, as in ignores_interrupt).
+CPU_HOG = (f"import os, signal, time\nfor _ in range({CPU_HOGS}):\n    if os.fork() == 0:\n        os.setsid()\n"
+           "        time.sleep(3)\n        while True:\n            pass\n"
+           "signal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(600)\n")
+# Cases that are fair to the classmates graded beside them only with a cgroup per student (grader.cgroups): a
+# machine without them grades the corpus without these, and says so.
+NEEDS_CGROUPS = {"cpu_hog"}
+
+
+def _with_cell(source: str):
+    def transform(notebook):
+        notebook.cells.append(nbformat.v4.new_code_cell(source))
+        return notebook
+    return transform
+
+
+case("cpu_hog", f"notebook 01 right, then a cell that starts {CPU_HOGS} busy processes in sessions of their own "
+                "and waits, ignoring the interrupt", spends_budget=True)(_nb1(_with_cell(CPU_HOG)))
+
+
+# Issue 30, attack 6: the (right) mask answer records every size it is asked for, hidden tests' included, and a
+# cell of the student's own at the end prints them; the printed line starts with SEEN_MARKER.
+SEEN_MARKER = "sizes seen="
+RECORD_SIZES = ("_answer = generate_square_subsequent_mask\nSEEN_SIZES = []\n\n"
+                "def generate_square_subsequent_mask(sz):\n    SEEN_SIZES.append(int(sz))\n    return _answer(sz)\n")
+case("prints_hidden_inputs", "the mask answer (right) records the sizes it is called with; a last cell prints them")(
+    _nb1(lambda nb: _with_cell(f"print({SEEN_MARKER[:5]!r} + {SEEN_MARKER[5:]!r} + repr(SEEN_SIZES))")(
+        _append_to(nb, "mask_answer", RECORD_SIZES))))
 
 
 def build_case(name: str, folder: Path, root: Path = REPO_ROOT) -> None:

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_hook, run_sync
+import nbformat
 from nbformat.notebooknode import NotebookNode
 from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
@@ -413,3 +414,30 @@ class HideHiddenTestTracebacks(NbGraderPreprocessor):
                     message = re.sub(r"\n?\[diagnosis: [^\]\n]*\]\s*$", "", output.get("evalue", ""))
                     output["traceback"] = [f"{output.get('ename', 'Error')}: {message}"]
         return cell, resources
+
+
+HIDDEN_AFTER_NOTE = ("[Output not shown in feedback: this cell ran after a hidden test, so what it printed could show "
+                     "the hidden test's inputs. Your instructor sees it.]\n")
+
+
+class ClearOutputsAfterHiddenTests(NbGraderPreprocessor):
+    """Feedback preprocessor: no output of a student's cell that ran after a hidden test.
+
+    A hidden test's inputs necessarily reach the kernel (the checker runs the student's code on them), so a cell
+    that runs later can print them (an answer that records its arguments, printed in a cell of the student's
+    own), and the feedback would hand them to the class.  Every code cell after the first hidden test shows a
+    note instead of its outputs, except test cells: their source is the gradebook's and their outputs are the
+    checker's record.  The autograded notebook keeps everything for the instructor.  Runs before
+    ``ClearHiddenTests`` (which removes the markers)."""
+
+    def preprocess(self, nb, resources):
+        after_hidden = False
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            metadata = cell.metadata.get("nbgrader", {})
+            is_test = metadata.get("grade", False) and not metadata.get("solution", False)
+            if after_hidden and not is_test and cell.get("outputs"):
+                cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=HIDDEN_AFTER_NOTE)]
+            after_hidden = after_hidden or (is_test and "BEGIN HIDDEN TESTS" in cell.source)
+        return nb, resources

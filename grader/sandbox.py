@@ -6,6 +6,8 @@ found through ``JUPYTER_PATH``, selected with ``--Execute.kernel_name``), which,
 ipykernel process (``exec``, so signals and kills from nbgrader reach the kernel itself; or, in a batch, in a
 process forked by the batch's ``grader.zygote``, whose launcher stays and passes signals and kills on):
 
+* joins the student's cgroup (``grader.cgroups``: equal CPU shares, memory and task limits, one kill for
+  everything the student started), where the machine has them;
 * sets resource limits, so a memory bomb or a runaway loop costs that student the cell, not the instructor
   the machine: address space (``RLIMIT_AS``), CPU seconds (``RLIMIT_CPU``, a backstop behind nbgrader's
   per-cell timeout), size of any file written (``RLIMIT_FSIZE``), processes/threads (``RLIMIT_NPROC``), no core
@@ -69,6 +71,12 @@ class Limits:
     cpu_seconds: int = 900        # the whole kernel (one notebook); nbgrader's per-cell timeout acts first
     file_size: int = 512 * 1024 ** 2
     processes: int = 512          # threads count too; per uid, and each student has a uid of its own
+    # the student's cgroup (grader.cgroups): its kernels, their children and its checker together
+    # Above address_space, so that one process that allocates too much gets a MemoryError from RLIMIT_AS first (the
+    # student loses the cell, as corpus case memory_bomb) instead of the group's OOM kill (the whole notebook): this
+    # bounds the sum of the student's processes (a solution kernel peaks at 0.85 GB resident, its checker 0.27 GB).
+    memory: int = 8 * GB
+    tasks: int = 1024             # pids.max, as PrairieLearn's grader containers
 
     def apply(self) -> None:
         # RLIMIT_NPROC counts every task of the uid: an ordinary user's own processes come on top
@@ -297,11 +305,14 @@ def student_args(work: Path, index: int) -> list[str]:
 
 
 def kill_leftovers(env: dict) -> None:
-    """Kill whatever a student's kernels left running (a fork storm's sleeping children, daemons).
+    """Kill whatever a student's kernels left running (a fork storm's sleeping children, daemons, busy processes
+    in sessions of their own): everything in the student's cgroup (``grader.cgroups``), then everything of its uid.
 
     The student's uid is its own, so everything running as that uid is the student's: a child that
     becomes the uid and calls ``kill(-1, SIGKILL)`` ends all of it at once, however fast it forks.
     Root only (an ordinary user has no uid of the student's to aim at)."""
+    from .cgroups import folders_of, kill
+    kill(folders_of(env))  # the student's group: everything in it, whatever uid or session it took
     uid = env.get("TRANSLAB_SANDBOX_UID")
     if not uid or os.geteuid() != 0:
         return
@@ -583,9 +594,10 @@ def _drop_to(uid: int) -> None:
     os.setuid(uid)
 
 
-def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[list[str], dict, str]:
+def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[list[str], dict, str, str]:
     """Isolate this process as far as this machine allows; returns the kernel's command line and environment,
-    and the mode reached (``root``, ``user namespace`` or ``limits only``)."""
+    the mode reached (``root``, ``user namespace`` or ``limits only``), and whether it joined the student's cgroup
+    (``joined``, or why not)."""
     cwd = Path.cwd()  # nbgrader starts the kernel in autograded/<student>/<assignment>
     student = cwd.parent.name if cwd.parent.parent.name == "autograded" else None
     empty = args.work / "empty"
@@ -593,13 +605,17 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[li
         empty.touch(mode=0o444)
     root = os.geteuid() == 0
     uid = int(env.get("TRANSLAB_SANDBOX_UID", UID_BASE)) if root else os.getuid()
+    from . import cgroups
+    group = cgroups.join(env)  # first: its children inherit it, and /sys/fs/cgroup is read-only below
+    for name in (cgroups.ENV, cgroups.PROBLEM_ENV):
+        env.pop(name, None)
     index = kernel.index("-f") + 1
     sockets = _socket_folder(kernel[index], args.work, uid if root else None)
     connection = Path(kernel[index]).read_bytes()  # nbgrader's runtime folder may be hidden below (root's home)
     fonts = {path.name: path.read_bytes() for path in font_list_folder(args.work).glob(FONT_LISTS)}
     # no network only where nbgrader reaches the kernel through Unix sockets: over TCP it could not
     if not _private_namespace(network=sockets is not None, user=not root):
-        return kernel, env, "limits only"
+        return kernel, env, "limits only", group
     home = _new_home(uid, args.work)
     # Everything read-only (root's files and the instructor's alike: no world-writable lock folder or spool
     # to leave things in), the secrets hidden, then the few places the kernel writes: its sockets, and private
@@ -616,7 +632,7 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[li
         _drop_to(uid)
     env.update(HOME=str(home), TMPDIR=str(home), MPLCONFIGDIR=str(home / "matplotlib"),
                IPYTHONDIR=str(home / "ipython"), JUPYTER_RUNTIME_DIR=str(home / "runtime"))
-    return kernel, env, "root" if root else "user namespace"
+    return kernel, env, "root" if root else "user namespace", group
 
 
 class _Status:
@@ -708,10 +724,10 @@ def launch(argv: list[str], launcher: int | None = None) -> None:
     stage = "isolating"
     in_process = launcher is not None and _runs_here(kernel)
     try:
-        kernel, env, mode = _isolate(args, kernel, env)
+        kernel, env, mode, group = _isolate(args, kernel, env)
         stage = "limits"
         Limits(**json.loads(args.limits)).apply()
-        status.write(ok=True, mode=mode, **({"launcher": launcher} if launcher is not None else {}))
+        status.write(ok=True, mode=mode, cgroup=group, **({"launcher": launcher} if launcher is not None else {}))
         status.become_kernel_output()
         stage = "exec"
         if not in_process:

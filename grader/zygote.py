@@ -306,6 +306,11 @@ def _become_checker(request: dict, fds: list[int]) -> int:
     os.close(null)
     _fresh_process(request)
     _prctl(*_PR_SET_DEATHSIG_KILL)
+    from .cgroups import join
+    try:  # with the student's kernels: it shares their CPU share and memory limit, and goes with their kill
+        join(os.environ, "checker")
+    except OSError as error:
+        print(f"[checker] not in the student's cgroup: {error}", file=sys.stderr, flush=True)
     # A kernel's address space at most (what a solution's kernel needs, with room): what the kernel sends is bounded
     # per message (translab.wire), and no message may make the checker take the machine's memory.
     from .sandbox import Limits

@@ -266,7 +266,19 @@ def _click_the_links(page) -> None:
     page.wait_for_timeout(700)  # time for a handler or a fetch that did start to finish
 
 
-def _assert_shows_the_submission(page, state: dict) -> None:
+def _plots(root: Path, before_hidden_tests: bool) -> int:
+    """The plots of the case's autograded notebook 01: all of them (what the instructor sees), or those of the cells
+    before its first hidden test (what the feedback shows: grader.execution.ClearOutputsAfterHiddenTests)."""
+    notebook = nbformat.read(root / "autograded" / CASE / ASSIGNMENT / f"{NB1}.ipynb", as_version=4)
+    count = 0
+    for cell in notebook.cells:
+        if before_hidden_tests and "BEGIN HIDDEN TESTS" in cell.source:
+            break
+        count += sum("image/png" in output.get("data", {}) for output in cell.get("outputs", []))
+    return count
+
+
+def _assert_shows_the_submission(page, state: dict, plots: int) -> None:
     text = page.inner_text("body")
     assert corpus.INJECTED_TEXT in text, "the written answer is not on the page"
     assert "where j <= i and -inf where j > i" in text, "the answer's code spans do not read as written"
@@ -274,7 +286,8 @@ def _assert_shows_the_submission(page, state: dict) -> None:
         "the HTML output (text and table) is not on the page"
     rendered = "\n".join(page.locator(".text_cell_render, .output_html").all_inner_texts())  # not the code
     assert "&lt;" not in rendered and "&amp;" not in rendered, "escaped markup shows as text"
-    assert len(state["plots"]) >= 3 and min(state["plots"]) > 0, f"the plots are not shown: {state['plots']}"
+    assert plots >= 1 and len(state["plots"]) == plots and min(state["plots"]) > 0, \
+        f"the plots are not shown: {state['plots']} ({plots} expected)"
 
 
 def _assert_nothing_ran(state: dict, requests, root: Path) -> None:
@@ -292,7 +305,7 @@ def test_the_manual_grading_page_shows_the_answer_and_runs_none_of_it(jupyter, b
         _click_the_links(page)
         state = page.evaluate(PAGE_STATE)
         assert page.locator("input.score#written_mask_pe").count() == 1, "not the Manual Grading form"
-        _assert_shows_the_submission(page, state)
+        _assert_shows_the_submission(page, state, _plots(jupyter.root, before_hidden_tests=False))
         _assert_nothing_ran(state, requests, jupyter.root)
 
 
@@ -305,7 +318,7 @@ def test_the_feedback_page_shows_the_answer_and_runs_none_of_it(jupyter, browser
         _click_the_links(page)
         state = page.evaluate(PAGE_STATE)
         assert "Written response" in page.inner_text("#toc"), "not nbgrader's feedback"
-        _assert_shows_the_submission(page, state)
+        _assert_shows_the_submission(page, state, _plots(jupyter.root, before_hidden_tests=True))
         _assert_nothing_ran(state, requests, jupyter.root)
 
 

@@ -164,3 +164,28 @@ def test_a_failing_check_shows_the_checkers_message_and_the_answer_is_flagged_wh
     assert _errors(cells[1]) == ["CheckFailed"]
     assert "the diagonal of the mask for sz=5 is -inf" in cells[1].outputs[-1].evalue
     assert incidents == ["cell 0: the answer installs a tracer"]
+
+
+def test_feedback_shows_no_output_of_a_student_cell_that_ran_after_a_hidden_test():
+    """Issue 30, attack 6: what a student's cell printed after a hidden test ran (the hidden inputs its answer
+    recorded) is replaced by a note in the feedback; test cells keep the checker's outputs."""
+    def cell(source, output, **nbgrader):
+        code = nbformat.v4.new_code_cell(source)
+        code.outputs = [nbformat.v4.new_output("stream", name="stdout", text=output)]
+        if nbgrader:
+            code.metadata["nbgrader"] = nbgrader
+        return code
+    answer, test = {"solution": True, "grade": False}, {"solution": False, "grade": True}
+    notebook = nbformat.v4.new_notebook(cells=[
+        cell("seen = []", "before", **answer),
+        cell("check(visible)", "visible checked", **test),
+        cell("### BEGIN HIDDEN TESTS\ncheck(hidden)\n### END HIDDEN TESTS", "hidden checked", **test),
+        cell("def f(x):\n    seen.append(x)", "answer after", **answer),
+        cell("check(f)", "later test", **test),
+        cell("print(seen)", "[7, 13]"),
+    ])
+    notebook.cells.insert(4, nbformat.v4.new_markdown_cell("prose"))
+    done, _ = execution.ClearOutputsAfterHiddenTests().preprocess(notebook, {})
+    shown = [[output.text for output in c.outputs] for c in done.cells if c.cell_type == "code"]
+    note = [execution.HIDDEN_AFTER_NOTE]
+    assert shown == [["before"], ["visible checked"], ["hidden checked"], note, ["later test"], note]

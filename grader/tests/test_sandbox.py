@@ -66,7 +66,7 @@ def _course(tmp_path: Path):
 
 def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: float = 120,
             python: str = sys.executable, as_user: list[str] = (), package: Path = REPO_ROOT,
-            zygote: Path | None = None) -> dict:
+            zygote: Path | None = None, extra_env: dict | None = None) -> dict:
     """Run ``script`` as the sandboxed kernel of student alice (the launcher imported from ``package``; with
     ``zygote``, forked by that zygote and run in the forked process); it prints one JSON object."""
     root, work = course
@@ -74,7 +74,8 @@ def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: 
     command = [*as_user, python, "-m", "grader.sandbox", "--root", str(root), "--work", str(work),
                "--limits", json.dumps(limits.__dict__), *(["--zygote", str(zygote)] if zygote else []),
                "--", python, "-c", script, "-f", str(work / "connection.json")]
-    env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(package)}
+    env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(package),
+           **(extra_env or {})}
     done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env,
                           capture_output=True, text=True, timeout=timeout)
     sandbox.kill_leftovers(env)
@@ -131,11 +132,11 @@ def launch(request, course):
     """``_launch`` on the fake course, the kernel either exec'd by the launcher or forked by the batch's zygote
     (``grader.zygote``): both must hold it in the same sandbox."""
     if request.param == "exec":
-        yield lambda script, limits=None: _launch(course, script, limits)
+        yield lambda script, limits=None, env=None: _launch(course, script, limits, extra_env=env)
         return
     from grader.zygote import Zygote
     with Zygote(course[1], {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT) as zygote:
-        yield lambda script, limits=None: _launch(course, script, limits, zygote=zygote.path)
+        yield lambda script, limits=None, env=None: _launch(course, script, limits, zygote=zygote.path, extra_env=env)
 
 
 @pytest.fixture
@@ -206,6 +207,29 @@ def test_fork_storm_is_bounded_and_cleaned_up(launch):
             break
         time.sleep(0.02)
     assert not left, f"{len(left)} processes of the student's uid survived kill_leftovers"
+
+
+def test_the_kernel_joins_the_students_cgroup_and_is_killed_with_it(course, launch):
+    """A busy process in a session of its own, left by the kernel: in the student's group, gone with its kill
+    (``kill_leftovers``, which ``_launch`` calls as the batch does)."""
+    from grader import cgroups
+    with cgroups.Cgroups(memory=sandbox.Limits.memory, tasks=sandbox.Limits.tasks) as groups:
+        if groups.problem:
+            pytest.skip(groups.problem)
+        env = groups.student(7)
+        script = ("import json, os\nif os.fork() == 0:\n    os.setsid()\n    os.close(1)\n    os.close(2)\n"
+                  "    while True:\n        pass\n"
+                  "print(json.dumps({'cgroup': open('/proc/self/cgroup').read(), 'pid': os.getpid(),"
+                  " 'env': sorted(k for k in os.environ if 'CGROUP' in k)}))\n")
+        report = launch(script, env=env)
+        records = sandbox.launch_records(course[1] / "status" / "7")
+        assert records[-1]["cgroup"] == "joined", records[-1]
+        v2 = any(hierarchy.version == 2 for hierarchy, _ in groups.batches)
+        used = [line for line in report["cgroup"].splitlines()
+                if {"cpu", "memory", "pids"} & set(line.split(":")[1].split(",")) or (v2 and line.startswith("0::"))]
+        assert used and all(line.endswith("/student-7/kernel") for line in used), report["cgroup"]
+        assert report["env"] == [], "the batch's group folders are not the kernel's business"
+        assert cgroups.processes(cgroups.folders_of(env)) == set(), "the detached busy process outlived the kill"
 
 
 NOBODY = 65534
