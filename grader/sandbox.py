@@ -504,6 +504,15 @@ def _cover_keeping(cover: Path, keep: list[Path], mode: str = "755", writable: b
         _mount("none", str(cover), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
+def _own_proc() -> None:
+    """A /proc of its own that shows the kernel only its uid's processes (``hidepid=invisible``): not the
+    instructor's commands, nor the classmates' kernels.  Root only, on Linux 5.8 or later, where each mount of
+    procfs is an instance with options of its own (before that the option would change the machine's /proc too)."""
+    version = tuple(int(part) for part in re.findall(r"\d+", os.uname().release)[:2])
+    if version >= (5, 8):
+        _mount("proc", "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+
+
 def _private_views(home: Path, sockets: Path | None, course: Path, cwd: Path) -> None:
     """Root's home (where pyenv may keep the interpreter), and as an ordinary user that user's home, empty
     except the interpreter, this package and the course, read-only; /tmp, /var/tmp and /dev/shm private to the
@@ -621,6 +630,8 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[li
     # to leave things in), the secrets hidden, then the few places the kernel writes: its sockets, and private
     # tmpfs of a bounded size for HOME, /tmp, /var/tmp and /dev/shm, which vanish with the kernel.
     _read_only_everywhere()
+    if root:
+        _own_proc()
     # and the batch's zygote, whose socket forks kernels (grader.zygote), wherever the batch folder is
     _hide(hidden_paths(args.root.resolve(), student) + [p for p in [zygote_folder(args.work.resolve())] if p.exists()], empty)
     _private_views(home, sockets, args.root, cwd)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -230,6 +231,19 @@ def test_the_kernel_joins_the_students_cgroup_and_is_killed_with_it(course, laun
         assert used and all(line.endswith("/student-7/kernel") for line in used), report["cgroup"]
         assert report["env"] == [], "the batch's group folders are not the kernel's business"
         assert cgroups.processes(cgroups.folders_of(env)) == set(), "the detached busy process outlived the kill"
+
+
+@ROOT_ONLY
+def test_as_root_the_kernel_sees_only_its_own_processes(launch):
+    """Its /proc shows its uid's processes: not the launcher, the zygote, the instructor's commands or classmates."""
+    script = ("import json, os\nuids = set()\nfor pid in filter(str.isdigit, os.listdir('/proc')):\n    try:\n"
+              "        uids.add(os.stat(f'/proc/{pid}').st_uid)\n    except OSError:\n        pass\n"
+              "print(json.dumps({'uids': sorted(uids), 'init': os.path.exists('/proc/1'), 'me': os.getuid(),"
+              " 'cpuinfo': os.path.exists('/proc/cpuinfo')}))\n")
+    report = launch(script)
+    if tuple(int(part) for part in re.findall(r"\d+", os.uname().release)[:2]) < (5, 8):
+        pytest.skip("Linux before 5.8 shares procfs options machine-wide: the kernel keeps the machine's /proc")
+    assert report["uids"] == [report["me"]] and not report["init"] and report["cpuinfo"], report
 
 
 NOBODY = 65534
