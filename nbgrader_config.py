@@ -10,6 +10,7 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern,
                                     LimitOutput, SaveAutoGrades)
 
+from grader.after_grading import RemoveAfterGrading, ShowAfterGrading
 from grader.execution import (ClearOutputsAfterHiddenTests, FlagIncidents, GuardedExecute, HideHiddenTestTracebacks,
                               SandboxedOnlyExporter)
 from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
@@ -58,7 +59,11 @@ c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetad
 # formgrader's Autograde button and plain `nbgrader autograde` get a message saying so, before anything is touched.
 c.Autograde.exporter_class = SandboxedOnlyExporter
 
-# Student notebooks: answers replaced by stubs; solution notebooks carry no outputs.
+# Student notebooks: answers replaced by stubs; solution notebooks carry no outputs.  The cells that would give a
+# written answer away (summaries) and the self-check answers are not released; the feedback shows them
+# (grader/after_grading.py).
+from nbgrader.converters import GenerateAssignment  # noqa: E402 - its defaults, with ours first
+c.GenerateAssignment.preprocessors = [RemoveAfterGrading, *GenerateAssignment.class_traits()["preprocessors"].default()]
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
@@ -66,7 +71,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # that ran after one printed (it could show the hidden inputs; the instructor still sees it).  Nor live student HTML:
 # SanitizeStudentContent again, for notebooks autograded before it was in the pipeline above.
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearOutputsAfterHiddenTests, ClearHiddenTests,
-                                    SanitizeStudentContent, CSSHTMLHeaderPreprocessor]
+                                    SanitizeStudentContent, ShowAfterGrading, CSSHTMLHeaderPreprocessor]
 
 # Formgrader and feedback pages: formulas as MathML made when the page is built, and no MathJax from a CDN, so
 # both read right offline (grader/mathml.py).  nbgrader's own templates stay second in the search path.

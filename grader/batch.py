@@ -189,6 +189,7 @@ def release(root: Path) -> list[Path]:
         raise GradingError(f"solution notebooks must be committed without outputs: {dirty}. "
                            "Clear them (Edit > Clear Outputs of All Cells, or `jupyter nbconvert --clear-output "
                            "--inplace`) and release again.")
+    _check_config(root)  # nbgrader would log the error and release with its defaults (answers and all)
     _nbgrader(root, "generate_assignment", ASSIGNMENT, "--force")
     return sorted((root / "notebooks" / ASSIGNMENT).glob("*.ipynb"))
 

@@ -35,11 +35,11 @@ class Budget:
             notebook = next(v for k, v in bench["notebooks"].items() if k.startswith(f"{part}_"))
             seconds = notebook["cells"]["student" if self.name == "full" else "nbgrader"][cell]
         except (OSError, ValueError, KeyError, StopIteration, TypeError):
-            print(f"{cell}: no time measured for this cell yet (make bench)")
+            print(f"{cell}: no time measured for this cell yet")
             return None
         cores = bench.get("cpu_count") or "?"
         print(f"{cell}: about {seconds:.0f} s at the {self.name} budget on a {cores}-core laptop CPU "
-              "(measured by make bench; longer while other programs share the CPU)")
+              "(measured by the course's maintainers; longer while other programs share the CPU)")
         return float(seconds)
 
 

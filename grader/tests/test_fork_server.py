@@ -81,3 +81,13 @@ def test_a_configuration_that_does_not_load_stops_the_batch_with_its_error(tmp_p
     with pytest.raises(batch.GradingError) as refused:
         batch._check_config(tmp_path)
     assert told in str(refused.value) and "fix it and grade again" in str(refused.value)
+
+
+def test_a_configuration_that_does_not_load_stops_the_release(tmp_path):
+    """nbgrader logs a configuration that raises and releases with its defaults: without ours, the summaries that
+    give written answers away (grader.after_grading) would reach students."""
+    (tmp_path / "solutions" / batch.ASSIGNMENT).mkdir(parents=True)
+    (tmp_path / "nbgrader_config.py").write_text("raise ValueError('a typo on line 1')\n")
+    with pytest.raises(batch.GradingError) as refused:
+        batch.release(tmp_path)
+    assert "a typo on line 1" in str(refused.value) and not (tmp_path / "notebooks").exists()

@@ -102,7 +102,9 @@ def check_mask(generate_square_subsequent_mask: Callable[[int], torch.Tensor], s
         above = mask[~lower]
         if above.numel() and not bool(torch.isneginf(above).all()):
             _fail(f"{name} is not -inf above the diagonal.", "-inf where j > i", _short(mask),
-                  "a large negative number is close but not exact; use float('-inf') so the future gets weight exactly 0",
+                  ("the mask is specified as -inf above the diagonal, as PyTorch's own causal mask is; a large negative "
+                   "number such as -1e9 also gives weight 0 after a float32 softmax, but it is another mask (a score "
+                   "of that size would leak through it): use float('-inf')"),
                   key="mask.finite_negative")
         if not torch.equal(mask, expected):
             _fail(f"{name} differs from the reference.", _short(expected), _short(mask))
