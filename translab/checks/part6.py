@@ -504,8 +504,9 @@ def check_bert_parameter_count(count_bert_parameters: Callable, split: str = "vi
         hints = [mistake.hint for key, mistake in BERT_COUNT_MISTAKES.items()
                  if case[key] != expected and value == case[key]]
         hint = " -- or: ".join(hints) if hints else (
-            "embeddings (vocab_size + max_position_embeddings + type_vocab_size) * d + 2d; per layer "
-            "3(d*d + d) + (d*d + d) + (d*f + f) + (f*d + d) + 4d; the pooler d*d + d only when pooler=True")
+            "count block by block, weights and biases: the three embedding tables and their LayerNorm; per layer "
+            "the attention's four projections, the feed-forward's two Linears (of width intermediate_size) and two "
+            "LayerNorms; the pooler only when pooler=True")
         if visible:
             _fail(f"{call} for all-MiniLM-L6-v2 is off by {value - expected:+,}.", f"{expected:,}", f"{value:,}", hint)
         _fail(f"{call} is wrong on a hidden configuration.", hint=hint)
@@ -527,8 +528,8 @@ def bert_pooling_pieces(classifier: nn.Module, ids, padding, types) -> SimpleNam
 
 
 BERT_POOLING_MISTAKES = {  # what the logits look like: "the head applied to <looks_like>"
-    "mean_with_padding": Mistake("average the real tokens only (padding_mask is True at padding): "
-                                 "(hidden * keep).sum(1) / keep.sum(1) with keep = ~padding_mask",
+    "mean_with_padding": Mistake("average the real tokens only (padding_mask is True at padding): leave the "
+                                 "padding positions out of both the sum and the count",
                                  lambda p: p.head(p.hidden.mean(dim=1)), "the mean over every position, padding included"),
     "last_real_token": Mistake("that is part 4's readout, right for a causal model. This encoder is bidirectional: every "
                                "token has seen the whole sentence, and the mean over the real tokens is the summary it "
