@@ -161,8 +161,9 @@ def _decision_margin(baseline: list, others: list[list]) -> dict:
 
 # Each reference's known mistakes, stored beside its right answer: (the check's mistakes, the right answer's key).
 def _mistakes() -> dict[str, tuple[dict, str]]:
-    from translab.checks import part2, part3, part5, part6
-    return {"transformer": (part2.TRANSFORMER_MISTAKES, "expected"),
+    from translab.checks import part1, part2, part3, part5, part6
+    return {"attention": (part1.ATTENTION_MISTAKES, "expected"), "multi_head_attention": (part1.MHA_MISTAKES, "expected"),
+            "transformer": (part2.TRANSFORMER_MISTAKES, "expected"),
             "heads": (part2.CLASSIFICATION_HEAD_MISTAKES, "cls_expected"),
             "lm_loss": (part3.LM_LOSS_MISTAKES, "expected"), "mlm_loss": (part5.MLM_LOSS_MISTAKES, "expected"),
             "bert_base": (part6.BERT_BASE_MISTAKES, "expected"), "bert_classifier": (part6.BERT_POOLING_MISTAKES, "expected")}

@@ -23,12 +23,19 @@ from translab import model as M
 from translab import params as P
 from translab.data import EOS_ID, PAD_ID
 from translab.paths import GRADER_DIR
-from translab.checks import part2, part3, part5, part6
+from translab import attention as A
+from translab.checks import part1, part2, part3, part5, part6
 from translab.checks.harness import mistaken_outputs
 from translab.references import EXACT, NAMES, Tolerance, tolerance
 
 MASK_SIZES = {"visible": [5], "hidden": [1, 7, 13]}
 PE_CONFIGS = {"visible": [(16, 50)], "hidden": [(6, 11), (48, 100)]}
+# (batch shape, T_q, T_k, d, d_v, causal): hidden ones add a head axis, a large d where no scaling saturates the
+# softmax, d = 1, and a padding-style mask of -inf columns
+ATTENTION_CASES = {"visible": [((2,), 3, 5, 8, 6, False), ((1,), 5, 5, 16, 16, True)],
+                   "hidden": [((2, 3), 6, 6, 64, 10, True), ((3,), 4, 7, 1, 2, False), ((2,), 5, 5, 24, 24, "padding")]}
+# (batch, seq, d_model, heads, causal)
+MHA_CASES = {"visible": [(2, 5, 8, 2, True)], "hidden": [(3, 6, 12, 3, True), (2, 4, 16, 4, False), (1, 5, 6, 1, True)]}
 TM_CONFIGS = {"visible": [dict(ntoken=50, nhead=2, nhid=16, nlayers=2)],
               "hidden": [dict(ntoken=37, nhead=4, nhid=24, nlayers=3), dict(ntoken=11, nhead=1, nhid=8, nlayers=1)]}
 HEAD_CONFIGS = {"visible": [dict(nhid=16, ntoken=50, nclasses=2)],
@@ -76,6 +83,57 @@ def build_positional_encoding() -> dict:
             out[split].append({"d_model": d_model, "max_len": max_len, "x": x,
                                "table": M.sinusoidal_table(max_len, d_model),
                                "expected": x + M.sinusoidal_table(max_len, d_model)[: x.size(1)]})
+    return out
+
+
+def _attention_mask(kind, batch: tuple, t_q: int, t_k: int, g: torch.Generator):
+    if kind is True:
+        return M.generate_square_subsequent_mask(t_q)
+    if kind == "padding":  # each row of the batch hides its own last keys, as a key padding mask does
+        lengths = torch.randint(2, t_k + 1, batch, generator=g)
+        hidden = torch.arange(t_k) >= lengths.unsqueeze(-1)
+        return torch.zeros(hidden.shape).masked_fill(hidden, float("-inf")).unsqueeze(-2)
+    return None
+
+
+@torch.no_grad()
+def build_attention() -> dict:
+    out = {}
+    for split, cases in ATTENTION_CASES.items():
+        out[split] = []
+        for i, (batch, t_q, t_k, d, d_v, kind) in enumerate(cases):
+            g = torch.Generator().manual_seed(150 + i + (10 if split == "hidden" else 0))
+            q, k = torch.randn(*batch, t_q, d, generator=g), torch.randn(*batch, t_k, d, generator=g)
+            v = torch.randn(*batch, t_k, d_v, generator=g)
+            mask = _attention_mask(kind, batch, t_q, t_k, g)
+            expected, weights = A.scaled_dot_product_attention(q, k, v, mask)
+            out[split].append({"q": q, "k": k, "v": v, "mask": mask, "expected": expected, "weights": weights,
+                               **mistaken_outputs(part1.ATTENTION_MISTAKES, part1.attention_pieces(q, k, v, mask))})
+    return out
+
+
+@torch.no_grad()
+def build_multi_head_attention() -> dict:
+    out = {}
+    for split, cases in MHA_CASES.items():
+        out[split] = []
+        for i, (batch, seq, d_model, heads, causal) in enumerate(cases):
+            torch.manual_seed(170 + i + (10 if split == "hidden" else 0))
+            module = nn.MultiheadAttention(d_model, heads, batch_first=True)
+            nn.init.normal_(module.in_proj_bias, std=0.1)  # PyTorch starts the biases at 0, where leaving them out
+            nn.init.normal_(module.out_proj.bias, std=0.1)  # would pass
+            g = torch.Generator().manual_seed(190 + i + (10 if split == "hidden" else 0))
+            x = torch.randn(batch, seq, d_model, generator=g)
+            mask = M.generate_square_subsequent_mask(seq) if causal else None
+            weights_in = dict(in_proj_weight=module.in_proj_weight.detach().clone(),
+                              in_proj_bias=module.in_proj_bias.detach().clone(),
+                              out_proj_weight=module.out_proj.weight.detach().clone(),
+                              out_proj_bias=module.out_proj.bias.detach().clone())
+            expected, weights = A.multi_head_attention(x, *weights_in.values(), heads, mask)
+            out[split].append({"x": x, "num_heads": heads, "mask": mask, **weights_in, "expected": expected,
+                               "weights": weights,
+                               **mistaken_outputs(part1.MHA_MISTAKES,
+                                                  part1.mha_pieces(x, *weights_in.values(), heads, mask))})
     return out
 
 

@@ -39,8 +39,8 @@ def test_progress_counts_passes_and_says_why_the_others_fail(capsys, monkeypatch
 
     results = checks.progress(1, {"generate_square_subsequent_mask": generate_square_subsequent_mask, "torch": torch})
     out = capsys.readouterr().out
-    assert [why is None for _, why in results] == [True, False]
-    assert "your progress in part 1: 1 of 2 visible checks pass" in out
+    assert [why is None for _, why in results] == [True, False, False, False]
+    assert "your progress in part 1: 1 of 4 visible checks pass" in out
     assert "✓ check_mask(generate_square_subsequent_mask)" in out
     assert "✗ check_positional_encoding(PositionalEncoding)" in out and "PositionalEncoding is not defined yet" in out
 

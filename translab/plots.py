@@ -59,6 +59,34 @@ def plot_attention(weights, ax=None, title: str = "attention weights after softm
     return ax
 
 
+def plot_attention_scaling(rows: list[dict], axes=None):
+    """``translab.attention.scaling_demo``'s rows: the spread of the scores, then the softmax's entropy, against d."""
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    dims = [row["d"] for row in rows]
+    for name, label in (("raw", "q.k"), ("scaled", "q.k / sqrt(d)")):
+        axes[0].plot(dims, [row[f"spread_{name}"] for row in rows], "o-", label=label)
+        axes[1].plot(dims, [row[f"entropy_{name}"] for row in rows], "o-", label=label)
+    axes[0].set(xscale="log", yscale="log", xlabel="d", ylabel="standard deviation of the scores",
+                title="the spread of the scores")
+    axes[1].set(xscale="log", ylim=(0, 1.05), xlabel="d", ylabel="entropy / log(keys)",
+                title="how evenly the softmax spreads its weight")
+    for ax in axes:
+        ax.legend()
+    return axes
+
+
+def plot_attention_heads(weights, tokens=None, title: str = "", heads=None):
+    """One map per head: ``weights`` (heads, seq, seq), a panel for each of ``heads`` (default: the first 4)."""
+    values = _numpy(weights)
+    heads = list(range(min(4, values.shape[0]))) if heads is None else list(heads)
+    fig, axes = plt.subplots(1, len(heads), figsize=(4.2 * len(heads), 4), squeeze=False)
+    for panel, head in enumerate(heads):
+        plot_attention(values[head], ax=axes[0, panel], title=f"{title} head {head}".strip(), tokens=tokens)
+    fig.tight_layout()
+    return axes[0]
+
+
 def plot_positional_encoding(table, ax=None, title: str = "sinusoidal positional encoding"):
     """Heatmap of a (positions, d_model) table."""
     ax = _axes(ax, figsize=(7, 4))

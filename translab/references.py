@@ -14,7 +14,7 @@ import torch
 
 from .paths import GRADER_DIR, LAB_HOME, REPO_ROOT, where_to_look
 
-NAMES = ("mask", "positional_encoding", "transformer", "heads", "model", "parameters",
+NAMES = ("mask", "positional_encoding", "attention", "multi_head_attention", "transformer", "heads", "model", "parameters",
          "lm_targets", "lm_loss", "greedy", "accuracy", "transfer", "mlm_loss",
          "bert_base", "bert_mapping", "bert_parameters", "bert_classifier")
 
@@ -36,6 +36,8 @@ EXACT = Tolerance(0.0, 0.0)
 TOLERANCES: dict[str, Tolerance] = {
     "mask": EXACT,  # 0 and -inf, nothing computed
     "positional_encoding": Tolerance(1e-5, 1e-5),
+    "attention": Tolerance(2e-5, 2e-5),  # a head of width 64 in float32: 1e-5 left a margin of about 12
+    "multi_head_attention": Tolerance(1e-5, 1e-5),
     "transformer": Tolerance(2e-5, 2e-5),  # three encoder layers in float32: 1e-5 left a margin of about 10
     "heads": Tolerance(1e-5, 1e-5),
     "model": Tolerance(1e-5, 1e-5),

@@ -452,7 +452,8 @@ def test_classmates_graded_beside_many_busy_processes_keep_their_marks(beside_cp
     for name in ["attacker", *CLASSMATES]:
         scores = cell_scores(root, name)
         found = sum(score for (notebook, _), (score, _, is_code) in scores.items() if is_code and notebook == corpus.NB1)
+        full = sum(most for (notebook, _), (_, most, is_code) in scores.items() if is_code and notebook == corpus.NB1)
         flagged = {corpus.NB1} if name == "attacker" else set()  # its own last cell: as the table says
-        assert (found, _flagged(root, name)) == (4, flagged), name
+        assert full >= 8 and (found, _flagged(root, name)) == (full, flagged), name
         assert not report[name]["leftovers"], report[name]
     print("\n[cpu_hog] seconds: " + ", ".join(f"{name} {report[name]['seconds']}" for name in ["attacker", *CLASSMATES]))

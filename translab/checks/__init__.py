@@ -17,7 +17,8 @@ checker, outside the kernel (``translab.wire``, ``grader.verdicts``), and the ke
     part1.py ... part6.py   the checks of notebooks 01 ... 06
 """
 from .harness import CheckFailed, _call, _fail, capture_output, forbid, release_output
-from .part1 import check_attention_demo, check_mask, check_positional_encoding
+from .part1 import (check_attention, check_attention_demo, check_mask, check_multi_head_attention,
+                    check_positional_encoding)
 from .part2 import check_heads, check_model, check_parameter_formula, check_stated_counts, check_transformer_model
 from .part3 import check_greedy, check_lm_loss, check_lm_targets
 from .part4 import check_accuracy, check_transfer
@@ -25,6 +26,7 @@ from .part5 import check_masking, check_mlm_loss
 from .part6 import check_bert_base, check_bert_classifier, check_bert_parameter_count, check_weight_mapping
 
 __all__ = ["CheckFailed", "forbid", "check_mask", "check_attention_demo", "check_positional_encoding",
+           "check_attention", "check_multi_head_attention",
            "check_transformer_model", "check_heads", "check_model", "check_parameter_formula",
            "check_stated_counts", "check_lm_targets", "check_lm_loss", "check_greedy", "check_accuracy",
            "check_transfer", "check_masking", "check_mlm_loss", "check_bert_base", "check_weight_mapping",
@@ -33,7 +35,8 @@ __all__ = ["CheckFailed", "forbid", "check_mask", "check_attention_demo", "check
 
 # The visible checks of each part, as its test cells call them (tests/test_progress.py keeps the two in step).
 VISIBLE = {
-    1: ["checks.check_mask(generate_square_subsequent_mask)", "checks.check_positional_encoding(PositionalEncoding)"],
+    1: ["checks.check_mask(generate_square_subsequent_mask)", "checks.check_positional_encoding(PositionalEncoding)",
+        "checks.check_attention(scaled_dot_product_attention)", "checks.check_multi_head_attention(multi_head_attention)"],
     2: ["checks.check_transformer_model(TransformerModel)", "checks.check_heads(LanguageModelHead, ClassificationHead)",
         "checks.check_model(Model)", "checks.check_parameter_formula(count_parameters)",
         "checks.check_stated_counts(n_params_lm, n_params_classifier)"],

@@ -227,8 +227,8 @@ def _checked(check: Callable) -> Callable:
 
 # ----------------------------------------------------------------- running student code
 
-def _raising_code(name: str):
-    message = _refusal("calls", name)
+def _raising_code(name: str, module: str = "translab"):
+    message = _refusal("calls", name, module)
     namespace: dict = {}
     exec(f"def _forbidden(*args, **kwargs):\n    raise AssertionError({message!r})\n", namespace)
     return namespace["_forbidden"].__code__
@@ -274,9 +274,13 @@ def _refusing_copies(messages: dict[tuple, str]):
         sys.setprofile(before)
 
 
-def _refusal(kind: str, name: str) -> str:
-    return (f"this answer {kind} translab's own {name}. The exercise is to write it yourself: translab's version is "
-            "switched off while this test runs.")
+REFUSED = "switched off while this test runs"  # in every refusal's message: how _call tells it from other errors
+
+
+def _refusal(kind: str, name: str, module: str = "translab") -> str:
+    owner = "PyTorch's" if module.split(".")[0] == "torch" else "translab's"
+    return (f"this answer {kind} {owner} own {name}. The exercise is to write it yourself: that version is "
+            f"{REFUSED}.")
 
 
 @contextlib.contextmanager
@@ -301,7 +305,7 @@ def forbid(*targets):
                 for attr in ("__init__", "forward"):
                     if attr in vars(target):
                         saved.append((target, attr, vars(target)[attr]))
-                        message = _refusal("uses", target.__name__)
+                        message = _refusal("uses", target.__name__, target.__module__)
                         copies[_code_key(_innermost(vars(target)[attr]).__code__)] = message
 
                         def raiser(self, *args, _message=message, **kwargs):
@@ -311,8 +315,8 @@ def forbid(*targets):
                 function = _innermost(target)
                 name = getattr(function, "__qualname__", "function")
                 saved.append((function, "__code__", function.__code__))
-                copies[_code_key(function.__code__)] = _refusal("calls", name)
-                function.__code__ = _raising_code(name)
+                copies[_code_key(function.__code__)] = _refusal("calls", name, getattr(function, "__module__", "") or "")
+                function.__code__ = _raising_code(name, getattr(function, "__module__", "") or "")
         with _refusing_copies(copies):
             yield
     finally:
@@ -365,7 +369,7 @@ def _call(what: str, function: Callable, *args, **kwargs):
               hint="replace `raise NotImplementedError()` in the answer cell with your code, then run that cell",
               key="not_written")
     except AssertionError as error:
-        if "translab's own" in str(error):  # forbid()'s message: the answer calls translab's implementation
+        if REFUSED in str(error):  # forbid()'s message: the answer calls the implementation it is to write
             _fail(f"{what}: {error}", key="calls_translab")
         _fail(f"{what} failed an assertion{_where(error)}: {str(error)[:300]}", key="raised")
     except Exception as error:

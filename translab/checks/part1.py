@@ -1,4 +1,4 @@
-"""Checks of part 1: the causal mask, the attention demo and the positional encoding."""
+"""Checks of part 1: the causal mask, the attention demo, the positional encoding and attention by hand."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from .. import references
-from .harness import _call, _checked, _fail, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins, forbid
+from .harness import (Mistake, _call, _checked, _fail, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins,
+                      _variant_matches, forbid)
 
 
 def _forbid_mask():
@@ -229,3 +230,227 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
               "check the dropout is applied after the addition and that eval() turns it off")
     sizes = ", ".join(f"d_model={c['d_model']}" for c in cases) if visible else f"{len(cases)} hidden sizes"
     _ok(f"positional encoding ({sizes}): fixed sinusoids added to batch-first inputs, no trainable parameters")
+
+
+# ----------------------------------------------------------------- attention by hand
+
+def _forbid_attention():
+    from .. import attention
+    from torch.nn import functional
+    return forbid(attention.scaled_dot_product_attention, attention.multi_head_attention, attention.split_heads,
+                  attention.merge_heads, functional.multi_head_attention_forward, nn.MultiheadAttention)
+
+
+def _attend(q, k, v, mask, scale: float | None = None, softmax_dim: int = -1, use_mask: bool = True) -> torch.Tensor:
+    """softmax(q k^T * scale + mask) v, where the mistakes of ``ATTENTION_MISTAKES`` change one piece."""
+    scores = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.size(-1)) if scale is None else scale)
+    if mask is not None and use_mask:
+        scores = scores + mask
+    return torch.softmax(scores, dim=softmax_dim) @ v
+
+
+ATTENTION_MISTAKES = {  # key attention.<name>; variants of the output from SimpleNamespace(q, k, v, mask)
+    "no_scale": Mistake("the scores are not divided by sqrt(d): q.k grows with d (its spread is about sqrt(d) for "
+                        "unit-variance vectors), so without the division the softmax saturates toward one key",
+                        lambda p: _attend(p.q, p.k, p.v, p.mask, scale=1.0), looks_like="softmax(q k^T + mask) v"),
+    "scale_by_d": Mistake("the scores are divided by d instead of sqrt(d): the spread of q.k is sqrt(d), so d "
+                          "over-corrects and flattens the weights toward uniform",
+                          lambda p: _attend(p.q, p.k, p.v, p.mask, scale=1 / p.q.size(-1)),
+                          looks_like="softmax(q k^T / d + mask) v"),
+    "softmax_wrong_axis": Mistake("the softmax runs over the queries (dim=-2): each query's weights over the keys "
+                                  "must sum to 1, so normalise along the last axis, dim=-1",
+                                  lambda p: _attend(p.q, p.k, p.v, p.mask, softmax_dim=-2),
+                                  looks_like="a softmax over dim=-2"),
+    "mask_ignored": Mistake("the mask is not added to the scores: add it before the softmax, where -inf becomes a "
+                            "weight of exactly 0", lambda p: _attend(p.q, p.k, p.v, p.mask, use_mask=False),
+                            looks_like="the output without the mask"),
+}
+
+
+def attention_pieces(q, k, v, mask):
+    from types import SimpleNamespace
+    return SimpleNamespace(q=q, k=k, v=v, mask=mask)
+
+
+def _attention_answer(found, call: str) -> tuple[torch.Tensor, torch.Tensor]:
+    if isinstance(found, torch.Tensor):
+        _fail(f"{call} returns one tensor.", "a tuple (output, weights)", _kind(found),
+              "return both the weighted sum of the values and the weights after the softmax: return output, weights "
+              "(the weights are what the attention maps of parts 3 and 6 show)", key="wrong_type")
+    if not isinstance(found, (tuple, list)) or len(found) != 2:
+        _fail(f"{call} does not return a pair.", "a tuple (output, weights)", _kind(found), key="wrong_type")
+    output, weights = found
+    return _require_tensor(output, f"{call}[0], the output"), _require_tensor(weights, f"{call}[1], the weights")
+
+
+def _check_weights(weights: torch.Tensor, mask, what: str) -> None:
+    """What the weights show whatever the inputs: finite, rows summing to 1, the masked keys at exactly 0."""
+    weights = weights.detach().to(torch.float64)
+    if bool(torch.isinf(weights).any()) or bool(torch.isnan(weights).any()):
+        _fail(f"{what}: the weights hold -inf or NaN.", "finite weights in [0, 1], rows summing to 1",
+              "-inf/NaN in the weights", "the mask is added to the SCORES before the softmax, where exp(-inf) = 0; "
+              "added (or multiplied) after it, -inf stays in the weights and 0 * -inf is NaN",
+              key="attention.mask_after_softmax", keep=True)
+    rows = weights.sum(-1)
+    if not torch.allclose(rows, torch.ones_like(rows), atol=1e-5):
+        columns = weights.sum(-2)
+        if torch.allclose(columns, torch.ones_like(columns), atol=1e-5):
+            _fail(f"{what}: the weights sum to 1 down each column, not along each row.",
+                  "each row (one query) sums to 1", f"row sums {_short(rows.flatten()[:6])}",
+                  ATTENTION_MISTAKES["softmax_wrong_axis"].hint, key="attention.softmax_wrong_axis")
+        if mask is not None:
+            _fail(f"{what}: the rows of the weights do not sum to 1.", "each row sums to 1",
+                  f"row sums {_short(rows.flatten()[:6])}",
+                  "the masked weights were zeroed AFTER the softmax, so the rest no longer sums to 1: add the mask "
+                  "(0 / -inf) to the scores before the softmax, which renormalises over the allowed keys",
+                  key="attention.zeroed_after_softmax")
+        _fail(f"{what}: the rows of the weights do not sum to 1.", "each row sums to 1",
+              f"row sums {_short(rows.flatten()[:6])}", "the weights are the softmax of the scores over the keys "
+              "(dim=-1), nothing else", key="attention.not_softmax")
+    if mask is not None:
+        blocked = torch.isneginf(mask).expand(weights.shape)
+        if bool((weights[blocked] != 0).any()):
+            _fail(f"{what}: keys the mask blocks get a weight above 0.", "exactly 0 where the mask is -inf",
+                  f"largest such weight {float(weights[blocked].max()):.3g}", ATTENTION_MISTAKES["mask_ignored"].hint,
+                  key="attention.mask_ignored")
+
+
+@_checked
+def check_attention(scaled_dot_product_attention: Callable, split: str = "visible") -> None:
+    visible = split == "visible"
+    cases = references.load("attention")[split]
+    tol = references.tolerance("attention")
+    for case in cases:
+        q, k, v, mask = case["q"], case["k"], case["v"], case["mask"]
+        shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        label = (f"scaled_dot_product_attention({shapes}, mask={'None' if mask is None else 'causal'})" if visible
+                 else "scaled_dot_product_attention on hidden sizes" + ("" if mask is None else " with a mask"))
+        with _forbid_attention():
+            found = _call(label, scaled_dot_product_attention, q.clone(), k.clone(), v.clone(),
+                          None if mask is None else mask.clone())
+        output, weights = _attention_answer(found, label)
+        expected_weights = case["weights"]
+        if tuple(weights.shape) != tuple(expected_weights.shape):
+            _fail(f"{label}: the weights have the wrong shape.", tuple(expected_weights.shape), tuple(weights.shape),
+                  "one weight per (query, key) pair: scores = q @ k.transpose(-2, -1), of shape (..., T_q, T_k); "
+                  "transpose the last two axes of k only, so that leading (batch, head) axes are kept",
+                  key="wrong_shape")
+        if tuple(output.shape) != tuple(case["expected"].shape):
+            _fail(f"{label}: the output has the wrong shape.", tuple(case["expected"].shape), tuple(output.shape),
+                  "the output is weights @ v: one d_v-vector per query, (..., T_q, d_v)", key="wrong_shape")
+        _check_weights(weights, mask, label)
+        if _same(output, case["expected"], tol) and _same(weights, expected_weights, tol):
+            continue
+        diagnoses = {name: mistake.hint for name, mistake in ATTENTION_MISTAKES.items()}
+        matches = _variant_matches(output, case, diagnoses, case["expected"], tol)
+        if matches:
+            _fail(f"{label}: the output differs from softmax(q k^T / sqrt(d) + mask) v.",
+                  "softmax(q k^T / sqrt(d) + mask) v",
+                  _twins([ATTENTION_MISTAKES[m].looks_like for m in matches]),
+                  _twins([diagnoses[m] for m in matches]), key="|".join(f"attention.{m}" for m in matches))
+        if _same(output, case["expected"], tol):
+            _fail(f"{label}: the output is right but the weights are not the ones it was computed with.",
+                  _short(expected_weights), _short(weights), "return the weights after the softmax (and after the "
+                  "mask), the very tensor the output multiplies v with")
+        _fail(f"{label}: the output differs from softmax(q k^T / sqrt(d) + mask) v.",
+              _short(case["expected"]), _short(output), "scores = q @ k.transpose(-2, -1) / math.sqrt(d) with d = "
+              "q.size(-1); add the mask; softmax over the last axis; multiply by v")
+    sizes = f"{len(cases)} {'hidden ' if not visible else ''}cases"
+    _ok(f"scaled dot-product attention on {sizes}: weights and output match, rows sum to 1, masked keys weigh 0")
+
+
+def _mha(p, order: str = "qkv", split: str = "right", merge: str = "right", head_scale: bool = True,
+         out_proj: bool = True, in_bias: bool = True) -> torch.Tensor:
+    """Multi-head self-attention where the mistakes of ``MHA_MISTAKES`` change one piece."""
+    from ..attention import merge_heads, split_heads
+    projected = torch.nn.functional.linear(p.x, p.in_proj_weight, p.in_proj_bias if in_bias else None)
+    chunks = dict(zip(order, projected.chunk(3, dim=-1)))
+    batch, seq, d_model = p.x.shape
+    head_dim = d_model // p.num_heads
+
+    def heads(t):
+        if split == "no_transpose":
+            return t.reshape(batch, p.num_heads, seq, head_dim)
+        return split_heads(t, p.num_heads)
+    q, k, v = heads(chunks["q"]), heads(chunks["k"]), heads(chunks["v"])
+    scale = 1 / math.sqrt(head_dim if head_scale else d_model)
+    attended = _attend(q, k, v, p.mask, scale=scale)
+    merged = attended.reshape(batch, seq, d_model) if merge == "no_transpose" else merge_heads(attended)
+    return torch.nn.functional.linear(merged, p.out_proj_weight, p.out_proj_bias) if out_proj else merged
+
+
+_ORDER_HINT = ("in_proj_weight stacks W_q, W_k, W_v in that order (rows 0..d-1 make q, d..2d-1 k, 2d..3d-1 v): "
+               "q, k, v = (x @ in_proj_weight.T + in_proj_bias).chunk(3, dim=-1)")
+MHA_MISTAKES = {  # key mha.<name>, the orders key mha.qkv_order; variants of the output from mha_pieces
+    **{f"order_{order}": Mistake(_ORDER_HINT, lambda p, order=order: _mha(p, order=order),
+                                 looks_like=f"q, k, v taken in the order {', '.join(order)}", key="mha.qkv_order")
+       for order in ("kqv", "qvk", "vkq", "kvq", "vqk")},
+    "split_no_transpose": Mistake(
+        "the heads are split with a plain view(batch, heads, seq, d_head): that cuts the sequence, not the features; "
+        "view(batch, seq, heads, d_head) then transpose(1, 2) gives each head its own slice of every position",
+        lambda p: _mha(p, split="no_transpose"), looks_like="heads split by view(batch, heads, seq, d_head)"),
+    "merge_no_transpose": Mistake(
+        "the heads are merged with a plain view(batch, seq, d_model) of (batch, heads, seq, d_head): transpose(1, 2) "
+        "back to (batch, seq, heads, d_head) first, then reshape",
+        lambda p: _mha(p, merge="no_transpose"), looks_like="heads merged without transposing back"),
+    "scale_by_d_model": Mistake(
+        "the scores are divided by sqrt(d_model): each head's dot product runs over its d_head = d_model / heads "
+        "features, so its spread is sqrt(d_head)", lambda p: _mha(p, head_scale=False),
+        looks_like="scores divided by sqrt(d_model)"),
+    "no_out_proj": Mistake("the heads' concatenation is returned without the output projection (out_proj_weight, "
+                           "out_proj_bias), which mixes what the heads found",
+                           lambda p: _mha(p, out_proj=False), looks_like="no output projection"),
+    "no_in_bias": Mistake("in_proj_bias is not added to the projections", lambda p: _mha(p, in_bias=False),
+                          looks_like="projections without in_proj_bias"),
+}
+
+
+def mha_pieces(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, mask):
+    from types import SimpleNamespace
+    return SimpleNamespace(x=x, in_proj_weight=in_proj_weight, in_proj_bias=in_proj_bias,
+                           out_proj_weight=out_proj_weight, out_proj_bias=out_proj_bias, num_heads=num_heads, mask=mask)
+
+
+@_checked
+def check_multi_head_attention(multi_head_attention: Callable, split: str = "visible") -> None:
+    visible = split == "visible"
+    cases = references.load("multi_head_attention")[split]
+    tol = references.tolerance("multi_head_attention")
+    for case in cases:
+        x, heads, mask = case["x"], case["num_heads"], case["mask"]
+        label = (f"multi_head_attention(x {tuple(x.shape)}, ..., num_heads={heads}, "
+                 f"mask={'None' if mask is None else 'causal'})" if visible
+                 else "multi_head_attention on a hidden d_model and number of heads")
+        weights_in = [case[name].clone() for name in ("in_proj_weight", "in_proj_bias", "out_proj_weight",
+                                                        "out_proj_bias")]
+        with _forbid_attention():
+            found = _call(label, multi_head_attention, x.clone(), *weights_in, heads,
+                          None if mask is None else mask.clone())
+        output, weights = _attention_answer(found, label)
+        expected, expected_weights = case["expected"], case["weights"]
+        if tuple(weights.shape) != tuple(expected_weights.shape):
+            _fail(f"{label}: the weights have the wrong shape.", f"{tuple(expected_weights.shape)} (batch, heads, "
+                  "seq, seq)", tuple(weights.shape), "return every head's weights, not their average: after "
+                  "splitting, q, k and v are (batch, heads, seq, d_head) and the weights (batch, heads, seq, seq)",
+                  key="wrong_shape")
+        if tuple(output.shape) != tuple(expected.shape):
+            _fail(f"{label}: the output has the wrong shape.", tuple(expected.shape), tuple(output.shape),
+                  "merge the heads back to (batch, seq, d_model) and apply the output projection", key="wrong_shape")
+        _check_weights(weights, mask, label)
+        if _same(output, expected, tol) and _same(weights, expected_weights, tol):
+            continue
+        diagnoses = {name: mistake.hint for name, mistake in MHA_MISTAKES.items()}
+        matches = _variant_matches(output, case, diagnoses, expected, tol)
+        if matches:
+            keys = list(dict.fromkeys(MHA_MISTAKES[m].key or f"mha.{m}" for m in matches))
+            _fail(f"{label}: the output differs from nn.MultiheadAttention's.", "nn.MultiheadAttention's output",
+                  _twins(list(dict.fromkeys(MHA_MISTAKES[m].looks_like for m in matches))),
+                  _twins(list(dict.fromkeys(diagnoses[m] for m in matches))), key="|".join(keys))
+        if _same(output, expected, tol):
+            _fail(f"{label}: the output is right but the weights are not.", hint="return the weights of every head "
+                  "after the softmax, (batch, heads, seq, seq), as scaled_dot_product_attention gives them")
+        _fail(f"{label}: the output differs from nn.MultiheadAttention's.", _short(expected[0, 0, :4]),
+              _short(output[0, 0, :4]), "project x with in_proj_weight and in_proj_bias, chunk into q, k, v, split "
+              "each into heads, attend in each head (scaled by sqrt(d_head)), merge, apply out_proj")
+    _ok(f"multi-head attention on {len(cases)} {'hidden ' if not visible else ''}case(s): output and every head's "
+        "weights match nn.MultiheadAttention")

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .. import references, wire
-from .harness import Mistake, CheckFailed, _call, _checked, _fail, _no_warnings, _ok, _short, forbid
+from .harness import REFUSED, Mistake, CheckFailed, _call, _checked, _fail, _no_warnings, _ok, _short, forbid
 
 
 def _bert_module():
@@ -346,7 +346,7 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
         except CheckFailed:
             raise
         except AssertionError as error:
-            if "translab's own" in str(error):  # forbid()'s message: the answer calls translab's implementation
+            if REFUSED in str(error):  # forbid()'s message: the answer calls the implementation it is to write
                 _fail(f"{what}: {error}", key="calls_translab")
             _fail(f"{what} failed an assertion: {str(error)[:300]}", key="raised")
         except NotImplementedError:
