@@ -143,6 +143,16 @@ def test_no_student_notebook_names_a_command_students_do_not_have():
         assert not named, f"{path.name} names {named}"
 
 
+def _credit_items(credit: str) -> list[str]:
+    """The partial-credit items of a rubric section, each with its continuation lines."""
+    items = re.split(r"^(?=- \d+(?:\.\d+)? pts?\b|\d+\. )", credit.split("\n", 1)[1], flags=re.M)
+    return [" ".join(item.split()) for item in items if item.strip()]
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.replace("**", "").split()).lower()
+
+
 def _rubric_sections() -> dict[str, dict]:
     """grader/rubric.md by written answer: its notebook, points, question and the points its partial credit gives."""
     text = (REPO_ROOT / "grader" / "rubric.md").read_text(encoding="utf-8")
@@ -158,8 +168,44 @@ def _rubric_sections() -> dict[str, dict]:
             given = sum(float(points) for points in re.findall(r"^- (\d+(?:\.\d+)?) pts?\b", credit, flags=re.M))
         question = section.split("**Question.**", 1)[1].split("\n\n", 1)[0] if "**Question.**" in section else ""
         sections[head.group(1)] = {"notebook": head.group(2), "points": float(head.group(3)), "credit": given,
-                                   "question": " ".join(question.split())}
+                                   "question": " ".join(question.split()), "items": _credit_items(credit)}
     return sections
+
+
+def _notebook_questions() -> dict[str, str]:
+    """Each written answer's question, as the notebook asks it (the markdown cell above the answer cell)."""
+    import json
+    questions = {}
+    for path in sorted((REPO_ROOT / "solutions").rglob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        for index, cell in enumerate(cells):
+            grading = cell["metadata"].get("nbgrader", {})
+            if cell["cell_type"] == "markdown" and grading.get("solution") and grading.get("grade"):
+                lines = "".join(cells[index - 1]["source"]).splitlines()
+                questions[grading["grade_id"]] = "\n".join(line for line in lines if not line.startswith("#"))
+    return questions
+
+
+def test_every_rubric_item_grades_words_of_its_question_and_every_sentence_is_graded():
+    """Every point of the rubric is asked, and every question has its rubric: each partial-credit item quotes
+    (`[asks "..."]`) words that the notebook's question holds, and each sentence of the question holds words
+    that some item quotes."""
+    sections, questions = _rubric_sections(), _notebook_questions()
+    assert sorted(sections) == sorted(questions) and len(questions) == 6
+    for grade_id, question in questions.items():
+        items = sections[grade_id]["items"]
+        assert len(items) >= 2, grade_id
+        asked = []
+        for item in items:
+            quoted = re.match(r"^(?:- \d+(?:\.\d+)? pts?|\d+\.) \[asks ((?:\"[^\"]+\"(?: / )?)+)\]", item)
+            assert quoted, f"{grade_id}: a rubric item that does not say what it asks: {item[:80]}"
+            phrases = re.findall(r'"([^"]+)"', quoted.group(1))
+            missing = [phrase for phrase in phrases if _normal(phrase) not in _normal(question)]
+            assert not missing, f"{grade_id}: the rubric grades {missing}, which its question does not ask"
+            asked += phrases
+        sentences = [s for s in re.split(r"(?<=[.?])\s+", _normal(question)) if len(s) > 12]
+        unasked = [s for s in sentences if not any(_normal(phrase) in s for phrase in asked)]
+        assert not unasked, f"{grade_id}: no rubric item grades {unasked}"
 
 
 def test_every_written_question_has_its_rubric_and_the_rubric_gives_its_points():
@@ -182,3 +228,24 @@ def test_every_written_question_has_its_rubric_and_the_rubric_gives_its_points()
         parts = sorted(set(re.findall(r"\(([a-e])\)", question)))
         assert sorted(set(re.findall(r"\(([a-e])\)", rubric["question"]))) == parts, \
             f"{grade_id}: the notebook's question has parts {parts}; the rubric's question: {rubric['question']}"
+
+
+def test_the_time_to_expect_is_stated_alike_in_each_notebook_and_the_readme_and_fits_a_week():
+    """translab/workload.py holds the estimate; the top of every notebook and the README's table say the same, and
+    the whole lab, optional parts included, stays within a course's week."""
+    import json
+    from translab import workload
+    solutions = sorted((REPO_ROOT / "solutions" / "transfer_learning").glob("*.ipynb"))
+    assert [path.name[:2] for path in solutions] == sorted(workload.WORK)
+    for path in solutions:
+        top = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+        assert workload.header(path.name[:2]) in top, f"{path.name}: the top does not state {workload.header(path.name[:2])}"
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    rows = readme.split("<!-- workload rows -->\n", 1)[1].split("<!-- end of workload rows -->", 1)[0].splitlines()
+    expected = [f"| {int(part)} | {work.core} min | {work.optional} min | {work.optional_what} |"
+                for part, work in workload.WORK.items()]
+    core, optional = (sum(work[i] for work in workload.WORK.values()) for i in (0, 1))
+    expected.append(f"| **lab** | **{core / 60:.1f} h** | **{optional / 60:.1f} h** | within a course's week "
+                    f"({workload.WEEK // 60} h) |")
+    assert rows == expected
+    assert core + optional <= workload.WEEK

@@ -5,7 +5,7 @@ import json
 
 import nbformat
 
-from grader.after_grading import NOTE, RemoveAfterGrading, ShowAfterGrading, after_grading
+from grader.after_grading import MODEL_ANSWER, NOTE, RemoveAfterGrading, ShowAfterGrading, after_grading, written_answer
 from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
@@ -47,3 +47,36 @@ def test_no_student_notebook_holds_an_after_grading_cell():
         assert not [source for source in later if source.strip()[:60] in text], solution.name
         found += len(later)
     assert found >= 6
+
+
+def _written(text: str, cid: str):
+    cell = _markdown(text, cid)
+    cell.metadata["nbgrader"] = {"grade": True, "solution": True, "grade_id": cid, "points": 4, "locked": False,
+                                 "schema_version": 3, "task": False}
+    return cell
+
+
+def test_the_feedback_shows_the_model_answer_below_the_students_own(monkeypatch):
+    solution = nbformat.v4.new_notebook(cells=[
+        _markdown("question", "q"), _written("### BEGIN SOLUTION\nThe mask hides the future.\n### END SOLUTION", "w"),
+        _markdown("next part", "n")])
+    submitted = nbformat.v4.new_notebook(cells=[
+        _markdown("question", "q"), _written("my own answer", "w"), _markdown("next part", "n")])
+    monkeypatch.setattr(ShowAfterGrading, "_source", lambda self, resources: solution)
+    feedback, _ = ShowAfterGrading().preprocess(submitted, {})
+    assert [cell.source for cell in feedback.cells] == [
+        "question", "my own answer", MODEL_ANSWER + "The mask hides the future.", "next part"]
+
+
+def test_no_student_notebook_holds_a_model_answer():
+    """Each written answer cell of the release holds nbgrader's placeholder, not a line of the model answer."""
+    written = 0
+    for solution in sorted((REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")):
+        released = nbformat.read(REPO_ROOT / "notebooks" / ASSIGNMENT / solution.name, as_version=4)
+        text = " ".join(cell.source for cell in released.cells)
+        for cell in nbformat.read(solution, as_version=4).cells:
+            if written_answer(cell):
+                written += 1
+                lines = [line for line in cell.source.splitlines() if len(line) > 40 and "SOLUTION" not in line]
+                assert lines and not [line for line in lines if line in text], (solution.name, cell.metadata)
+    assert written == 6

@@ -124,6 +124,15 @@ def test_feedback_contains_no_hidden_test_code(course):
             assert line not in text, f"{page.relative_to(root)} shows hidden test code {line!r}"
 
 
+def test_feedback_shows_each_model_answer_after_the_students_own(course):
+    """What answers a written question reaches the student with the feedback, not before (issue 31)."""
+    root, _ = course
+    text = page_text(root / "feedback" / BOB / ASSIGNMENT / "04_transfer_experiment.html")
+    question, _, after = text.partition("Model answer, shown after grading")
+    assert "Written question: interpret the curves" in question
+    assert "a good answer reads them off its own plot" in after
+
+
 def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
     root, _ = course
     scores = cell_scores(root, "mallory")
