@@ -23,37 +23,12 @@ import torch.nn.functional as F
 from translab import data
 from translab.checkpoint import PRETRAINED_PATH
 from translab.data import BOS_ID, normalize
-from translab.datasets import bucketed_batches, encode_pairs
 from .transfer import load_pretrained, training_pairs
-from translab.model import ModelConfig, TransformerModel, generate_square_subsequent_mask, last_token_states
+from translab.model import ModelConfig, TransformerModel
+from translab.probe import linear_probe, sentence_features
 from translab.paths import RESULTS_DIR
 
 ZERO_SHOT_PAIRS = (("great", "terrible"), ("good", "bad"), ("wonderful", "awful"), ("best", "worst"))
-
-
-@torch.no_grad()
-def sentence_features(base: TransformerModel, tokenizer, pairs: list[tuple[str, int]]) -> dict:
-    """{"mean": (n, d), "last": (n, d)} frozen causal features and the labels, in the order of ``pairs``."""
-    base.eval()
-    examples = encode_pairs(tokenizer, pairs)
-    means, lasts, labels = [], [], []
-    for batch in bucketed_batches(examples, 128, shuffle=False):
-        padding = batch.padding_mask
-        hidden = base(batch.inputs, generate_square_subsequent_mask(batch.inputs.size(1)), padding)
-        keep = (~padding).unsqueeze(-1).to(hidden.dtype)
-        means.append((hidden * keep).sum(1) / keep.sum(1))
-        lasts.append(last_token_states(hidden, padding))
-        labels.append(batch.targets)
-    return {"mean": torch.cat(means).numpy(), "last": torch.cat(lasts).numpy(), "labels": torch.cat(labels).numpy()}
-
-
-def linear_probe(train: dict, valid: dict, pooling: str) -> float:
-    """Best validation accuracy of a logistic regression over a small grid of C (validation is the selector
-    and the score here: a diagnostic, reported as such, never a test result)."""
-    from sklearn.linear_model import LogisticRegression
-    scores = [LogisticRegression(C=c, max_iter=2000).fit(train[pooling], train["labels"])
-              .score(valid[pooling], valid["labels"]) for c in (0.01, 0.1, 1.0, 10.0)]
-    return float(max(scores))
 
 
 @torch.no_grad()

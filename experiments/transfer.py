@@ -39,7 +39,7 @@ from translab.datasets import Batch, bucketed_batches, encode_pairs
 from translab.model import Model, ModelConfig, build_classifier
 from translab.paths import REPO_ROOT, RESULTS_DIR
 from translab.results import ARMS, format_cost, format_table
-from translab.training import evaluate_accuracy, fine_tune, set_seed
+from translab.training import evaluate_accuracy, fine_tune, set_seed, warmup_linear
 
 SCHEMA_VERSION = 2
 INITS = ARMS  # the fine-tuned arms: our LM, random weights, MiniLM
@@ -225,14 +225,6 @@ def _minilm_arm(job: dict, recipe: Recipe):
 
     encoder, _ = bert.load_minilm(max_length=MINILM_MAX_LENGTH)
     return _BertForFineTune(bert.BertClassifier(encoder.train(), nclasses=2)), batches
-
-
-def warmup_linear(optimizer, warmup_steps: int, total_steps: int):
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def run_one(job: dict) -> dict:

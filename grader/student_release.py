@@ -20,7 +20,8 @@ from translab.paths import REPO_ROOT
 # What the student package needs to run every notebook: the library and what it reads.
 LIBRARY = "translab"
 ARTIFACTS = ("tokenizer.model", "pretrained_lm.pt", "pretrained_lm.json")
-RESULTS = ("transfer.json", "transfer.png", "bert_finetune.json", "diagnostics.json", "recipe_search.json")
+RESULTS = ("transfer.json", "transfer.png", "bert_finetune.json", "diagnostics.json", "recipe_search.json",
+           "student_run.json")
 # Dependencies the students' environment does without: the test runner and the browser driver of our CI.
 INSTRUCTOR_ONLY_DEPENDENCIES = ("pytest", "playwright")
 

@@ -120,3 +120,45 @@ def test_bf16_only_where_the_cpu_has_it():
     assert fast_bf16_available("flags : fpu sse2 avx2 amx_bf16 amx_tile") is True
     assert fast_bf16_available("flags : fpu sse2 avx2 avx512f") is False
     assert fast_bf16_available("") is False
+
+
+def test_warmup_rises_then_decays_to_zero():
+    from translab.training import warmup_linear
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    scheduler = warmup_linear(optimizer, warmup_steps=4, total_steps=10)
+    rates = []
+    for _ in range(10):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert rates[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert rates[4:] == pytest.approx([1.0, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6])
+
+
+def test_part_4_runs_the_recipe_chosen_on_validation_for_each_model():
+    """The notebook's recipe is the search's best among those that read the last token, for each model, and a
+    uniform one (the notebook has no per-layer learning rates); it trains and is seeded."""
+    import json
+    from translab.paths import RESULTS_DIR
+    from translab.results import chosen_recipe
+    from translab.training import fine_tune_with_recipe
+    search = json.loads((RESULTS_DIR / "recipe_search.json").read_text(encoding="utf-8"))
+    for init in ("pretrained", "scratch"):
+        name, recipe = chosen_recipe(search, init)
+        last = [row for row in search["ranking"][init] if row["recipe"]["pooling"] == "last"]
+        assert name == last[0]["candidate"]
+        assert last[0]["mean_valid_accuracy"] == max(row["mean_valid_accuracy"] for row in last)
+        assert recipe["lr_head"] == recipe["lr_base"] and recipe["layer_decay"] == 1.0 and not recipe["freeze_epochs"]
+
+    def run():
+        set_seed(0)
+        model = build_classifier(ModelConfig(25, nhid=16, nlayers=1, nhead=2, dropout=0.0), 2)
+        return fine_tune_with_recipe(model, recipe, lambda epoch: sentiment_batches(20, seed=epoch),
+                                     sentiment_batches(4, seed=50), epochs=4, progress=False)
+    history = run()
+    assert max(history["valid_accuracy"]) > 0.8 and run()["valid_accuracy"] == history["valid_accuracy"]
+    with pytest.raises(ValueError, match="uniform recipes"):
+        fine_tune_with_recipe(build_classifier(ModelConfig(25, nhid=8, nlayers=1, nhead=2), 2),
+                              {**recipe, "lr_head": 1e-3, "lr_base": 3e-4}, lambda e: [], [], epochs=1)
+    with pytest.raises(FileNotFoundError, match="ask your instructor"):
+        chosen_recipe(None, "pretrained")

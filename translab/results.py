@@ -36,3 +36,15 @@ def format_cost(result: dict) -> str:
         parts.append(f"MiniLM features + probes: {cost['minilm_frozen']['wall_time_s'] / 60:.1f} min")
     return (f"Wall time with {jobs} worker processes of {result['threads']} thread: " + "; ".join(parts)
             + f"; the whole run {result['wall_time_s'] / 60:.0f} min.")
+
+
+def chosen_recipe(recipe_search: dict | None, init: str, pooling: str = "last") -> tuple[str, dict]:
+    """(name, recipe) that the recipe search chose on validation for ``init`` among the recipes that read the
+    sentence the way ``pooling`` says ("last": the lab's ClassificationHead), from ``results/recipe_search.json``."""
+    if recipe_search is None:
+        raise FileNotFoundError("results/recipe_search.json is missing: it comes with the course (the fine-tuning "
+                                "recipes chosen on validation); ask your instructor for it")
+    for row in recipe_search["ranking"][init]:
+        if row["recipe"]["pooling"] == pooling:
+            return row["candidate"], row["recipe"]
+    raise KeyError(f"the recipe search tried no {pooling!r}-pooling recipe for {init!r}")

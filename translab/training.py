@@ -118,6 +118,16 @@ def evaluate_accuracy(model: nn.Module, batches: Iterable[Batch]) -> float:
     return float((predictions == labels).float().mean())
 
 
+def warmup_linear(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int):
+    """The learning rate rises linearly over ``warmup_steps``, then falls linearly to 0 at ``total_steps`` (BERT's
+    schedule): small first steps while the fresh head's gradients are large and random."""
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
 def fine_tune(model: nn.Module, train_batches: Callable[[int], list[Batch]], valid_batches: list[Batch],
               epochs: int, optimizer: torch.optim.Optimizer, scheduler=None,
               test_batches: list[Batch] | None = None, clip: float = 1.0, patience: int | None = None,
@@ -148,3 +158,21 @@ def fine_tune(model: nn.Module, train_batches: Callable[[int], list[Batch]], val
     if best_state is not None:
         model.load_state_dict(best_state)
     return history
+
+
+def fine_tune_with_recipe(model: nn.Module, recipe: dict, train_batches: Callable[[int], list[Batch]],
+                          valid_batches: list[Batch], epochs: int, seed: int = 0, progress: bool = True,
+                          description: str = "fine-tune") -> dict:
+    """Part 4's fine-tuning with a recipe of the search (``results/recipe_search.json``): AdamW at the recipe's
+    learning rate and weight decay, linear warmup then decay, gradient clipping, the best validation epoch kept.
+    The notebook runs uniform recipes (one learning rate for every weight), which the search chose for both models
+    among those that read the last token."""
+    if recipe["lr_head"] != recipe["lr_base"] or recipe.get("layer_decay", 1.0) != 1.0 or recipe.get("freeze_epochs"):
+        raise ValueError("this recipe gives layers different learning rates; part 4 runs uniform recipes only "
+                         "(experiments.transfer runs the others)")
+    set_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr_base"], weight_decay=recipe["weight_decay"])
+    steps = epochs * len(train_batches(1))
+    scheduler = warmup_linear(optimizer, max(1, int(recipe["warmup"] * steps)), steps)
+    return fine_tune(model, train_batches, valid_batches, epochs, optimizer, scheduler, clip=recipe["clip"],
+                     progress=progress, description=description)

@@ -249,22 +249,38 @@ def test_the_prose_quotes_the_committed_results():
     rows = {row["size"]: row for row in result["learning_curve"]}
     valid = {row["size"]: row for row in plots.validation_by_size(result)}
     pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
-    read = lambda path: " ".join((REPO_ROOT / path).read_text(encoding="utf-8").replace('\\n",', " ").split())  # noqa: E731
+    def read(path: str) -> str:
+        text = (REPO_ROOT / path).read_text(encoding="utf-8")
+        if path.endswith(".ipynb"):
+            text = " ".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
+        return " ".join(text.split())
     gaps = [gap for size in ("400", "800", "1600", "all") for gap in rows[size]["gap"]["per_seed"]]
     per_seed = f"+{pct(min(gaps))} to +{pct(max(gaps))}"
     small = [rows[size][arm]["mean"] for size in ("100", "200") for arm in ("pretrained", "scratch")]
     noise = f"both sit between {pct(min(small))} and {pct(max(small))} %"
     bert = [max(run["valid_accuracy"]) for run in json.loads((experiment.RESULTS_DIR / "bert_finetune.json").read_text())["runs"]]
     seeds = f"{pct(bert[0])} %, {pct(bert[1])} % and {pct(bert[2])} % with seeds 0–2 (mean {pct(sum(bert) / len(bert))} %)"
+    student = json.loads((experiment.RESULTS_DIR / "student_run.json").read_text())
+    runs = {(run["seed"], run["init"]): run for run in student["runs"]}
+    best = lambda init: ", ".join(pct(runs[(seed, init)]["best_valid"]) for seed in range(3))  # noqa: E731
+    test_gaps = ", ".join(f"{100 * (runs[(seed, 'pretrained')]['test_accuracy'] - runs[(seed, 'scratch')]['test_accuracy']):+.1f}"
+                          for seed in range(3))
+    probe = student["linear_probe"]
+    student_phrases = [f"best validation {best('pretrained')} % against {best('scratch')} %", f"test gaps {test_gaps} points",
+                       f"{pct(probe['pretrained']['last'])} % against {pct(probe['random']['last'])} % for a random base",
+                       f"{pct(probe['pretrained']['mean'])} and {pct(probe['random']['mean'])} %"]
+    assert all(runs[(seed, "pretrained")]["test_accuracy"] > runs[(seed, "scratch")]["test_accuracy"] for seed in range(3)), \
+        "the prose says the pretrained classifier is ahead on every seed of the student's run"
     quoted = {
-        "README.md": [", ".join(f"+{pct(rows[s]['minilm_gap']['mean'])}" for s in ("100", "200", "400")),
+        "README.md": [student_phrases[2],", ".join(f"+{pct(rows[s]['minilm_gap']['mean'])}" for s in ("100", "200", "400")),
                       f"({pct(rows['all']['minilm']['mean'])} vs {pct(rows['all']['naive_bayes']['mean'])} %)",
                       f"(+{pct(rows['1600']['gap']['mean'])})"],
         "solutions/transfer_learning/04_transfer_experiment.ipynb": [
             f"(+{pct(rows['1600']['gap']['mean'])} at 1,600 labels)", f"by {per_seed} test points", noise,
-            f"({pct(rows['1600']['naive_bayes']['mean'])} % vs {pct(rows['1600']['pretrained']['mean'])} % at 1,600"],
+            f"({pct(rows['1600']['naive_bayes']['mean'])} % vs {pct(rows['1600']['pretrained']['mean'])} % at 1,600",
+            *student_phrases],
         "grader/rubric.md": [f"(+{pct(rows['1600']['gap']['mean'])} at 1,600 labels)", f"by {per_seed} points", noise,
-                             seeds,
+                             seeds, *student_phrases,
                              f"reaches {pct(valid['400']['pretrained'][0])} %, the one from scratch "
                              f"{pct(valid['400']['scratch'][0])} %",
                              f"{pct(valid['400']['minilm'][0])} % at 400 labels and {pct(valid['all']['minilm'][0])} %"],
