@@ -113,11 +113,12 @@ def _commands(value):
 
 
 def test_every_recorded_command_is_one_that_runs_today():
-    """A result says how to rebuild it: its module exists and takes every option the command gives."""
+    """A result (or an artifact's manifest) says how to rebuild it: its module exists and takes every option the
+    command gives."""
     import importlib.util
     import json
     found = 0
-    for path in sorted((REPO_ROOT / "results").rglob("*.json")):
+    for path in sorted((REPO_ROOT / "results").rglob("*.json")) + sorted((REPO_ROOT / "artifacts").glob("*.json")):
         for command in _commands(json.loads(path.read_text())):
             match = re.match(r"python -m ([\w.]+)", command)
             assert match, f"{path.name}: {command!r} is not a `python -m` command"
