@@ -189,11 +189,16 @@ def build_model() -> dict:
             torch.manual_seed(700 + i)
             lm = M.build_language_model(M.ModelConfig.pick(cfg, dropout=0.1)).eval()
             src, padding = _padded_batch(cfg["ntoken"], 800 + i)
-            out[split].append({
+            case = {
                 "config": cfg, "base_state": _state(lm.base), "head_state": _state(lm.head), "src": src,
                 "padding": padding, "causal_expected": lm(src, padding), "bidirectional_expected": lm(src, padding, causal=False),
                 "causal_no_padding": lm(src),
-            })
+            }
+            # a classification head, which reads the padding mask: a Model that does not pass it on fails here
+            classifier = M.Model(lm.base, M.ClassificationHead(cfg["nhid"], 3)).eval()
+            hidden = lm.base(src, M.generate_square_subsequent_mask(src.size(1)), padding)
+            out[split].append({**case, "cls_state": _state(classifier.head), "cls_expected": classifier(src, padding),
+                               "cls_padding_not_to_head": classifier.head(hidden, None)})
     return out
 
 

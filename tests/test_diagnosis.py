@@ -516,3 +516,94 @@ def test_a_formula_that_writes_nhid_for_the_feed_forward_width_fails_the_hidden_
         return ntoken * nhid + nlayers * layer + nhid * outputs + outputs
     checks.check_parameter_formula(nhid_for_feed_forward)  # the visible configuration cannot tell
     failure(checks.check_parameter_formula, nhid_for_feed_forward, split="hidden")
+
+
+# ----------------------------------------------------------------- visible checks that passed wrong code (issue 32)
+
+class _Model(nn.Module):
+    """Model as students write it; ``pass_padding=False`` is the mistake: the head never gets the padding mask."""
+    pass_padding = True
+
+    def __init__(self, base, head):
+        super().__init__()
+        self.base, self.head = base, head
+
+    def forward(self, src, src_key_padding_mask=None, causal=True):
+        from translab.model import generate_square_subsequent_mask
+        mask = generate_square_subsequent_mask(src.size(1)) if causal else None
+        hidden = self.base(src, mask, src_key_padding_mask)
+        return self.head(hidden, src_key_padding_mask if self.pass_padding else None)
+
+
+class _ModelWithoutPaddingForTheHead(_Model):
+    pass_padding = False
+
+
+def _masking(ignore=None, random_low=5):
+    """mask_tokens as students write it, with Hugging Face's -100 as the ignore label or random ids drawn from the
+    whole vocabulary (special tokens included)."""
+    from translab.data import MASK_ID, PAD_ID
+    from translab.mlm import special_tokens_mask
+
+    def mask_tokens(ids, vocab_size, generator, mlm_probability=0.15):
+        inputs, labels = ids.clone(), torch.full_like(ids, PAD_ID if ignore is None else ignore)
+        probability = torch.full(ids.shape, mlm_probability)
+        probability[special_tokens_mask(ids)] = 0.0
+        chosen = torch.bernoulli(probability, generator=generator).bool()
+        labels[chosen] = ids[chosen]
+        masked = torch.bernoulli(torch.full(ids.shape, 0.8), generator=generator).bool() & chosen
+        inputs[masked] = MASK_ID
+        replaced = torch.bernoulli(torch.full(ids.shape, 0.5), generator=generator).bool() & chosen & ~masked
+        inputs[replaced] = torch.randint(random_low, vocab_size, ids.shape, generator=generator)[replaced]
+        return inputs, labels
+    return mask_tokens
+
+
+@pytest.mark.parametrize("split", ["visible", "hidden"])
+def test_a_model_that_keeps_the_padding_mask_from_the_head_fails_both_checks(split, capsys):
+    checks.check_model(_Model, split=split)
+    assert "the padding mask passed on to the head" in capsys.readouterr().out
+    message = failure(checks.check_model, _ModelWithoutPaddingForTheHead, split=split)
+    assert keys_of(message) == {"model.padding_not_to_head"} and "position -1" in message
+
+
+@pytest.mark.parametrize("split", ["visible", "hidden"])
+def test_random_replacements_must_be_regular_tokens_in_both_checks(split, capsys):
+    checks.check_masking(_masking(), part="rates", split=split)
+    checks.check_masking(_masking(), part="structure", split=split)
+    assert capsys.readouterr().out.count("ok  ") == 2
+    message = failure(checks.check_masking, _masking(random_low=0), part="rates", split=split)
+    assert keys_of(message) == {"masking.random_special"} and "FIRST_REGULAR_ID" in message
+
+
+@pytest.mark.parametrize("part", ["structure", "rates"])
+def test_labels_with_hugging_faces_ignore_index_are_named_not_misdiagnosed(part):
+    for split in ("visible", "hidden"):
+        message = failure(checks.check_masking, _masking(ignore=-100), part=part, split=split)
+        assert keys_of(message) == {"masking.ignore_index"}, message
+        assert "-100" in message and "special tokens were chosen" not in message and "% of the real tokens" not in message
+
+
+def _sequence_first_encoding():
+    """PyTorch's tutorial's PositionalEncoding (pe of shape (max_len, 1, d_model), indexed by x.size(0)) in a
+    batch-first model."""
+    class PositionalEncoding(nn.Module):
+        def __init__(self, d_model, dropout=0.1, max_len=5000):
+            super().__init__()
+            self.dropout = nn.Dropout(p=dropout)
+            position = torch.arange(max_len).unsqueeze(1)
+            div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+            pe = torch.zeros(max_len, 1, d_model)
+            pe[:, 0, 0::2] = torch.sin(position * div_term)
+            pe[:, 0, 1::2] = torch.cos(position * div_term[: d_model // 2])
+            self.register_buffer("pe", pe)
+
+        def forward(self, x):
+            return self.dropout(x + self.pe[: x.size(0)])
+    return PositionalEncoding
+
+
+@pytest.mark.parametrize("split", ["visible", "hidden"])
+def test_the_tutorials_sequence_first_encoding_is_named_in_a_batch_first_model(split):
+    message = failure(checks.check_positional_encoding, _sequence_first_encoding(), split=split)
+    assert keys_of(message) == {"pe.not_batch_first"} and "x.size(1)" in message

@@ -24,11 +24,14 @@ WORK = {
     "05": Work(60, 15, "the self-check; guessing other masked words"),
     "06": Work(90, 20, "the self-check; the attention maps of other sentences"),
 }
+TRAINS = ("03", "04", "05", "06")  # the notebooks with a training cell, which prints its measured time first
 WEEK = 10 * 60  # minutes: a course's week of work for a lab, which the core and optional parts together stay within
 
 
 def header(part: str) -> str:
     """The line at the top of notebook ``part`` that says how long to expect."""
     work = WORK[part]
+    machine = (" Training cells print how long they take before they start." if part in TRAINS
+               else " Every cell runs in seconds.")
     return (f"**Time.** Expect about {work.core} minutes of work, plus about {work.optional} optional "
-            f"({work.optional_what}). Training cells print how long they take before they start.")
+            f"({work.optional_what}).{machine}")

@@ -220,6 +220,13 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
                 _fail("the positional encoding rows are in the wrong order or transposed.", _short(table),
                       _short(added[0]), "row pos of the table is the encoding of position pos: pe[:seq_len], "
                       "added to x of shape (batch, seq, d_model)", key="pe.rows_order")
+        rows = case["table"][: added.size(0)].unsqueeze(1).expand_as(added)
+        if added.size(0) < added.size(1) and _same(added, rows, tol):
+            _fail("the positional encoding is added along the batch axis: every position of sentence b gets the "
+                  "encoding of position b.", "x + pe[:seq_len] with seq_len = x.size(1)", "x + pe[:batch_size]",
+                  "inputs are batch-first (batch, seq, d_model): index the table by x.size(1), not x.size(0) (the "
+                  "sequence-first code of PyTorch's tutorial, with pe of shape (max_len, 1, d_model), does the latter)",
+                  key="pe.not_batch_first", keep=True)
         if _same(out, x * case["table"][: x.size(1)], tol):
             _fail("the positional encoding multiplies the input.", "x + pe[:seq_len]", "x * pe[:seq_len]",
                   "the encoding is ADDED to the token embeddings", key="pe.multiplied", keep=True)

@@ -218,7 +218,33 @@ def check_model(Model: type, split: str = "visible") -> None:
                   key="model.causal_false_masks")
         if not _same(plain, case["causal_no_padding"], tol):
             _fail("Model(src) without a padding mask differs from the reference.", key="model.masks_not_optional")
-    _ok(f"Model joins base and head on {len(cases)} configuration(s); causal by default, bidirectional with causal=False")
+        _check_padding_reaches_the_head(Model, base, case, tol)
+    _ok(f"Model joins base and head on {len(cases)} configuration(s); causal by default, bidirectional with causal=False, "
+        "the padding mask passed on to the head")
+
+
+def _check_padding_reaches_the_head(Model: type, base: nn.Module, case: dict, tol) -> None:
+    """The LM head ignores the padding mask, so the cases above cannot tell whether Model passes it on; a
+    classification head reads it (each sentence's last real token)."""
+    m = _model_module()
+    head = m.ClassificationHead(case["config"]["nhid"], 3)
+    head.load_state_dict(case["cls_state"])
+    with forbid(m.Model, m.build_language_model, m.build_classifier):
+        classifier = _call("Model(base, ClassificationHead(...))", Model, base, head)
+        classifier.eval()
+        with torch.no_grad():
+            found = _call("Model(base, classification head)(src, src_key_padding_mask)", classifier, case["src"],
+                          case["padding"])
+    _require_tensor(found, "Model(base, classification head)(src, src_key_padding_mask)")
+    if _same(found, case["cls_expected"], tol):
+        return
+    if _same(found, case["cls_padding_not_to_head"], tol):
+        _fail("Model does not pass the padding mask on to the head.", "head(hidden, src_key_padding_mask)",
+              "head(hidden)", "a classification head finds each sentence's last real token with the padding mask; "
+              "without it, it reads position -1, which is padding for the shorter sentences: "
+              "return self.head(hidden, src_key_padding_mask)", key="model.padding_not_to_head", keep=True)
+    _fail("Model with a classification head differs from the reference.",
+          hint="hidden = base(src, src_mask, src_key_padding_mask); return head(hidden, src_key_padding_mask)")
 
 
 def _count_recipe() -> str:

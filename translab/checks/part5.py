@@ -16,6 +16,7 @@ MASKING_CASES = {
     "hidden": dict(vocab_size=300, shape=(96, 81), mlm_probability=0.25, seeds=(1234, 77)),
 }
 SPECIAL = (PAD_ID, 1, BOS_ID, EOS_ID, MASK_ID)
+FIRST_REGULAR = max(SPECIAL) + 1  # translab.mlm.FIRST_REGULAR_ID: the notebook imports it under that name
 
 
 def _masking_batch(vocab_size: int, shape: tuple, seed: int) -> torch.Tensor:
@@ -57,6 +58,23 @@ def _run_masking(mask_tokens, ids, vocab_size, seed, probability):
     return inputs, labels
 
 
+def _check_random_ids_are_regular(mask_tokens: Callable, seed: int) -> None:
+    """Random replacements must be regular tokens: with a vocabulary of 8 ids, 5 of them special, a draw from the
+    whole vocabulary hits a special id more often than not, which a large vocabulary hides."""
+    vocab_size = FIRST_REGULAR + 3
+    ids = _masking_batch(vocab_size, (64, 64), seed)
+    inputs, labels = _run_masking(mask_tokens, ids, vocab_size, seed, 0.5)
+    replaced = (labels != PAD_ID) & (inputs != MASK_ID) & (inputs != ids)
+    drawn = inputs[replaced]
+    special = drawn[torch.isin(drawn, torch.tensor(SPECIAL))]
+    if special.numel():
+        _fail("random replacements include special tokens.", f"regular ids only ({FIRST_REGULAR} <= id < vocab_size)",
+              f"{special.numel()} of {drawn.numel()} random replacements are special ids {sorted(set(special.tolist()))} "
+              f"(a vocabulary of {vocab_size})", "PAD, UNK, BOS, EOS and MASK are not words: a PAD in the input is "
+              "ignored by attention and a MASK is not a random token; draw with torch.randint(FIRST_REGULAR_ID, "
+              "vocab_size, ...)", key="masking.random_special", keep=True)
+
+
 @_checked
 def check_masking(mask_tokens: Callable, part: str = "structure", split: str = "visible") -> None:
     """``part``: "structure" (labels, special tokens, reproducibility) or "rates" (15 % / 80-10-10)."""
@@ -64,6 +82,14 @@ def check_masking(mask_tokens: Callable, part: str = "structure", split: str = "
     vocab_size, probability = case["vocab_size"], case["mlm_probability"]
     ids = _masking_batch(vocab_size, case["shape"], case["seeds"][0])
     inputs, labels = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][0], probability)
+    negative = labels[labels < 0]
+    if negative.numel():
+        values = sorted(set(negative.tolist()))
+        why = ("-100 is the ignore index of Hugging Face and of CrossEntropyLoss's default; " if -100 in values else "")
+        _fail("labels hold negative values.", f"PAD_ID ({PAD_ID}) wherever nothing is predicted", f"{values[:5]}",
+              why + "this lab's loss ignores PAD_ID (nn.CrossEntropyLoss(ignore_index=PAD_ID)): fill the labels with "
+              "PAD_ID, as torch.full_like(ids, PAD_ID), and put the original ids at the chosen positions",
+              key="masking.ignore_index", keep=True)
     special = torch.isin(ids, torch.tensor(SPECIAL))
     chosen = labels != PAD_ID
     if part == "structure":
@@ -137,6 +163,7 @@ def check_masking(mask_tokens: Callable, part: str = "structure", split: str = "
         _fail("the random replacements use few distinct tokens.", "ids drawn uniformly from the vocabulary",
               f"{len(inputs[random_positions].unique())} distinct ids", "use torch.randint(low, vocab_size, ...)",
               key="masking.few_random_ids")
+    _check_random_ids_are_regular(mask_tokens, case["seeds"][1])
     _ok(f"masking rates: {rate:.1%} of real tokens chosen; of those {found}" if not _hidden() else
         "masking rates on a hidden batch and probability: the share of chosen tokens and the 80/10/10 split are right")
 
