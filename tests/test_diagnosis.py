@@ -607,3 +607,16 @@ def _sequence_first_encoding():
 def test_the_tutorials_sequence_first_encoding_is_named_in_a_batch_first_model(split):
     message = failure(checks.check_positional_encoding, _sequence_first_encoding(), split=split)
     assert keys_of(message) == {"pe.not_batch_first"} and "x.size(1)" in message
+
+
+class _ModelWithTheMaskOfTheBatch(_Model):
+    def forward(self, src, src_key_padding_mask=None, causal=True):
+        from translab.model import generate_square_subsequent_mask
+        mask = generate_square_subsequent_mask(src.size(0)) if causal else None
+        return self.head(self.base(src, mask, src_key_padding_mask), src_key_padding_mask)
+
+
+@pytest.mark.parametrize("split", ["visible", "hidden"])
+def test_a_causal_mask_of_the_batchs_size_is_named_not_left_to_pytorchs_error(split):
+    message = failure(checks.check_model, _ModelWithTheMaskOfTheBatch, split=split)
+    assert keys_of(message) == {"model.mask_from_batch"} and "src.size(1)" in message

@@ -374,6 +374,7 @@ KEYS = {
     "model.not_causal": "Model(src) is not causal",
     "model.causal_false_masks": "causal=False still masks the future",
     "model.padding_not_to_head": "Model does not pass the padding mask on to the head",
+    "model.mask_from_batch": "Model builds the causal mask from src.size(0), the batch size",
     "count.not_a_number": "the count is not a number (a string, a non-integral float, ...)",
     "count.depends_on_nhead": "the count depends on nhead",
     "count.unexplained": "a wrong count that matches no known combination of mistakes",

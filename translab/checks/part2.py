@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .. import references
-from .harness import Mistake, _call, _checked, _fail, _hidden, _kind, _model_module, _number, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
+from .harness import CheckFailed, Mistake, _call, _checked, _fail, _hidden, _kind, _model_module, _number, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
 
 
 def _load_state(module: nn.Module, state: dict, what: str) -> None:
@@ -198,7 +198,8 @@ def check_model(Model: type, split: str = "visible") -> None:
                       key="model.not_registered")
             model.eval()
             with torch.no_grad():
-                causal = _call("model(src, src_key_padding_mask)", model, case["src"], case["padding"])
+                causal = _mask_size_named(lambda: _call("model(src, src_key_padding_mask)", model, case["src"],
+                                                        case["padding"]), case["src"])
                 bidirectional = _call("model(src, src_key_padding_mask, causal=False)", model, case["src"],
                                       case["padding"], causal=False)
                 plain = _call("model(src)", model, case["src"])
@@ -221,6 +222,20 @@ def check_model(Model: type, split: str = "visible") -> None:
         _check_padding_reaches_the_head(Model, base, case, tol)
     _ok(f"Model joins base and head on {len(cases)} configuration(s); causal by default, bidirectional with causal=False, "
         "the padding mask passed on to the head")
+
+
+def _mask_size_named(run: Callable, src: torch.Tensor):
+    """``run()``, with PyTorch's error about a causal mask of the batch's size turned into what went wrong."""
+    batch, seq = src.shape
+    try:
+        return run()
+    except CheckFailed as failed:
+        said = (f"attn_mask is torch.Size([{batch}, {batch}])", f"is invalid for input of size {batch * batch}")
+        if batch != seq and any(words in failed.message for words in said):
+            _fail("Model builds the causal mask from the batch size.", f"a ({seq}, {seq}) mask: one row per position",
+                  f"a ({batch}, {batch}) mask", "src is batch-first, (batch, seq): the mask's size is the sequence "
+                  "length, src.size(1), not src.size(0)", key="model.mask_from_batch")
+        raise
 
 
 def _check_padding_reaches_the_head(Model: type, base: nn.Module, case: dict, tol) -> None:
