@@ -173,27 +173,31 @@ def _rubric_sections() -> dict[str, dict]:
     return sections
 
 
-def _notebook_questions() -> dict[str, str]:
-    """Each written answer's question, as the notebook asks it (the markdown cell above the answer cell)."""
-    import json
-    questions = {}
+def _written_questions() -> dict[str, tuple[str, float, str]]:
+    """{grade_id: (notebook number, points, question)} of each written answer of the solutions; the question is the
+    markdown cell above the answer cell, without its heading."""
+    import nbformat
+
+    from grader.after_grading import written_answer
+    written = {}
     for path in sorted((REPO_ROOT / "solutions").rglob("*.ipynb")):
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        cells = nbformat.read(path, as_version=4).cells
         for index, cell in enumerate(cells):
-            grading = cell["metadata"].get("nbgrader", {})
-            if cell["cell_type"] == "markdown" and grading.get("solution") and grading.get("grade"):
-                lines = "".join(cells[index - 1]["source"]).splitlines()
-                questions[grading["grade_id"]] = "\n".join(line for line in lines if not line.startswith("#"))
-    return questions
+            if written_answer(cell):
+                lines = cells[index - 1].source.splitlines()
+                question = "\n".join(line for line in lines if not line.startswith("#"))
+                written[cell.metadata.nbgrader["grade_id"]] = (path.name[:2], float(cell.metadata.nbgrader["points"]),
+                                                              question)
+    return written
 
 
 def test_every_rubric_item_grades_words_of_its_question_and_every_sentence_is_graded():
     """Every point of the rubric is asked, and every question has its rubric: each partial-credit item quotes
     (`[asks "..."]`) words that the notebook's question holds, and each sentence of the question holds words
     that some item quotes."""
-    sections, questions = _rubric_sections(), _notebook_questions()
-    assert sorted(sections) == sorted(questions) and len(questions) == 6
-    for grade_id, question in questions.items():
+    sections, written = _rubric_sections(), _written_questions()
+    assert sorted(sections) == sorted(written) and len(written) == 6
+    for grade_id, (_, _, question) in written.items():
         items = sections[grade_id]["items"]
         assert len(items) >= 2, grade_id
         asked = []
@@ -212,16 +216,7 @@ def test_every_rubric_item_grades_words_of_its_question_and_every_sentence_is_gr
 def test_every_written_question_has_its_rubric_and_the_rubric_gives_its_points():
     """Each manually graded answer of the solutions has a rubric section with the same points, whose partial credit
     adds up to them; and the rubric's question has the parts the notebook's question has."""
-    import json
-    sections = _rubric_sections()
-    written = {}
-    for path in sorted((REPO_ROOT / "solutions").rglob("*.ipynb")):
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        for index, cell in enumerate(cells):
-            grading = cell["metadata"].get("nbgrader", {})
-            if cell["cell_type"] == "markdown" and grading.get("solution") and grading.get("grade"):
-                question = "".join(cells[index - 1]["source"])
-                written[grading["grade_id"]] = (path.name[:2], float(grading["points"]), question)
+    sections, written = _rubric_sections(), _written_questions()
     assert sorted(sections) == sorted(written)
     for grade_id, (notebook, points, question) in written.items():
         rubric = sections[grade_id]

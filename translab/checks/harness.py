@@ -315,8 +315,9 @@ def forbid(*targets):
                 function = _innermost(target)
                 name = getattr(function, "__qualname__", "function")
                 saved.append((function, "__code__", function.__code__))
-                copies[_code_key(function.__code__)] = _refusal("calls", name, getattr(function, "__module__", "") or "")
-                function.__code__ = _raising_code(name, getattr(function, "__module__", "") or "")
+                module = getattr(function, "__module__", "") or ""
+                copies[_code_key(function.__code__)] = _refusal("calls", name, module)
+                function.__code__ = _raising_code(name, module)
         with _refusing_copies(copies):
             yield
     finally:

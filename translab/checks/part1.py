@@ -322,6 +322,26 @@ def _check_weights(weights: torch.Tensor, mask, what: str) -> None:
                   key="attention.mask_ignored")
 
 
+def _judge_attention(label: str, output: torch.Tensor, weights: torch.Tensor, case: dict, tol, mistakes: dict,
+                     family: str, reference: str, weights_hint: str) -> bool:
+    """True when output and weights are the reference's; else fails with the named mistake (``mistakes``, keys
+    ``<family>.<name>`` unless the mistake has its own), or says the output is right and the weights are not; False
+    when nothing is recognised (the caller says what the computation is)."""
+    if _same(output, case["expected"], tol) and _same(weights, case["weights"], tol):
+        return True
+    diagnoses = {name: mistake.hint for name, mistake in mistakes.items()}
+    matches = _variant_matches(output, case, diagnoses, case["expected"], tol)
+    if matches:
+        keys = dict.fromkeys(mistakes[m].key or f"{family}.{m}" for m in matches)
+        _fail(f"{label}: the output differs from {reference}.", reference,
+              _twins(list(dict.fromkeys(mistakes[m].looks_like for m in matches))),
+              _twins(list(dict.fromkeys(diagnoses[m] for m in matches))), key="|".join(keys))
+    if _same(output, case["expected"], tol):
+        _fail(f"{label}: the output is right but the weights are not.", _short(case["weights"]), _short(weights),
+              weights_hint)
+    return False
+
+
 @_checked
 def check_attention(scaled_dot_product_attention: Callable, split: str = "visible") -> None:
     visible = split == "visible"
@@ -346,19 +366,10 @@ def check_attention(scaled_dot_product_attention: Callable, split: str = "visibl
             _fail(f"{label}: the output has the wrong shape.", tuple(case["expected"].shape), tuple(output.shape),
                   "the output is weights @ v: one d_v-vector per query, (..., T_q, d_v)", key="wrong_shape")
         _check_weights(weights, mask, label)
-        if _same(output, case["expected"], tol) and _same(weights, expected_weights, tol):
+        if _judge_attention(label, output, weights, case, tol, ATTENTION_MISTAKES, "attention",
+                            "softmax(q k^T / sqrt(d) + mask) v", "return the weights after the softmax (and after the "
+                            "mask), the very tensor the output multiplies v with"):
             continue
-        diagnoses = {name: mistake.hint for name, mistake in ATTENTION_MISTAKES.items()}
-        matches = _variant_matches(output, case, diagnoses, case["expected"], tol)
-        if matches:
-            _fail(f"{label}: the output differs from softmax(q k^T / sqrt(d) + mask) v.",
-                  "softmax(q k^T / sqrt(d) + mask) v",
-                  _twins([ATTENTION_MISTAKES[m].looks_like for m in matches]),
-                  _twins([diagnoses[m] for m in matches]), key="|".join(f"attention.{m}" for m in matches))
-        if _same(output, case["expected"], tol):
-            _fail(f"{label}: the output is right but the weights are not the ones it was computed with.",
-                  _short(expected_weights), _short(weights), "return the weights after the softmax (and after the "
-                  "mask), the very tensor the output multiplies v with")
         _fail(f"{label}: the output differs from softmax(q k^T / sqrt(d) + mask) v.",
               _short(case["expected"]), _short(output), "scores = q @ k.transpose(-2, -1) / math.sqrt(d) with d = "
               "q.size(-1); add the mask; softmax over the last axis; multiply by v")
@@ -444,18 +455,10 @@ def check_multi_head_attention(multi_head_attention: Callable, split: str = "vis
             _fail(f"{label}: the output has the wrong shape.", tuple(expected.shape), tuple(output.shape),
                   "merge the heads back to (batch, seq, d_model) and apply the output projection", key="wrong_shape")
         _check_weights(weights, mask, label)
-        if _same(output, expected, tol) and _same(weights, expected_weights, tol):
+        if _judge_attention(label, output, weights, case, tol, MHA_MISTAKES, "mha", "nn.MultiheadAttention's output",
+                            "return the weights of every head after the softmax, (batch, heads, seq, seq), as "
+                            "scaled_dot_product_attention gives them"):
             continue
-        diagnoses = {name: mistake.hint for name, mistake in MHA_MISTAKES.items()}
-        matches = _variant_matches(output, case, diagnoses, expected, tol)
-        if matches:
-            keys = list(dict.fromkeys(MHA_MISTAKES[m].key or f"mha.{m}" for m in matches))
-            _fail(f"{label}: the output differs from nn.MultiheadAttention's.", "nn.MultiheadAttention's output",
-                  _twins(list(dict.fromkeys(MHA_MISTAKES[m].looks_like for m in matches))),
-                  _twins(list(dict.fromkeys(diagnoses[m] for m in matches))), key="|".join(keys))
-        if _same(output, expected, tol):
-            _fail(f"{label}: the output is right but the weights are not.", hint="return the weights of every head "
-                  "after the softmax, (batch, heads, seq, seq), as scaled_dot_product_attention gives them")
         _fail(f"{label}: the output differs from nn.MultiheadAttention's.", _short(expected[0, 0, :4]),
               _short(output[0, 0, :4]), "project x with in_proj_weight and in_proj_bias, chunk into q, k, v, split "
               "each into heads, attend in each head (scaled by sqrt(d_head)), merge, apply out_proj")

@@ -16,7 +16,6 @@ MASKING_CASES = {
     "hidden": dict(vocab_size=300, shape=(96, 81), mlm_probability=0.25, seeds=(1234, 77)),
 }
 SPECIAL = (PAD_ID, 1, BOS_ID, EOS_ID, MASK_ID)
-FIRST_REGULAR = max(SPECIAL) + 1  # translab.mlm.FIRST_REGULAR_ID: the notebook imports it under that name
 
 
 def _masking_batch(vocab_size: int, shape: tuple, seed: int) -> torch.Tensor:
@@ -61,14 +60,15 @@ def _run_masking(mask_tokens, ids, vocab_size, seed, probability):
 def _check_random_ids_are_regular(mask_tokens: Callable, seed: int) -> None:
     """Random replacements must be regular tokens: with a vocabulary of 8 ids, 5 of them special, a draw from the
     whole vocabulary hits a special id more often than not, which a large vocabulary hides."""
-    vocab_size = FIRST_REGULAR + 3
+    from ..mlm import FIRST_REGULAR_ID
+    vocab_size = FIRST_REGULAR_ID + 3
     ids = _masking_batch(vocab_size, (64, 64), seed)
     inputs, labels = _run_masking(mask_tokens, ids, vocab_size, seed, 0.5)
     replaced = (labels != PAD_ID) & (inputs != MASK_ID) & (inputs != ids)
     drawn = inputs[replaced]
     special = drawn[torch.isin(drawn, torch.tensor(SPECIAL))]
     if special.numel():
-        _fail("random replacements include special tokens.", f"regular ids only ({FIRST_REGULAR} <= id < vocab_size)",
+        _fail("random replacements include special tokens.", f"regular ids only ({FIRST_REGULAR_ID} <= id < vocab_size)",
               f"{special.numel()} of {drawn.numel()} random replacements are special ids {sorted(set(special.tolist()))} "
               f"(a vocabulary of {vocab_size})", "PAD, UNK, BOS, EOS and MASK are not words: a PAD in the input is "
               "ignored by attention and a MASK is not a random token; draw with torch.randint(FIRST_REGULAR_ID, "
