@@ -185,14 +185,15 @@ def _cpu_seconds(pid: int) -> float | None:
 
 def _kernel_pid(km: KernelManager) -> int | None:
     """The kernel's own process: the one nbgrader started, or, when that is a launcher a zygote forked the kernel
-    for (``grader.zygote``), the pid the kernel's launch record gives for it (written before any student code,
-    in a folder out of the kernel's reach)."""
+    for (``grader.zygote``) or the keeper of a PID namespace (``grader.processes``), the pid the kernel's launch
+    record gives for it (written before any student code, in a folder out of the kernel's reach)."""
     pid = getattr(km.provisioner, "pid", None)
     status = os.environ.get("TRANSLAB_SANDBOX_STATUS")
     if pid and status:
         from .sandbox import launch_records
         for record in reversed(launch_records(Path(status))):
-            if record.get("ok") and record.get("launcher") == pid and isinstance(record.get("pid"), int):
+            started_by = (record.get("launcher"), record.get("keeper"))
+            if record.get("ok") and pid in started_by and isinstance(record.get("pid"), int):
                 return record["pid"]
     return pid
 

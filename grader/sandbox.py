@@ -54,6 +54,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .processes import CLONE_NEWPID, PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, enter_pid_namespace, prctl
+
 KERNEL_NAME = "translab-sandbox"
 UID_BASE = 200_000  # sandbox uids: unused by any account; a batch holds a block of them, one uid per student
 UID_BLOCK, UID_BLOCKS = 10_000, 100
@@ -382,26 +384,28 @@ def _c() -> ctypes.CDLL:
     return _libc
 
 
-def _private_namespace(network: bool, user: bool) -> bool:
-    """Enter a mount namespace of our own, whose mounts never propagate back to the machine's, and an IPC
-    namespace (SysV shared memory, semaphores and message queues die with the kernel instead of outliving the
-    batch), and with ``network`` a network namespace of our own too (nothing to reach: its only interface, lo,
-    is down).
+def _private_namespace(network: bool, user: bool) -> tuple[bool, bool]:
+    """Enter a mount namespace of our own, whose mounts never propagate back to the machine's, an IPC namespace
+    (SysV shared memory, semaphores and message queues die with the kernel instead of outliving the batch), a
+    PID namespace for our children (``grader.processes``), and with ``network`` a network namespace of our own
+    too (nothing to reach: its only interface, lo, is down).  Returns whether it did, and whether the PID
+    namespace was among them (a machine may refuse it alone: the kernel then runs without one, as it says).
 
     With ``user`` (an ordinary user), first a user namespace where our own uid, mapped to itself, may mount;
-    False where the kernel refuses unprivileged user namespaces.  As root a refusal is an error."""
+    (False, False) where the kernel refuses unprivileged user namespaces.  As root a refusal is an error."""
     uid, gid = os.getuid(), os.getgid()
     flags = CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if network else 0) | (CLONE_NEWUSER if user else 0)
-    if _c().unshare(flags) != 0:
+    pid_namespace = _c().unshare(flags | CLONE_NEWPID) == 0
+    if not pid_namespace and _c().unshare(flags) != 0:
         if user:
-            return False
+            return False, False
         raise OSError(ctypes.get_errno(), f"unshare(CLONE_NEWNS | CLONE_NEWIPC{' | CLONE_NEWNET' if network else ''})")
     if user:
         Path("/proc/self/setgroups").write_text("deny")
         Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
         Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    return True
+    return True, pid_namespace
 
 
 def _in_private_namespace() -> bool:
@@ -504,13 +508,22 @@ def _cover_keeping(cover: Path, keep: list[Path], mode: str = "755", writable: b
         _mount("none", str(cover), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _own_proc() -> None:
-    """A /proc of its own that shows the kernel only its uid's processes (``hidepid=invisible``): not the
-    instructor's commands, nor the classmates' kernels.  Root only, on Linux 5.8 or later, where each mount of
-    procfs is an instance with options of its own (before that the option would change the machine's /proc too)."""
+def _own_proc(pid_namespace: bool) -> None:
+    """A /proc of its own.  In its own PID namespace it lists only the namespace's processes (the kernel, what it
+    started, and its init, which ``hidepid=invisible`` hides from the student's uid as root).  Without one, as
+    root on Linux 5.8 or later, where each mount of procfs is an instance with options of its own, ``hidepid``
+    alone shows the kernel its own uid's processes: not the instructor's commands, nor the classmates' kernels
+    (before 5.8 the option would change the machine's /proc too).  As an ordinary user the mount may be refused
+    (a /proc partly covered, as in a container): the kernel then keeps the /proc it has."""
     version = tuple(int(part) for part in re.findall(r"\d+", os.uname().release)[:2])
-    if version >= (5, 8):
+    root = os.geteuid() == 0
+    if not pid_namespace and not (root and version >= (5, 8)):
+        return
+    try:
         _mount("proc", "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+    except OSError:
+        if root:
+            raise
 
 
 def _private_views(home: Path, sockets: Path | None, course: Path, cwd: Path) -> None:
@@ -603,10 +616,11 @@ def _drop_to(uid: int) -> None:
     os.setuid(uid)
 
 
-def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[list[str], dict, str, str]:
+def _isolate(args: argparse.Namespace, kernel: list[str], env: dict, status: _Status) -> tuple[list[str], dict, str, str]:
     """Isolate this process as far as this machine allows; returns the kernel's command line and environment,
     the mode reached (``root``, ``user namespace`` or ``limits only``), and whether it joined the student's cgroup
-    (``joined``, or why not)."""
+    (``joined``, or why not).  In a PID namespace, what returns is the namespace's PID 2 (``grader.processes``);
+    ``status`` learns its pid and whether it has a namespace."""
     cwd = Path.cwd()  # nbgrader starts the kernel in autograded/<student>/<assignment>
     student = cwd.parent.name if cwd.parent.parent.name == "autograded" else None
     empty = args.work / "empty"
@@ -623,15 +637,21 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict) -> tuple[li
     connection = Path(kernel[index]).read_bytes()  # nbgrader's runtime folder may be hidden below (root's home)
     fonts = {path.name: path.read_bytes() for path in font_list_folder(args.work).glob(FONT_LISTS)}
     # no network only where nbgrader reaches the kernel through Unix sockets: over TCP it could not
-    if not _private_namespace(network=sockets is not None, user=not root):
+    private, status.pid_namespace = _private_namespace(network=sockets is not None, user=not root)
+    if not private:
         return kernel, env, "limits only", group
+    if status.pid_namespace:
+        status.keeper = os.getpid()
+        status.pid = enter_pid_namespace(close=status.descriptors())
+        # ipykernel's parent poller would take PID 1, the kernel's parent in here, for init adopting an orphan
+        # and exit: the init, which dies with the launcher and takes the namespace with it, does that job
+        env.pop("JPY_PARENT_PID", None)
     home = _new_home(uid, args.work)
     # Everything read-only (root's files and the instructor's alike: no world-writable lock folder or spool
     # to leave things in), the secrets hidden, then the few places the kernel writes: its sockets, and private
     # tmpfs of a bounded size for HOME, /tmp, /var/tmp and /dev/shm, which vanish with the kernel.
     _read_only_everywhere()
-    if root:
-        _own_proc()
+    _own_proc(status.pid_namespace)
     # and the batch's zygote, whose socket forks kernels (grader.zygote), wherever the batch folder is
     _hide(hidden_paths(args.root.resolve(), student) + [p for p in [zygote_folder(args.work.resolve())] if p.exists()], empty)
     _private_views(home, sockets, args.root, cwd)
@@ -653,6 +673,7 @@ class _Status:
 
     def __init__(self, folder: str | None):
         self.records = self.output = None
+        self.pid, self.keeper, self.pid_namespace = os.getpid(), None, False  # the kernel's, as the machine knows it
         if folder:
             path = Path(folder)
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -661,7 +682,9 @@ class _Status:
 
     def write(self, **record) -> None:
         if self.records is not None:
-            os.write(self.records, (json.dumps({"pid": os.getpid(), **record}) + "\n").encode())
+            keeper = {"keeper": self.keeper} if self.keeper is not None else {}
+            record = {"pid": self.pid, **keeper, "pid_namespace": self.pid_namespace, **record}
+            os.write(self.records, (json.dumps(record) + "\n").encode())
         elif not record.get("ok"):
             print(f"[grader.sandbox] {record}", file=sys.stderr, flush=True)
 
@@ -669,6 +692,9 @@ class _Status:
         if self.output is not None:
             for fd in (1, 2):
                 os.dup2(self.output, fd)  # dup2's copy is inheritable: the kernel's stdout and stderr
+
+    def descriptors(self) -> tuple[int, ...]:
+        return tuple(fd for fd in (self.records, self.output) if fd is not None)
 
     def close(self) -> None:
         """Before a kernel runs in this very process (no exec to close them): it must not write records."""
@@ -685,18 +711,18 @@ def _runs_here(kernel: list[str]) -> bool:
             and os.path.realpath(kernel[0]) == os.path.realpath(sys.executable))
 
 
-def _run_here(kernel: list[str], env: dict) -> None:
+def _run_here(kernel: list[str], env: dict, pid_namespace: bool) -> None:
     """Run ``python -m module ...`` or ``python -c code ...`` in this process, as that command would: its
     environment, ``sys.argv``, the working folder first on ``sys.path``, a fresh ``__main__``."""
     import runpy
     import types
-    from .zygote import _PR_SET_DEATHSIG_KILL, _PR_SET_DUMPABLE, _prctl
-    _prctl(_PR_SET_DUMPABLE, 1)  # as exec leaves a process (dropping to the student's uid cleared it)
+    prctl(PR_SET_DUMPABLE, 1)  # as exec leaves a process (dropping to the student's uid cleared it)
     # The zygote gone (its batch killed), the kernel goes too: an exec'd kernel's ipykernel polls for its parent,
     # a forked one's does not (it read JPY_PARENT_PID when the zygote imported it).  Set after the uid change,
-    # which clears it; a zygote that died before then has left this process to init.
-    _prctl(*_PR_SET_DEATHSIG_KILL)
-    if os.getppid() == 1:
+    # which clears it; a zygote that died before then has left this process to init (in a PID namespace, the
+    # parent is the namespace's init, whose end kills this anyway).
+    prctl(*PR_SET_DEATHSIG_KILL)
+    if os.getppid() == 1 and not pid_namespace:
         os._exit(1)
     os.environ.clear()
     os.environ.update(env)
@@ -735,7 +761,7 @@ def launch(argv: list[str], launcher: int | None = None) -> None:
     stage = "isolating"
     in_process = launcher is not None and _runs_here(kernel)
     try:
-        kernel, env, mode, group = _isolate(args, kernel, env)
+        kernel, env, mode, group = _isolate(args, kernel, env, status)
         stage = "limits"
         Limits(**json.loads(args.limits)).apply()
         status.write(ok=True, mode=mode, cgroup=group, **({"launcher": launcher} if launcher is not None else {}))
@@ -749,7 +775,7 @@ def launch(argv: list[str], launcher: int | None = None) -> None:
         status.write(ok=False, stage=stage, error=repr(error),
                      errno=getattr(error, "errno", None), traceback=traceback.format_exc()[-3000:])
         sys.exit(1)
-    _run_here(kernel, env)  # the zygote's child: the kernel, in this process, until it ends
+    _run_here(kernel, env, status.pid_namespace)  # the zygote's child: the kernel, in this process, until it ends
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ once (``STARTUP`` and ``LATER``) and then forks one kernel per launch.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import importlib
 import json
 import os
@@ -37,6 +36,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .processes import PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, exit_code, pass_on, pass_signals_to, prctl
+
 # What a grading kernel imports before its first cell (ipykernel, and the sandbox extension's snapshot)...
 STARTUP = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "torch.testing", "numpy.testing", "translab.checks",
            "translab.wire")
@@ -47,14 +48,7 @@ LATER = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "matplotlib",
          "matplotlib.font_manager", "matplotlib.backends.backend_agg", "ipywidgets", "tqdm.auto", "safetensors.torch",
          "tokenizers", "sentencepiece", "translab.plots", "translab.training", "translab.bert", "translab.mlm",
          "translab.generation", "translab.checkpoint", "translab.data", "translab.datasets", "translab.budget")
-SIGNALS_PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 MAX_REQUEST = 4 * 1024 ** 2
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
-_PR_SET_DEATHSIG_KILL = (_PR_SET_PDEATHSIG, signal.SIGKILL)  # killed when the parent goes
-
-
-def _prctl(option: int, value: int) -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
 # ----------------------------------------------------------------- the batch's side
@@ -72,7 +66,9 @@ class Zygote:
         self.log = folder / "zygote.log"
         fonts = font_list_folder(work)
         _seed_font_lists(fonts, env)
-        env = {**env, "MPLCONFIGDIR": str(fonts),
+        # not JPY_PARENT_PID (a batch started from a notebook): ipykernel reads it on import, and the kernels the
+        # zygote forks would take their parent, the init of their PID namespace, for init adopting an orphan
+        env = {**{name: value for name, value in env.items() if name != "JPY_PARENT_PID"}, "MPLCONFIGDIR": str(fonts),
                # as ipykernel sets it before a kernel imports matplotlib, which the zygote does for the kernels
                "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
         with open(self.log, "wb") as log:
@@ -139,7 +135,7 @@ def _send(path: Path, request: dict, fds: list[int]) -> socket.socket:
 def run_through(path: Path, argv: list[str]) -> int | None:
     """Have the zygote at ``path`` start the kernel of ``argv`` (``sandbox.launch``'s arguments); stay beside it,
     passing signals on, and return its exit code.  None when no zygote answers: start the kernel here instead."""
-    _prctl(*_PR_SET_DEATHSIG_KILL)  # nbgrader gone: this goes, and the zygote then ends the kernel
+    prctl(*PR_SET_DEATHSIG_KILL)  # nbgrader gone: this goes, and the zygote then ends the kernel
     try:
         connection = _send(path, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}, [0, 1, 2])
     except OSError:
@@ -152,8 +148,7 @@ def run_through(path: Path, argv: list[str]) -> int | None:
     if not isinstance(pid, int):
         connection.close()
         return None
-    for number in SIGNALS_PASSED_ON:  # the read below resumes after each (PEP 475)
-        signal.signal(number, lambda received, frame: _pass_on(pid, received))
+    pass_signals_to(pid)
     try:
         return int(json.loads(reader.readline())["exit"])
     except (ValueError, KeyError, TypeError):
@@ -169,19 +164,12 @@ def fork_checker(path: Path, folder: str, control: socket.socket) -> socket.sock
     return _send(path, {"checker": folder, "env": dict(os.environ), "cwd": os.getcwd()}, [control.fileno(), 1, 2])
 
 
-def _pass_on(pid: int, number: int) -> None:
-    try:
-        os.kill(pid, number)
-    except ProcessLookupError:
-        pass
-
-
 # ----------------------------------------------------------------- the zygote
 
 def serve(path: Path, preload: tuple[str, ...]) -> None:
     """Listen at ``path``, import ``preload``, then fork a kernel for each launcher, until stdin closes."""
-    _prctl(_PR_SET_DUMPABLE, 0)
-    _prctl(*_PR_SET_DEATHSIG_KILL)  # the batch gone: so is the zygote
+    prctl(PR_SET_DUMPABLE, 0)
+    prctl(*PR_SET_DEATHSIG_KILL)  # the batch gone: so is the zygote
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     os.chmod(path, 0o600)
@@ -287,7 +275,7 @@ def _become_kernel(request: dict, fds: list[int], launcher: int) -> int:
         os.dup2(fd, target)
         os.close(fd)
     _fresh_process(request)
-    _prctl(_PR_SET_DUMPABLE, 1)  # its /proc files its own again: in a user namespace it writes its uid_map
+    prctl(PR_SET_DUMPABLE, 1)  # its /proc files its own again: in a user namespace it writes its uid_map
     from .sandbox import launch
     launch(list(request["argv"]), launcher=launcher)
     return 0
@@ -305,7 +293,7 @@ def _become_checker(request: dict, fds: list[int]) -> int:
     os.dup2(null, 0)
     os.close(null)
     _fresh_process(request)
-    _prctl(*_PR_SET_DEATHSIG_KILL)
+    prctl(*PR_SET_DEATHSIG_KILL)
     from .cgroups import join
     try:  # with the student's kernels: it shares their CPU share and memory limit, and goes with their kill
         join(os.environ, "checker")
@@ -329,7 +317,7 @@ def _end(kernels: dict, connection: socket.socket) -> None:
         os.killpg(pid, signal.SIGKILL)  # the kernel is its session's leader: its children go too
     except (ProcessLookupError, PermissionError):
         pass
-    _pass_on(pid, signal.SIGKILL)  # killed before it had its own session
+    pass_on(pid, signal.SIGKILL)  # killed before it had its own session
     connection.close()
 
 
@@ -343,9 +331,8 @@ def _reap(kernels: dict) -> None:
             return
         for connection, kernel in list(kernels.items()):
             if kernel == pid:
-                code = os.waitstatus_to_exitcode(status)
                 try:
-                    connection.sendall(json.dumps({"exit": code if code >= 0 else 128 - code}).encode() + b"\n")
+                    connection.sendall(json.dumps({"exit": exit_code(status)}).encode() + b"\n")
                 except OSError:
                     pass
                 kernels.pop(connection)

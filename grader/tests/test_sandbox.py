@@ -67,9 +67,10 @@ def _course(tmp_path: Path):
 
 def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: float = 120,
             python: str = sys.executable, as_user: list[str] = (), package: Path = REPO_ROOT,
-            zygote: Path | None = None, extra_env: dict | None = None) -> dict:
+            zygote: Path | None = None, extra_env: dict | None = None, after=None) -> dict:
     """Run ``script`` as the sandboxed kernel of student alice (the launcher imported from ``package``; with
-    ``zygote``, forked by that zygote and run in the forked process); it prints one JSON object."""
+    ``zygote``, forked by that zygote and run in the forked process); it prints one JSON object.  ``after``
+    is called once the launcher has exited, before the batch's cleanup (``kill_leftovers``)."""
     root, work = course
     limits = limits or sandbox.Limits()
     command = [*as_user, python, "-m", "grader.sandbox", "--root", str(root), "--work", str(work),
@@ -79,6 +80,8 @@ def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: 
            **(extra_env or {})}
     done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env,
                           capture_output=True, text=True, timeout=timeout)
+    if after is not None:
+        after()
     sandbox.kill_leftovers(env)
     records = sandbox.launch_records(work / "status" / "7")
     assert done.returncode == 0 and records and records[-1]["ok"], (done.stderr[-3000:], records)
@@ -120,6 +123,7 @@ report = {
     "connect_loopback": attempt(lambda: socket.create_connection(("127.0.0.1", int(os.environ["PROBE_PORT"])),
                                                                  timeout=10).close()),
     "import_torch": attempt(lambda: __import__("torch").ones(2).sum().item()),
+    "processes": sorted(int(pid) for pid in os.listdir("/proc") if pid.isdigit()),
     # what this process holds open besides its standard streams: nothing of the launcher's or a zygote's
     "open": {fd: link for fd in os.listdir("/proc/self/fd") if int(fd) > 2 for link in [attempt(
         lambda: os.readlink(f"/proc/self/fd/{fd}"))] if link != "FileNotFoundError"},  # listdir's own is gone
@@ -133,11 +137,12 @@ def launch(request, course):
     """``_launch`` on the fake course, the kernel either exec'd by the launcher or forked by the batch's zygote
     (``grader.zygote``): both must hold it in the same sandbox."""
     if request.param == "exec":
-        yield lambda script, limits=None, env=None: _launch(course, script, limits, extra_env=env)
+        yield lambda script, limits=None, env=None, after=None: _launch(course, script, limits, extra_env=env, after=after)
         return
     from grader.zygote import Zygote
     with Zygote(course[1], {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT) as zygote:
-        yield lambda script, limits=None, env=None: _launch(course, script, limits, zygote=zygote.path, extra_env=env)
+        yield lambda script, limits=None, env=None, after=None: _launch(course, script, limits, zygote=zygote.path,
+                                                                        extra_env=env, after=after)
 
 
 @pytest.fixture
@@ -246,6 +251,46 @@ def test_as_root_the_kernel_sees_only_its_own_processes(launch):
     assert report["uids"] == [report["me"]] and not report["init"] and report["cpuinfo"], report
 
 
+ORPHAN = r'''
+import json, os, signal, time
+if os.fork() == 0:  # a process left running in a session of its own, as a student hides work from the grader
+    os.setsid()
+    if os.fork() == 0:
+        os.close(1)
+        os.close(2)
+        time.sleep(600)
+    os._exit(0)
+os.wait()
+time.sleep(0.2)
+visible = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+attempts = {}
+for pid in (os.getppid(), 1):  # its init
+    try:
+        os.kill(pid, signal.SIGTERM)
+        attempts[pid] = "sent"
+    except OSError as error:
+        attempts[pid] = type(error).__name__
+print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "visible": visible, "signal_init": attempts,
+                  "parent_env": os.environ.get("JPY_PARENT_PID")}))
+'''
+
+
+@ROOT_ONLY
+def test_the_kernel_is_pid_2_of_its_own_namespace_and_takes_what_it_started_with_it(course, launch):
+    """Its init (PID 1) in front of it; it sees only its namespace's processes, cannot signal the init, and a
+    process it left in a session of its own dies with it, before the batch's cleanup runs."""
+    survivors = []
+    report = launch(ORPHAN, after=lambda: survivors.extend(
+        p for p in sandbox.processes_of(STUDENT_UID) if not p["State"].startswith("Z")))
+    record = sandbox.launch_records(course[1] / "status" / "7")[-1]
+    assert record["pid_namespace"] is True and record["pid"] != report["pid"] and "keeper" in record, record
+    assert report["pid"] == 2 and report["ppid"] == 1, report
+    assert report["visible"] == [2, 4], f"the kernel and its orphan only (init is root's, hidden): {report}"
+    assert report["signal_init"] == {"1": "PermissionError"}, report
+    assert report["parent_env"] is None
+    assert survivors == [], f"{len(survivors)} processes outlived the kernel's namespace: {survivors}"
+
+
 NOBODY = 65534
 # The launcher needs only the standard library: as an ordinary user it runs on the system's Python, since
 # this machine's interpreter may live in root's home, out of an ordinary user's reach.
@@ -319,6 +364,8 @@ def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(
     assert (root / "gradebook.db").read_bytes() == b"hidden tests" and outside.read_text() == "mine"
     assert not (root / "pwned").exists() and not Path("/tmp/pwned_by_test_sandbox").exists()
     assert not (root / "autograded" / "alice" / "transfer_learning" / "own_output.txt").exists()
+    record = sandbox.launch_records(work / "status" / "7")[-1]
+    assert record["pid_namespace"] and report["processes"] == [2], (record, report["processes"])  # init: hidden
 
 
 LEAVE_BEHIND = r'''
