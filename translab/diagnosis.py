@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .params import TERMS, TERM_KEYS, term_sizes
+from .relations import KEYS as RELATION_KEYS
 
 # ----------------------------------------------------------------- the parameter count
 
@@ -378,6 +379,15 @@ KEYS = {
     "count.not_a_number": "the count is not a number (a string, a non-integral float, ...)",
     "count.depends_on_nhead": "the count depends on nhead",
     "count.unexplained": "a wrong count that matches no known combination of mistakes",
+    "model.layer_size": "a layer of another size than the reference's (where the size comes from named)",
+    "model.renamed": "a layer under another attribute name than the skeleton's",
+    "model.missing_layer": "a layer of the reference missing from the module",
+    "model.extra_layer": "a layer the reference does not have",
+    "count.other_configuration": "a stated count that is right for another configuration or head",
+    "count.constant": "the count is a constant: the formula does not use the sizes",
+    "count.coefficients": "the count is an exact formula of the sizes with other coefficients (fitted)",
+    **{f"count.ignores_{name}": f"the count does not change with {name}"
+       for name in ("ntoken", "nhid", "nlayers", "dim_feedforward", "nclasses")},
     "targets.copy": "targets equal inputs",
     "targets.swapped": "inputs and targets swapped",
     "loss.not_scalar": "the loss is not a scalar tensor",
@@ -418,6 +428,7 @@ KEYS = {
     "mlm.causal": "the MLM loss uses the causal mask",
     "mlm.all_positions": "the MLM loss is computed at every position",
     "mlm.detached": "the MLM loss carries no gradient",
+    **RELATION_KEYS,  # what an output measurably is (translab.relations)
 }
 
 
@@ -484,3 +495,204 @@ def locate_text(variables: list[str]) -> str:
     places = [WHERE[v] for v in ("nlayers", "dim_feedforward", "nclasses", "ntoken", "nhead") if v in variables]
     return (f"the error changes with {', '.join(variables)}" + (f" but not with {', '.join(others)}" if others else "")
             + (f": look at {'; '.join(places)}" if places else ""))
+
+
+# ----------------------------------------------------------------- a count as a formula, fitted
+
+# The monomials a parameter count can be made of, with how often the right formula has each and why.  A count that
+# fits a combination of them exactly at many configurations is named by the coefficients that differ.
+MONOMIALS: dict[str, tuple[Callable, int, str]] = {
+    "ntoken*nhid": (lambda c: c["ntoken"] * c["nhid"], 1, "the embedding, once"),
+    "nlayers*nhid*nhid": (lambda c: c["nlayers"] * c["nhid"] ** 2, 4,
+                          "per layer the Q, K, V projections and the out-projection, nhid x nhid each"),
+    "nlayers*nhid*dim_feedforward": (lambda c: c["nlayers"] * c["nhid"] * c["dim_feedforward"], 2,
+                                     "per layer the feed-forward's two weights, nhid x dim_feedforward each"),
+    "nlayers*dim_feedforward": (lambda c: c["nlayers"] * c["dim_feedforward"], 1, "per layer linear1's bias"),
+    "nlayers*nhid": (lambda c: c["nlayers"] * c["nhid"], 9, "per layer the Q, K, V biases (3), the out-projection's "
+                     "and linear2's biases (1 + 1) and two LayerNorms with a weight and a bias each (4)"),
+    "nhid*outputs": (lambda c: c["nhid"] * _outputs(c), 1, "the head's weight, once (outputs = ntoken for the LM "
+                     "head, nclasses for a classifier)"),
+    "outputs": (lambda c: _outputs(c), 1, "the head's bias, once"),
+    "nhid*nhid": (lambda c: c["nhid"] ** 2, 0, "nothing is nhid x nhid outside the layers"),
+    "nhid*dim_feedforward": (lambda c: c["nhid"] * c["dim_feedforward"], 0, "the feed-forward is inside every layer"),
+    "nhid": (lambda c: c["nhid"], 0, "no vector of size nhid outside the layers (the positional encoding is a buffer)"),
+    "dim_feedforward": (lambda c: c["dim_feedforward"], 0, "linear1's bias is inside every layer"),
+    "nlayers*ntoken*nhid": (lambda c: c["nlayers"] * c["ntoken"] * c["nhid"], 0, "there is one embedding"),
+    "nlayers*nhid*outputs": (lambda c: c["nlayers"] * c["nhid"] * _outputs(c), 0, "there is one head"),
+    "nhid*ntoken (classifier)": (lambda c: c["nhid"] * c["ntoken"] if c.get("nclasses") is not None else 0, 0,
+                                 "a classifier's head has nclasses outputs, not ntoken"),
+    "1": (lambda c: 1, 0, "no constant"),
+}
+
+
+def fit_configs(count: int = 24) -> list[dict]:
+    """Configurations to fit a count at: more than the monomials, sizes drawn once (a fixed seed), heads dividing
+    nhid, half of them classifiers."""
+    import random
+    draw = random.Random(20261125)
+    configs = []
+    while len(configs) < count:
+        nhead = draw.choice([1, 2, 3, 4, 5])
+        cfg = dict(ntoken=draw.randrange(20, 400), nhid=nhead * draw.randrange(3, 40), nlayers=draw.randrange(1, 9),
+                   nhead=nhead, dim_feedforward=draw.randrange(8, 300),
+                   nclasses=None if len(configs) % 2 else draw.randrange(2, 12))
+        configs.append(cfg)
+    return configs
+
+
+def fit_count(count: Callable[[dict], float | None]) -> dict[str, float] | None:
+    """The coefficients of ``MONOMIALS`` that give ``count`` exactly at every ``fit_configs()``, or None when no
+    combination does (or the count cannot be evaluated)."""
+    import numpy as np
+    configs = fit_configs()
+    values = [count(cfg) for cfg in configs]
+    if any(value is None for value in values):
+        return None
+    names = list(MONOMIALS)
+    design = np.array([[float(MONOMIALS[name][0](cfg)) for name in names] for cfg in configs])
+    target = np.array(values, dtype=float)
+    solution = np.linalg.lstsq(design, target, rcond=None)[0]
+    rounded = np.round(solution * 12) / 12  # halves, thirds, quarters: the fractions a mistake makes
+    if not np.allclose(design @ rounded, target, rtol=0, atol=0.5):
+        return None
+    return {name: float(value) for name, value in zip(names, rounded)}
+
+
+def _coefficient(value: float) -> str:
+    from fractions import Fraction
+    return str(Fraction(value).limit_denominator(12))
+
+
+def describe_fit(coefficients: dict[str, float]) -> str:
+    """The coefficients that differ from the right formula's, each with what the right one counts."""
+    wrong = [(name, value) for name, value in coefficients.items() if abs(value - MONOMIALS[name][1]) > 1e-9]
+    parts = [f"{_coefficient(value)} x {name} where the right count has {MONOMIALS[name][1]} ({MONOMIALS[name][2]})"
+             for name, value in wrong]
+    formula = " + ".join(name if value == 1 and name != "1" else f"{value:,.0f}" if name == "1" else
+                         f"{_coefficient(value)}*{name}" for name, value in coefficients.items() if value)
+    return f"your count is exactly {formula or '0'} at every size tried: " + "; ".join(parts)
+
+
+def ignored_variables(count: Callable[[dict], float | None]) -> list[str]:
+    """The variables a count does not change with, one changed at a time from ``LOCATE_BASE``, where the right count
+    does (nhead excepted: the right count ignores it too)."""
+    base = count(LOCATE_BASE)
+    if base is None:
+        return []
+    ignored = []
+    for variable, value in LOCATE_STEPS.items():
+        cfg = {**LOCATE_BASE, variable: value}
+        found = count(cfg)
+        if variable != "nhead" and found is not None and close_enough(found, base) \
+                and right_count(cfg) != right_count(LOCATE_BASE):
+            ignored.append(variable)
+    return ignored
+
+
+# ----------------------------------------------------------------- a number right for another configuration
+
+WHY_VALUE = {("dim_feedforward", 2048): "nn.TransformerEncoderLayer's default when dim_feedforward is not passed"}
+VARIABLES = ("ntoken", "nhid", "nlayers", "dim_feedforward", "nclasses")
+
+
+def _configuration_text(cfg: dict, variable: str, value) -> str:
+    if variable == "nclasses":
+        return "the LM head (ntoken outputs)" if value is None else f"a {value}-class head"
+    why = WHY_VALUE.get((variable, value))
+    return f"{variable}={value}" + (f" ({why})" if why else "")
+
+
+def other_readings(cfg: dict, value: float, largest: int = 8192) -> list[str]:
+    """The configurations, one variable changed from ``cfg`` (or the other head), whose right count is ``value``:
+    a number that answers another question than the one asked.  Also the count with the positional table counted."""
+    found = []
+    for variable in VARIABLES:
+        candidates = [None, *range(1, 65)] if variable == "nclasses" else range(1, largest + 1)
+        for candidate in candidates:
+            if candidate == cfg.get(variable):
+                continue
+            other = {**cfg, variable: candidate}
+            if variable == "nhid" and candidate % cfg["nhead"]:
+                continue
+            if right_count(other) == value:
+                found.append(_configuration_text(cfg, variable, candidate))
+                break
+    for max_len in (5000, 512, 1024, 2048):
+        if right_count(cfg) + max_len * cfg["nhid"] == value:
+            found.append(f"the positional table counted as parameters (max_len={max_len} x nhid): it is a buffer")
+    ratio = ratio_reading(right_count(cfg), value)
+    return found or ([ratio] if ratio else [])
+
+
+def fixed_values(count: Callable[[dict], float | None], variables: list[str]) -> dict[str, object]:
+    """For each variable a count ignores, the value it counts as if it were fixed at, where one fits at two
+    configurations (``LOCATE_BASE`` and ``LOCATE_STEPS``)."""
+    fixed = {}
+    for variable in variables:
+        for cfg in (LOCATE_BASE, {**LOCATE_BASE, **{k: v for k, v in LOCATE_STEPS.items() if k != variable}}):
+            value = count(cfg)
+            if value is None:
+                break
+            candidates = [None, *range(1, 65)] if variable == "nclasses" else range(1, 8193)
+            if variable == "nhid":
+                candidates = range(cfg["nhead"], 8193, cfg["nhead"])
+            hit = next((c for c in candidates if right_count({**cfg, variable: c}) == value), "none")
+            if fixed.get(variable, hit) != hit or hit == "none":
+                fixed.pop(variable, None)
+                break
+            fixed[variable] = hit
+    return fixed
+
+
+def ratio_reading(expected: float, value: float) -> str:
+    """A number that is a simple multiple or fraction of the right one."""
+    from fractions import Fraction
+    if not expected or not value:
+        return ""
+    ratio = Fraction(value / expected).limit_denominator(12)
+    if ratio != 1 and math.isclose(float(ratio), value / expected, rel_tol=1e-9):
+        return f"it is exactly {ratio} times the right count"
+    return ""
+
+
+# ----------------------------------------------------------------- weights that do not load
+
+def state_mismatch(own: dict, reference: dict, sizes: dict[int, str], show_shapes: bool = True) -> list[tuple[str, str]]:
+    """(key, text) for each reason the ``reference`` state dict does not load into a module whose state dict is
+    ``own``: what PyTorch's load_state_dict error lists (size mismatches, missing and unexpected keys), read as the
+    cause: a layer of another size and where that size comes from (``sizes``: a number -> its name), an attribute
+    renamed, a layer missing or extra."""
+    import re
+    found = []
+    seen = set()
+    for name in sorted(set(own) & set(reference)):
+        mine, right = tuple(own[name].shape), tuple(reference[name].shape)
+        layer = re.sub(r"\.(\d+)\.", ".*.", name).rsplit(".", 1)[0]  # every layer's, and weight with bias: once
+        if mine != right and layer not in seen:
+            seen.add(layer)
+            name = layer
+            sources = [sizes.get(dim, "") for dim, other in zip(mine, right) if dim != other]
+            why = "; ".join((f"{dim} is {source}" if show_shapes else f"a size is {source}") for dim, source in
+                            zip([d for d, o in zip(mine, right) if d != o], sources) if source)
+            shapes = f" ({mine} where the reference has {right})" if show_shapes else ""
+            found.append(("model.layer_size", f"{name} has another size{shapes}" + (f": {why}" if why else "")))
+    extra = sorted(set(own) - set(reference))
+    missing = sorted(set(reference) - set(own))
+    renamed = []
+    for name in list(extra):
+        leaf = name.rsplit(".", 1)[-1]
+        match = next((other for other in missing if other.rsplit(".", 1)[-1] == leaf
+                      and tuple(reference[other].shape) == tuple(own[name].shape)
+                      and other.count(".") == name.count(".")), None)
+        if match is not None:
+            missing.remove(match)
+            extra.remove(name)
+            renamed.append((name, match))
+    for mine, right in renamed[:4]:
+        found.append(("model.renamed", f"your {mine.rsplit('.', 1)[0]} is named {right.rsplit('.', 1)[0]} in the skeleton "
+                                       "(the reference weights carry the skeleton's names)"))
+    for name in missing[:4]:
+        found.append(("model.missing_layer", f"your module has no {name}, which the reference has"))
+    for name in extra[:4]:
+        found.append(("model.extra_layer", f"your module has {name}, which the reference does not: a layer too many"))
+    return found

@@ -132,6 +132,34 @@ def _same(found, expected: torch.Tensor, tol: references.Tolerance) -> bool:
         return False
 
 
+def _fail_measured(what: str, found, expected: torch.Tensor, tol: references.Tolerance, recipe: str, *,
+                   position_axis: int | None = None, names: tuple[str, ...] = (), scales: dict | None = None,
+                   why: dict[str, str] | None = None) -> NoReturn:
+    """Fail a wrong output with what it measurably is (``translab.relations``): a transformation of the right one
+    (softmax, log-softmax, scaled, shifted, transposed, moved; ``why`` adds a reason per key), or else what was
+    measured (row sums, correlation, which positions are right) before ``recipe``."""
+    from ..relations import measured, output_relation
+
+    def same(a, b):
+        return _same(a, b, tol)
+    finding = output_relation(found, expected, same, position_axis=position_axis, names=names, scales=scales)
+    if finding is not None:
+        reason = (why or {}).get(finding.key, "")
+        _fail(f"{what}: {finding.text}.", hint=reason or recipe, key=finding.key, keep=True)
+    seen = measured(found, expected, same, position_axis)
+    _fail(f"{what}." + (f" {seen[0].upper()}{seen[1:]}." if seen else ""), hint=recipe)
+
+
+def _fail_if_transposed(what: str, found, expected: torch.Tensor, tol: references.Tolerance, names: tuple[str, ...],
+                        hint: str) -> None:
+    """Before a wrong shape is failed as such: an output that is the right one with its axes in another order is
+    named so (``translab.relations``)."""
+    from ..relations import output_relation
+    finding = output_relation(found, expected, lambda a, b: _same(a, b, tol), names=names)
+    if finding is not None and finding.key == "output.transposed":
+        _fail(f"{what}: {finding.text}.", hint=hint, key=finding.key, keep=True)
+
+
 def _equal(found, expected: torch.Tensor) -> bool:
     """``found`` is a tensor equal to ``expected`` element for element (after a cast to its dtype)."""
     if not isinstance(found, torch.Tensor) or tuple(found.shape) != tuple(expected.shape) or found.device.type == "meta":

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from .. import references
-from .harness import (Mistake, _call, _checked, _fail, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins,
+from ..relations import positional_fit
+from .harness import (Mistake, _call, _checked, _fail, _fail_if_transposed, _fail_measured, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins,
                       _variant_matches, forbid)
 
 
@@ -230,6 +231,12 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
         if _same(out, x * case["table"][: x.size(1)], tol):
             _fail("the positional encoding multiplies the input.", "x + pe[:seq_len]", "x * pe[:seq_len]",
                   "the encoding is ADDED to the token embeddings", key="pe.multiplied", keep=True)
+        findings = positional_fit(added[0], table) if _same(added[0], added[-1], tol) else []
+        if findings:  # measured: the sinusoids the answer adds, fitted
+            _fail("the positional encoding adds sinusoids, but not the right ones: "
+                  + "; ".join(finding.text for finding in findings) + ".",
+                  "pe[pos, 2i] = sin(pos / 10000^(2i/d_model)), pe[pos, 2i+1] = cos(pos / 10000^(2i/d_model))",
+                  f"out - x at position 1: {_short(added[0, 1, :4])}", key=" ".join(f.key for f in findings))
         _fail(f"{label}: the output differs from x + pe[:seq_len].",
               f"x + table, e.g. table[1, :4] = {table[1, :4].tolist() if table.size(0) > 1 else table[0, :4].tolist()}",
               f"out - x at position 1: {added[0, 1 if added.size(1) > 1 else 0, :4].tolist()}",
@@ -363,6 +370,9 @@ def check_attention(scaled_dot_product_attention: Callable, split: str = "visibl
                   "transpose the last two axes of k only, so that leading (batch, head) axes are kept",
                   key="wrong_shape")
         if tuple(output.shape) != tuple(case["expected"].shape):
+            _fail_if_transposed(f"{label}: the output has the wrong shape", output, case["expected"], tol,
+                                ("batch", "query", "d_v")[-case["expected"].dim():],
+                                "the output is weights @ v: one d_v-vector per query, (..., T_q, d_v)")
             _fail(f"{label}: the output has the wrong shape.", tuple(case["expected"].shape), tuple(output.shape),
                   "the output is weights @ v: one d_v-vector per query, (..., T_q, d_v)", key="wrong_shape")
         _check_weights(weights, mask, label)
@@ -370,9 +380,10 @@ def check_attention(scaled_dot_product_attention: Callable, split: str = "visibl
                             "softmax(q k^T / sqrt(d) + mask) v", "return the weights after the softmax (and after the "
                             "mask), the very tensor the output multiplies v with"):
             continue
-        _fail(f"{label}: the output differs from softmax(q k^T / sqrt(d) + mask) v.",
-              _short(case["expected"]), _short(output), "scores = q @ k.transpose(-2, -1) / math.sqrt(d) with d = "
-              "q.size(-1); add the mask; softmax over the last axis; multiply by v")
+        _fail_measured(f"{label}: the output differs from softmax(q k^T / sqrt(d) + mask) v", output, case["expected"],
+                       tol, "scores = q @ k.transpose(-2, -1) / math.sqrt(d) with d = q.size(-1); add the mask; "
+                       "softmax over the last axis; multiply by v", position_axis=-2,
+                       scales={"sqrt(d)": math.sqrt(q.size(-1))})
     sizes = f"{len(cases)} {'hidden ' if not visible else ''}cases"
     _ok(f"scaled dot-product attention on {sizes}: weights and output match, rows sum to 1, masked keys weigh 0")
 
@@ -452,6 +463,9 @@ def check_multi_head_attention(multi_head_attention: Callable, split: str = "vis
                   "splitting, q, k and v are (batch, heads, seq, d_head) and the weights (batch, heads, seq, seq)",
                   key="wrong_shape")
         if tuple(output.shape) != tuple(expected.shape):
+            _fail_if_transposed(f"{label}: the output has the wrong shape", output, expected, tol,
+                                ("batch", "seq", "d_model"), "the heads are merged back to (batch, seq, d_model): "
+                                "transpose (batch, heads, seq, d_head) to (batch, seq, heads, d_head) before the reshape")
             _fail(f"{label}: the output has the wrong shape.", tuple(expected.shape), tuple(output.shape),
                   "merge the heads back to (batch, seq, d_model) and apply the output projection", key="wrong_shape")
         _check_weights(weights, mask, label)
@@ -459,8 +473,9 @@ def check_multi_head_attention(multi_head_attention: Callable, split: str = "vis
                             "return the weights of every head after the softmax, (batch, heads, seq, seq), as "
                             "scaled_dot_product_attention gives them"):
             continue
-        _fail(f"{label}: the output differs from nn.MultiheadAttention's.", _short(expected[0, 0, :4]),
-              _short(output[0, 0, :4]), "project x with in_proj_weight and in_proj_bias, chunk into q, k, v, split "
-              "each into heads, attend in each head (scaled by sqrt(d_head)), merge, apply out_proj")
+        _fail_measured(f"{label}: the output differs from nn.MultiheadAttention's", output, expected, tol,
+                       "project x with in_proj_weight and in_proj_bias, chunk into q, k, v, split each into heads, "
+                       "attend in each head (scaled by sqrt(d_head)), merge, apply out_proj", position_axis=1,
+                       names=("batch", "seq", "d_model"))
     _ok(f"multi-head attention on {len(cases)} {'hidden ' if not visible else ''}case(s): output and every head's "
         "weights match nn.MultiheadAttention")
