@@ -57,7 +57,8 @@ def right_count(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses=None):
     return ntoken * nhid + nlayers * layer + nhid * outputs + outputs
 
 
-def transformer_model(dim_feedforward=lambda nhid: nhid, embedding="encoder", decoder=False):
+def transformer_model(dim_feedforward=lambda nhid: nhid, embedding="encoder", decoder=False, scale=True,
+                      positions=True, causal=True, padding=True):
     class TransformerModel(nn.Module):
         def __init__(self, ntoken, nhead, nhid, nlayers, dropout=0.5):
             super().__init__()
@@ -71,12 +72,30 @@ def transformer_model(dim_feedforward=lambda nhid: nhid, embedding="encoder", de
                 self.decoder = nn.Linear(nhid, ntoken)
 
         def forward(self, src, src_mask=None, src_key_padding_mask=None):
-            x = self.pos_encoder(getattr(self, embedding)(src) * math.sqrt(self.nhid))
+            x = getattr(self, embedding)(src) * (math.sqrt(self.nhid) if scale else 1.0)
+            x = self.pos_encoder(x) if positions else x
+            src_mask = src_mask if causal else None
+            src_key_padding_mask = src_key_padding_mask if padding else None
             if src_key_padding_mask is not None and src_mask is not None:  # one dtype for both masks: no warning
                 src_key_padding_mask = torch.zeros(src_key_padding_mask.shape).masked_fill(src_key_padding_mask,
                                                                                             float("-inf"))
             return self.transformer_encoder(x, mask=src_mask, src_key_padding_mask=src_key_padding_mask)
     return TransformerModel
+
+
+def heads(read):
+    class LanguageModelHead(nn.Module):
+        def __init__(self, nhid, ntoken):
+            super().__init__()
+            self.decoder = nn.Linear(nhid, ntoken)
+
+        def forward(self, hidden, src_key_padding_mask=None):
+            return self.decoder(hidden)
+
+    class ClassificationHead(LanguageModelHead):
+        def forward(self, hidden, src_key_padding_mask=None):
+            return self.decoder(read(hidden, src_key_padding_mask))
+    return LanguageModelHead, ClassificationHead
 """
 
 # name: (the answer, as a student writes it, then the check), the keys both checks give, words of the message
@@ -302,3 +321,94 @@ def test_measured_diagnoses_reach_the_notebook_validate_and_the_feedback(tmp_pat
         assert words in "\n".join(error.traceback)
         assert words in text, f"{name}: not in the feedback's HTML"
         assert any(words in re.sub(r"\x1b\[[0-9;]*m", "", f["raw_error"]) for f in failed), f"{name}: not in Validate"
+
+
+# ----------------------------------------------------------------- every visible check beside its hidden twin
+
+def _attention(scale=None, softmax_dim=-1, use_mask=True, mask_after=False):
+    import math as _math
+
+    def scaled_dot_product_attention(q, k, v, mask=None):
+        scores = q @ k.transpose(-2, -1) / (_math.sqrt(q.size(-1)) if scale is None else scale(q.size(-1)))
+        if mask is not None and use_mask and not mask_after:
+            scores = scores + mask
+        weights = torch.softmax(scores, dim=softmax_dim)
+        if mask is not None and mask_after:
+            weights = weights.masked_fill(torch.isinf(mask), 0.0)
+        return weights @ v, weights
+    return scaled_dot_product_attention
+
+
+def _prelude() -> dict:
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(PRELUDE), "<prelude>", "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+def _positional(**kwargs):
+    return type("PositionalEncoding", (_prelude()["PositionalEncodingWith"],), kwargs)
+
+
+def _count(extra):
+    def count_parameters(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses=None):
+        outputs = ntoken if nclasses is None else nclasses
+        layer = 4 * nhid * nhid + 4 * nhid + 2 * nhid * dim_feedforward + dim_feedforward + nhid + 4 * nhid
+        right = ntoken * nhid + nlayers * layer + nhid * outputs + outputs
+        return right + extra(ntoken=ntoken, nhid=nhid, nlayers=nlayers, nhead=nhead, ff=dim_feedforward,
+                             outputs=outputs)
+    return count_parameters
+
+
+INF = float("inf")
+MISTAKES = {  # (check, a wrong answer as students write it)
+    "mask of ones": (checks.check_mask, lambda sz: torch.tril(torch.ones(sz, sz))),
+    "mask of 0 and 1": (checks.check_mask, lambda sz: torch.triu(torch.ones(sz, sz), 1)),
+    "boolean mask": (checks.check_mask, lambda sz: torch.triu(torch.ones(sz, sz, dtype=torch.bool), 1)),
+    "diagonal blocked": (checks.check_mask, lambda sz: torch.triu(torch.full((sz, sz), -INF))),
+    "past blocked": (checks.check_mask, lambda sz: torch.tril(torch.full((sz, sz), -INF), -1)),
+    "-1e9 for -inf": (checks.check_mask, lambda sz: torch.triu(torch.full((sz, sz), -1e9), 1)),
+    "encoding of base 100": (checks.check_positional_encoding, _positional(base=100.0)),
+    "encoding of base 20000": (checks.check_positional_encoding, _positional(base=20000.0)),
+    "encoding with cos first": (checks.check_positional_encoding, _positional(sin_on_even=False)),
+    "encoding from position 1": (checks.check_positional_encoding, _positional(first=1)),
+    "attention without the scale": (checks.check_attention, _attention(scale=lambda d: 1.0)),
+    "attention divided by d": (checks.check_attention, _attention(scale=lambda d: d)),
+    "attention divided by 2 sqrt(d)": (checks.check_attention, _attention(scale=lambda d: 2 * d ** 0.5)),
+    "softmax over the queries": (checks.check_attention, _attention(softmax_dim=-2)),
+    "mask ignored": (checks.check_attention, _attention(use_mask=False)),
+    "mask zeroed after the softmax": (checks.check_attention, _attention(mask_after=True)),
+    "encoder without sqrt(nhid)": (checks.check_transformer_model, _prelude()["transformer_model"](scale=False)),
+    "encoder without positions": (checks.check_transformer_model, _prelude()["transformer_model"](positions=False)),
+    "encoder without the causal mask": (checks.check_transformer_model, _prelude()["transformer_model"](causal=False)),
+    "encoder without the padding mask": (checks.check_transformer_model, _prelude()["transformer_model"](padding=False)),
+    "classifier reads position -1": (lambda answer, split: checks.check_heads(*answer, split=split),
+                                     _prelude()["heads"](lambda hidden, padding: hidden[:, -1])),
+    "classifier reads position 0": (lambda answer, split: checks.check_heads(*answer, split=split),
+                                    _prelude()["heads"](lambda hidden, padding: hidden[:, 0])),
+    "classifier averages the padding too": (lambda answer, split: checks.check_heads(*answer, split=split),
+                                            _prelude()["heads"](lambda hidden, padding: hidden.mean(1))),
+    "count without biases": (checks.check_parameter_formula, _count(
+        lambda ntoken, nhid, nlayers, nhead, ff, outputs: -(nlayers * (3 * nhid + nhid + ff + nhid) + outputs))),
+    "count with the attention per head": (checks.check_parameter_formula, _count(
+        lambda ntoken, nhid, nlayers, nhead, ff, outputs: (nhead - 1) * nlayers * (4 * nhid * nhid + 4 * nhid))),
+    "count with one layer norm": (checks.check_parameter_formula, _count(
+        lambda ntoken, nhid, nlayers, nhead, ff, outputs: -2 * nlayers * nhid)),
+    "count with an extra nlayers squared": (checks.check_parameter_formula, _count(
+        lambda ntoken, nhid, nlayers, nhead, ff, outputs: nlayers ** 2 * nhid)),
+}
+
+
+@pytest.mark.parametrize("name", list(MISTAKES))
+def test_every_visible_check_fails_what_its_hidden_twin_fails(name):
+    """The same wrong answer fails both, with the same diagnosis: a visible check that passes what the hidden test
+    fails would tell a student their wrong answer is right."""
+    check, answer = MISTAKES[name]
+    verdicts = {}
+    for split in ("visible", "hidden"):
+        with pytest.raises(checks.CheckFailed) as caught:
+            check(answer, split=split)
+        verdicts[split] = str(caught.value)
+    keys = {split: re.search(r"\[diagnosis: (.*)\]$", message) for split, message in verdicts.items()}
+    assert (keys["visible"] is None) == (keys["hidden"] is None), verdicts
+    if keys["visible"]:
+        assert keys["visible"].group(1) == keys["hidden"].group(1), verdicts

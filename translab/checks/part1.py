@@ -165,6 +165,7 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
     visible = split == "visible"
     cases = references.load("positional_encoding")[split]
     tol = references.tolerance("positional_encoding")
+    unexplained = None
     for case in cases:
         d_model, max_len, x, expected = case["d_model"], case["max_len"], case["x"], case["expected"]
         label = (f"PositionalEncoding(d_model={d_model}, dropout=0.0, max_len={max_len})" if visible
@@ -237,11 +238,15 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
                   + "; ".join(finding.text for finding in findings) + ".",
                   "pe[pos, 2i] = sin(pos / 10000^(2i/d_model)), pe[pos, 2i+1] = cos(pos / 10000^(2i/d_model))",
                   f"out - x at position 1: {_short(added[0, 1, :4])}", key=" ".join(f.key for f in findings))
-        _fail(f"{label}: the output differs from x + pe[:seq_len].",
-              f"x + table, e.g. table[1, :4] = {table[1, :4].tolist() if table.size(0) > 1 else table[0, :4].tolist()}",
-              f"out - x at position 1: {added[0, 1 if added.size(1) > 1 else 0, :4].tolist()}",
-              "pe[pos, 2i] = sin(pos * exp(-2i * ln(10000) / d_model)), odd dimensions the cos of the same angle; "
-              "check the dropout is applied after the addition and that eval() turns it off")
+        # nothing recognised here: a larger case may show what it is (a base is hard to fit on 5 positions)
+        unexplained = unexplained or (
+            f"{label}: the output differs from x + pe[:seq_len].",
+            f"x + table, e.g. table[1, :4] = {table[1, :4].tolist() if table.size(0) > 1 else table[0, :4].tolist()}",
+            f"out - x at position 1: {added[0, 1 if added.size(1) > 1 else 0, :4].tolist()}",
+            "pe[pos, 2i] = sin(pos * exp(-2i * ln(10000) / d_model)), odd dimensions the cos of the same angle; "
+            "check the dropout is applied after the addition and that eval() turns it off")
+    if unexplained:
+        _fail(*unexplained)
     sizes = ", ".join(f"d_model={c['d_model']}" for c in cases) if visible else f"{len(cases)} hidden sizes"
     _ok(f"positional encoding ({sizes}): fixed sinusoids added to batch-first inputs, no trainable parameters")
 
