@@ -263,11 +263,12 @@ def test_count_mistakes_are_named(answer, phrase):
     assert phrase in failure(checks.check_bert_parameter_count, answer)
 
 
-def test_hard_coded_counts_fail_hidden_without_revealing_the_numbers():
+def test_hard_coded_counts_fail_both_checks_without_revealing_the_hidden_numbers():
     def hard_coded(config, pooler=False):
         return 22_713_216 if pooler else 22_565_376
 
-    checks.check_bert_parameter_count(hard_coded)
+    assert "right for all-MiniLM-L6-v2 but not for another shape" in failure(checks.check_bert_parameter_count,
+                                                                             hard_coded)
     message = failure(checks.check_bert_parameter_count, hard_coded, split="hidden")
     hidden = references.load("bert_parameters")["hidden"]
     assert not any(f"{case['expected']:,}" in message or str(case["expected"]) in message for case in hidden)

@@ -105,8 +105,8 @@ CHEATS = {
 }
 CHEAT_FAILS = {
     "01_mask_and_positional_encoding": {"mask_visible", "mask_hidden", "pe_visible", "pe_hidden"},
-    "02_model_and_parameters": {"count_hidden"},
-    "06_transfer_at_scale": {"mapping_visible", "mapping_hidden", "bert_count_hidden"},
+    "02_model_and_parameters": {"count_visible", "count_hidden"},  # the visible check tries other sizes too
+    "06_transfer_at_scale": {"mapping_visible", "mapping_hidden", "bert_count_visible", "bert_count_hidden"},
 }
 
 

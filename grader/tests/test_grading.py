@@ -139,9 +139,6 @@ def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
     for notebook, cells in CHEAT_FAILS.items():
         for cell in cells:
             assert scores[(notebook, cell)][0] == 0, (notebook, cell, scores[(notebook, cell)])
-    # hard-coding the two visible numbers passes the visible check, not the hidden one
-    assert scores[("02_model_and_parameters", "count_visible")][0] == 1
-    assert scores[("06_transfer_at_scale", "bert_count_visible")][0] == 1
     text = _feedback_text(root, "mallory", "01_mask_and_positional_encoding")
     assert "calls translab&#39;s own" in text or "calls translab's own" in text
 
@@ -181,7 +178,7 @@ def test_grades_csv_has_one_column_per_task(course):
         if is_code:
             assert float(rows[BOB][f"{notebook}/{cell}"]) == (0 if (notebook, cell) in lost else max_score)
     assert float(rows["alice"]["02_model_and_parameters/count_hidden"]) == 1
-    assert float(rows["mallory"]["02_model_and_parameters/count_visible"]) == 1
+    assert float(rows["mallory"]["02_model_and_parameters/count_visible"]) == 0
     assert float(rows["mallory"]["02_model_and_parameters/count_hidden"]) == 0
 
 

@@ -483,6 +483,13 @@ BERT_COUNT_MISTAKES = {
 }
 
 
+# Shapes the visible check also tries (the hidden ones are others, in the grader's references).
+BERT_PROBES = (dict(vocab_size=1009, hidden_size=48, num_hidden_layers=3, num_attention_heads=4, intermediate_size=80,
+                    max_position_embeddings=64, type_vocab_size=3),
+               dict(vocab_size=211, hidden_size=30, num_hidden_layers=2, num_attention_heads=5, intermediate_size=47,
+                    max_position_embeddings=33, type_vocab_size=1))
+
+
 @_checked
 def check_bert_parameter_count(count_bert_parameters: Callable, split: str = "visible") -> None:
     """count_bert_parameters(config, pooler=False) by formula: all-MiniLM-L6-v2 (visible), other shapes (hidden)."""
@@ -510,9 +517,22 @@ def check_bert_parameter_count(count_bert_parameters: Callable, split: str = "vi
         if visible:
             _fail(f"{call} for all-MiniLM-L6-v2 is off by {value - expected:+,}.", f"{expected:,}", f"{value:,}", hint)
         _fail(f"{call} is wrong on a hidden configuration.", hint=hint)
-    if visible:
+    if visible:  # right for all-MiniLM-L6-v2 is not enough: the hidden test tries other shapes, and so does this one
+        for shape in BERT_PROBES:
+            config = b.BertConfig(**shape)
+            for pooler in (False, True):
+                call = f"count_bert_parameters(BertConfig(**{shape}), pooler={pooler})"
+                with forbid(b.count_parameters_formula, params.count_trainable_parameters):
+                    found = _call(call, count_bert_parameters, config, pooler=pooler)
+                expected = b.count_parameters_formula(config, pooler=pooler)
+                if not isinstance(found, (int, float)) or found != expected:
+                    _fail(f"{call} is wrong: your formula is right for all-MiniLM-L6-v2 but not for another shape.",
+                          f"{expected:,}", _short(found), "a formula uses the config's sizes (vocab_size, hidden_size, "
+                          "num_hidden_layers, intermediate_size, max_position_embeddings, type_vocab_size), not the "
+                          "numbers of one checkpoint")
         without, with_pooler = (case["expected"] for case in cases)
-        _ok(f"all-MiniLM-L6-v2: {without:,} parameters without the pooler, {with_pooler:,} with it")
+        _ok(f"all-MiniLM-L6-v2: {without:,} parameters without the pooler, {with_pooler:,} with it; right at "
+            f"{len(BERT_PROBES)} other shapes too")
     else:
         _ok(f"parameter formula right on {len(cases) // 2} hidden configurations, with and without the pooler")
 
