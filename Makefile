@@ -23,7 +23,7 @@ HOST     ?= 127.0.0.1
 STUDENT_SERVER := $(foreach ext,formgrader course_list assignment_list,\
 	--ServerApp.jpserver_extensions=nbgrader.server_extensions.$(ext)=False)
 
-.PHONY: help setup browser data test test-fast lab formgrader release students student-release references autograde feedback grades report collect \
+.PHONY: help setup browser data test test-fast lab formgrader release students student-release references autograde feedback grades report similarity collect \
         pretrain tokenizer experiment bench hub-demo clean
 
 help: ## list the targets
@@ -85,6 +85,9 @@ grades: $(INSTALLED) ## export the gradebook to grades.csv (per notebook and per
 
 report: $(INSTALLED) ## what to re-teach: reports/ (per task passed, misconceptions ranked; CSV and HTML)
 	$(PY) -m grader report
+
+similarity: $(INSTALLED) ## pairs of students whose answers match: reports/similarity.{csv,html} (PAST=last year's submitted/)
+	$(PY) -m grader similarity $(if $(PAST),--past $(PAST))
 
 students: $(INSTALLED) ## names and e-mails from an LMS roster: make students ROSTER=participants.csv
 	@test -n "$(ROSTER)" || { echo "usage: make students ROSTER=file.csv (columns: id, first name, last name, e-mail)"; exit 2; }

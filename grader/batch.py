@@ -941,6 +941,8 @@ def main(argv: list[str] | None = None) -> int:
     export = commands.add_parser("grades", help="write grades.csv, one row per student")
     export.add_argument("--out", type=Path)
     commands.add_parser("report", help="reports/: per task who passed, the diagnosed misconceptions ranked (CSV, HTML)")
+    similar = commands.add_parser("similarity", help="reports/similarity.*: pairs of students whose answers match")
+    similar.add_argument("--past", type=Path, help="a past year's submitted/ folder to compare with too")
     zipped = commands.add_parser("collect", help="unpack an LMS zip into submitted/")
     zipped.add_argument("zip", type=Path)
     roster = commands.add_parser("students", help="add the class's names and e-mails from an LMS roster CSV")
@@ -1013,6 +1015,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(report.summary(report.write(root)))
             except FileNotFoundError as error:
                 raise GradingError(str(error)) from error
+        elif args.command == "similarity":
+            from . import similarity
+            if args.past is not None and not args.past.is_dir():
+                raise GradingError(f"--past {args.past}: no such folder (a past year's submitted/, one folder per "
+                                   "student)")
+            similarity.main(root, args.past)
         elif args.command == "collect":
             collect(root, args.zip)
         elif args.command == "students":

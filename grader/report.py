@@ -212,7 +212,23 @@ def _plot(tasks: list[Task], top: list[Misconception]) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _html(tasks: list[Task], misconceptions: list[Misconception], students: int) -> str:
+def _similar_section(folder: Path, shown: int = 10) -> str:
+    """The most similar pairs from ``make similarity`` (reports/similarity.csv), when it has run."""
+    table = folder / "similarity.csv"
+    if not table.exists():
+        return ("<h2>Similar answers</h2><p>Not computed yet: <code>make similarity</code> compares every pair of "
+                "students' answers (reports/similarity.html).</p>")
+    with open(table, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    pairs = list(dict.fromkeys((r["rank"], r["student_a"], r["student_b"], r["pair_score"]) for r in rows))[:shown]
+    body = "".join(f"<tr><td>{html.escape(rank)}</td><td>{html.escape(a)}</td><td>{html.escape(b)}</td>"
+                   f"<td>{html.escape(score)}</td></tr>" for rank, a, b, score in pairs)
+    return (f"<h2>Similar answers</h2><p>The {len(pairs)} pairs whose answers match most (make similarity; side by "
+            "side in similarity.html, beside this page). A match is a reason to look, not a verdict.</p>"
+            f"<table><tr><th>rank</th><th>student</th><th>student</th><th>share that matches</th></tr>{body}</table>")
+
+
+def _html(tasks: list[Task], misconceptions: list[Misconception], students: int, similar: str = "") -> str:
     e = html.escape
     task_rows = "\n".join(
         f"<tr><td>{e(t.notebook)}</td><td>{e(t.name)}</td><td>{len(t.passed)}</td><td>{len(t.failed)}</td>"
@@ -250,6 +266,7 @@ escaped.</p>
 <table><tr><th>notebook</th><th>task</th><th>passed</th><th>failed</th><th>most common misconception</th></tr>
 {task_rows}
 </table>
+{similar}
 </body></html>
 """
 
@@ -292,7 +309,7 @@ def write(root: Path, out_dir: Path | None = None) -> list[Path]:
         for i, m in enumerate(order, 1):
             writer.writerow([i if m.kind == "misconception" else "", m.kind, _defuse(m.key), _defuse(m.description),
                              len(m.students), " ".join(sorted(m.tasks)), _defuse(m.example)])
-    (out_dir / "report.html").write_text(_html(tasks, order, students), encoding="utf-8")
+    (out_dir / "report.html").write_text(_html(tasks, order, students, _similar_section(out_dir)), encoding="utf-8")
     return [out_dir / "tasks.csv", out_dir / "misconceptions.csv", out_dir / "report.html"]
 
 
