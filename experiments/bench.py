@@ -302,6 +302,25 @@ def _class_course(students: int, full_every: int):
         yield course, env, build_class(course / "submitted", course, students, full_every)
 
 
+def similarity_time(students: int, full_every: int = 3) -> dict:
+    """``make similarity`` on ``build_class``'s class: every pair of students' answers compared, the CSV and the
+    page written (no grading needed: it reads submitted/)."""
+    import subprocess
+    with _class_course(students, full_every) as (course, env, mix):
+        started = time.time()
+        done = subprocess.run([sys.executable, "-m", "grader", "--root", str(course), "similarity"], env=env,
+                              capture_output=True, text=True)
+        seconds = time.time() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"make similarity failed: {done.stderr[-2000:]}")
+        import csv
+        with open(course / "reports" / "similarity.csv", newline="", encoding="utf-8") as handle:
+            pairs = len({(row["student_a"], row["student_b"]) for row in csv.DictReader(handle)})
+        page = (course / "reports" / "similarity.html").stat().st_size
+    return {"students": students, "seconds": round(seconds, 1), "pairs_with_matches": pairs,
+            "page_bytes": page, "mix": mix}
+
+
 def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600) -> dict:
     """Wall time of grading a class of ``students`` (complete solutions mixed with the corpus) with each
     ``--jobs`` value, each from an empty gradebook, sandboxed as ``make autograde`` grades."""
@@ -525,6 +544,8 @@ def main(argv: list[str] | None = None) -> int:
                              "bench.json (about 2 min)")
     parser.add_argument("--only-class", action="store_true",
                         help="time the class only (--class-size, --class-jobs) and replace that section")
+    parser.add_argument("--only-similarity", action="store_true",
+                        help="time make similarity on the class (--class-size) only and replace that section")
     parser.add_argument("--hub-students", type=int, default=10,
                         help="a simulated class taken through a term on a real JupyterHub (0 skips it; about 3 min at 10)")
     parser.add_argument("--only-hub", action="store_true",
@@ -536,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if update_readme(json.loads((RESULTS_DIR / "bench.json").read_text())) else 1
     if args.only_class:
         _replace_section(args.out, "class_autograde", lambda: class_autograde(args.class_size, args.class_jobs), flag="class")
+        return 0
+    if args.only_similarity:
+        _replace_section(args.out, "similarity", lambda: similarity_time(args.class_size))
         return 0
     if args.only_hub:
         _replace_section(args.out, "hub_cycle", lambda: hub_cycle(args.hub_students), flag="hub")

@@ -309,3 +309,20 @@ def test_make_report_shows_the_most_similar_pairs(reported):
     section = _similar_section(root / "reports")
     assert "dana</td><td>eli_verbatim" in section and section.count("<tr>") == 11
     assert "Not computed yet" in _similar_section(root / "nothing-here")
+
+
+@pytest.mark.slow
+def test_the_page_in_a_real_browser_marks_the_copies_and_runs_nothing(reported, browser):
+    """Headless Chromium opens the page: the side-by-side answers show their marked spans, no dialog opens (the
+    submission's script is text), and a screenshot is kept beside the page for the instructor's eyes."""
+    root, _ = reported
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto((root / "reports" / "similarity.html").as_uri())
+    assert page.locator("mark").count() >= 6 and page.locator("script").count() == 0
+    assert page.locator("h2").first.inner_text().startswith("1. dana and eli_verbatim")
+    page.locator("#pair-2").scroll_into_view_if_needed()
+    page.screenshot(path=str(root / "reports" / "similarity.png"))
+    assert (root / "reports" / "similarity.png").stat().st_size > 10_000 and dialogs == []
+    page.close()
