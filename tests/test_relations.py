@@ -167,6 +167,20 @@ def count_parameters(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses=Non
 checks.check_parameter_formula(count_parameters, split=SPLIT)""", {"count.ignores_ntoken", "count.ignores_nhid",
                                                                     "count.ignores_nlayers", "count.ignores_dim_feedforward",
                                                                     "count.ignores_nclasses"}, "does not change with"),
+    "attention divided by 2 sqrt(d)": ("""
+def scaled_dot_product_attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / (2 * math.sqrt(q.size(-1)))  # sqrt(d) twice: once here, once 'for safety'
+    if mask is not None:
+        scores = scores + mask
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+checks.check_attention(scaled_dot_product_attention, split=SPLIT)""", {"attention.scale"}, "divided by"),
+    "attention divided by d to the 1.5": ("""
+def scaled_dot_product_attention(q, k, v, mask=None):
+    d = q.size(-1)
+    weights = torch.softmax((q @ k.transpose(-2, -1) / d ** 0.5 + (0 if mask is None else mask)) / d, dim=-1)
+    return weights @ v, weights
+checks.check_attention(scaled_dot_product_attention, split=SPLIT)""", {"attention.scale"}, "d*sqrt(d)"),
     # modules that do not load the reference weights
     "encoder layer with PyTorch's default width": ("""
 checks.check_transformer_model(transformer_model(dim_feedforward=None), split=SPLIT)""", {"model.layer_size"},

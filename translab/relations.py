@@ -35,6 +35,7 @@ KEYS = {
     "output.scaled": "the right output multiplied by a constant",
     "output.shifted": "the right output plus a constant",
     "output.positions": "the right values at the wrong positions",
+    "attention.scale": "attention scores divided by another number than sqrt(d) (fitted from the weights)",
     "pe.base": "a positional encoding with another base than 10000 (fitted)",
     "pe.frequencies": "frequencies that do not follow base^(-2i/d_model)",
     "pe.phase": "sinusoids with the right frequencies but another phase (sin/cos or the positions' origin)",
@@ -295,3 +296,42 @@ def _phases(fits: list[Sinusoid], right_fits: list[Sinusoid]) -> Finding | None:
 def _angle(radians: float) -> float:
     """An angle in (-pi, pi]."""
     return math.atan2(math.sin(radians), math.cos(radians))
+
+
+# ----------------------------------------------------------------- attention weights, their scale fitted
+
+def softmax_scale(weights: torch.Tensor, scores: torch.Tensor, mask: torch.Tensor | None = None) -> float | None:
+    """The factor c for which ``weights`` = softmax(c * scores + mask) over the last axis, fitted on the log-weights
+    (each row's constant drops out); None when no single c gives them."""
+    if not isinstance(weights, torch.Tensor) or weights.shape != scores.shape:
+        return None
+    w, s = _floats(weights), _floats(scores)
+    allowed = torch.ones_like(w, dtype=torch.bool) if mask is None else torch.isfinite(_floats(mask)).expand_as(w)
+    allowed = allowed & (w > 0)
+    if not bool(allowed.any()):
+        return None
+    counts = allowed.sum(-1, keepdim=True).clamp(min=1)
+    log_w = torch.where(allowed, w.clamp(min=1e-300).log(), torch.zeros_like(w))
+    s_allowed = torch.where(allowed, s, torch.zeros_like(s))
+    log_w = torch.where(allowed, log_w - log_w.sum(-1, keepdim=True) / counts, torch.zeros_like(w))
+    s_centered = torch.where(allowed, s_allowed - s_allowed.sum(-1, keepdim=True) / counts, torch.zeros_like(s))
+    energy = float((s_centered * s_centered).sum())
+    if energy == 0:
+        return None
+    c = float((log_w * s_centered).sum()) / energy
+    rebuilt = torch.softmax(c * s + (0 if mask is None else _floats(mask)), dim=-1)
+    return c if torch.allclose(rebuilt, w, atol=1e-5, rtol=1e-4) else None
+
+
+def scale_finding(c: float, d: int, show_values: bool = True) -> Finding | None:
+    """The attention scale a fitted c stands for, when it is not 1/sqrt(d)."""
+    if math.isclose(c, 1 / math.sqrt(d), rel_tol=1e-3):
+        return None
+    named = _constant(1 / c, {"sqrt(d)": math.sqrt(d), "d": float(d), "2*sqrt(d)": 2 * math.sqrt(d),
+                              "sqrt(d)/2": math.sqrt(d) / 2, "d*sqrt(d)": d * math.sqrt(d), "1": 1.0})
+    name = named.split(" = ", 1)[1] if " = " in named else None
+    shown = f"{1 / c:.4g}" + (f" = {name}" if name else "") if show_values else (name or "another number")
+    return Finding("attention.scale", f"your weights are the softmax of the scores divided by {shown}, not by "
+                                      f"sqrt(d){f' = {math.sqrt(d):.4g}' if show_values else ''}: q.k has a spread "
+                                      "of about sqrt(d) for unit-variance vectors, so dividing by sqrt(d) keeps the "
+                                      "softmax from saturating (more) or flattening (less)")

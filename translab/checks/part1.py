@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .. import references
-from ..relations import positional_fit
+from ..relations import positional_fit, scale_finding, softmax_scale
 from .harness import (Mistake, _call, _checked, _fail, _fail_if_transposed, _fail_measured, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins,
                       _variant_matches, forbid)
 
@@ -385,6 +385,11 @@ def check_attention(scaled_dot_product_attention: Callable, split: str = "visibl
                             "softmax(q k^T / sqrt(d) + mask) v", "return the weights after the softmax (and after the "
                             "mask), the very tensor the output multiplies v with"):
             continue
+        fitted = softmax_scale(weights, q @ k.transpose(-2, -1), mask)
+        finding = scale_finding(fitted, q.size(-1), show_values=visible) if fitted is not None else None
+        if finding is not None:  # the scale, measured from the weights: whatever number divides the scores
+            _fail(f"{label}: {finding.text}.", hint="scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))",
+                  key=finding.key, keep=True)
         _fail_measured(f"{label}: the output differs from softmax(q k^T / sqrt(d) + mask) v", output, case["expected"],
                        tol, "scores = q @ k.transpose(-2, -1) / math.sqrt(d) with d = q.size(-1); add the mask; "
                        "softmax over the last axis; multiply by v", position_axis=-2,
