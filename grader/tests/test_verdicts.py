@@ -374,3 +374,63 @@ def test_answers_that_reach_for_the_tools_of_a_rewrite_are_flagged(source, reaso
 def test_an_ordinary_answer_is_not_flagged():
     assert suspicious(RIGHT_MASK + "\nclass PositionalEncoding(torch.nn.Module):\n    pass\n") == []
     assert suspicious("def count(model):\n    return sum(p.numel() for p in model.parameters())\n") == []
+
+
+# ----------------------------------------------------------------- measured diagnoses, through the checker
+
+MODULES = """
+import math
+from torch import nn
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, dropout=0.1, max_len=5000, base=10000.0):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        position = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
+        pe = torch.zeros(max_len, d_model)
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe)  # persistent: in the state_dict, unlike the reference's
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[: x.size(1)])
+
+class Base1000(PositionalEncoding):
+    def __init__(self, d_model, dropout=0.1, max_len=5000):
+        super().__init__(d_model, dropout, max_len, base=1000.0)
+
+def transformer_model(embedding="encoder"):
+    class TransformerModel(nn.Module):
+        def __init__(self, ntoken, nhead, nhid, nlayers, dropout=0.5):
+            super().__init__()
+            self.nhid = nhid
+            setattr(self, embedding, nn.Embedding(ntoken, nhid))
+            self.pos_encoder = PositionalEncoding(nhid, dropout)
+            layer = nn.TransformerEncoderLayer(nhid, nhead, nhid, dropout, batch_first=True)
+            self.transformer_encoder = nn.TransformerEncoder(layer, nlayers, enable_nested_tensor=False)
+
+        def forward(self, src, src_mask=None, src_key_padding_mask=None):
+            x = self.pos_encoder(getattr(self, embedding)(src) * math.sqrt(self.nhid))
+            if src_key_padding_mask is not None and src_mask is not None:
+                src_key_padding_mask = torch.zeros(src_key_padding_mask.shape).masked_fill(
+                    src_key_padding_mask, float("-inf"))
+            return self.transformer_encoder(x, mask=src_mask, src_key_padding_mask=src_key_padding_mask)
+    return TransformerModel
+"""
+
+
+@pytest.mark.parametrize("call, answer, key", [
+    ("check_transformer_model", "transformer_model()", None),
+    ("check_transformer_model", "transformer_model('embedding')", "model.renamed"),
+    ("check_positional_encoding", "Base1000", "pe.base"),
+])
+def test_measured_diagnoses_reach_the_grader_as_in_the_lab(checker, call, answer, key):
+    """The checks that read the student's module (its state_dict, its outputs) answer the same from the grading
+    kernel, where the module is a handle and load_state_dict's result a plain tuple, as in the lab."""
+    record, done = grade(checker, MODULES + f"checks.{call}({answer}, split='hidden')", [Call(call, "hidden")])
+    if key is None:
+        assert record.passed, (record, done.stderr[-2000:])
+    else:
+        message, found = record.failure()
+        assert not record.passed and found == key, (message, found, done.stderr[-2000:])
