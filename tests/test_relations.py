@@ -151,6 +151,15 @@ checks.check_positional_encoding(PositionalEncoding, split=SPLIT)""", {"pe.base"
 class PositionalEncoding(PositionalEncodingWith):
     first = 2
 checks.check_positional_encoding(PositionalEncoding, split=SPLIT)""", {"pe.phase"}, "shifted by +2"),
+    "positional encoding that adds nothing": ("""
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, dropout=0.1, max_len=5000):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(x)
+checks.check_positional_encoding(PositionalEncoding, split=SPLIT)""", {"pe.nothing_added"}, "returns its input unchanged"),
     "count with the feed-forward three times": ("""
 def count_parameters(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses=None):
     return right_count(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses) + nlayers * nhid * dim_feedforward

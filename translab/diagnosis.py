@@ -346,6 +346,7 @@ KEYS = {
     "pe.positions_from_1": "positions counted from 1 instead of 0",
     "pe.rows_order": "table rows reversed or transposed",
     "pe.multiplied": "the encoding multiplies the input instead of being added",
+    "pe.nothing_added": "the positional encoding returns its input unchanged",
     "pe.not_batch_first": "the encoding is added along the wrong axis (not batch-first)",
     "attention.no_scale": "attention scores not divided by sqrt(d)",
     "attention.scale_by_d": "attention scores divided by d instead of sqrt(d)",

@@ -232,6 +232,10 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
         if _same(out, x * case["table"][: x.size(1)], tol):
             _fail("the positional encoding multiplies the input.", "x + pe[:seq_len]", "x * pe[:seq_len]",
                   "the encoding is ADDED to the token embeddings", key="pe.multiplied", keep=True)
+        if _same(out, x, tol):
+            _fail("the positional encoding returns its input unchanged: out - x is 0 everywhere.",
+                  "x + pe[:seq_len]", "x", "build the table in __init__ (register_buffer('pe', ...)) and add its first "
+                  "x.size(1) rows in forward: return self.dropout(x + self.pe[: x.size(1)])", key="pe.nothing_added")
         findings = positional_fit(added[0], table) if _same(added[0], added[-1], tol) else []
         if findings:  # measured: the sinusoids the answer adds, fitted
             _fail("the positional encoding adds sinusoids, but not the right ones: "
