@@ -51,6 +51,7 @@ class Match:
     similarity: tuple     # share of each answer's fingerprinted code that matches
     length: int           # the shorter answer's fingerprinted length
     spans: tuple          # (a's slices, b's slices) in the original sources
+    sources: tuple        # (a's answer, b's answer), as submitted
 
 
 @dataclass
@@ -145,7 +146,7 @@ def compare(root: Path, past: Path | None = None, common_share: float = 0.5) -> 
                 length = int(min(first.fingerprint.token_coverage, second.fingerprint.token_coverage))
                 pair = pairs.setdefault((a.student, b.student), Pair(a.student, b.student))
                 pair.matches.append(Match(task, a.student, b.student, int(overlap), tuple(float(s) for s in similarity),
-                                          length, spans))
+                                          length, spans, (a.source, b.source)))
     # pairs with nothing in common still have a score of 0: only those with a match are listed
     return sorted(pairs.values(), key=lambda pair: (-pair.score, pair.a, pair.b))
 
@@ -164,7 +165,7 @@ def write(root: Path, pairs: list[Pair], seconds: float) -> tuple[Path, Path]:
                 writer.writerow([rank, _defuse(pair.a), _defuse(pair.b), f"{pair.score:.3f}", match.task,
                                  f"{match.similarity[0]:.3f}", f"{match.similarity[1]:.3f}", match.overlap])
     page = folder / "similarity.html"
-    page.write_text(_html(root, pairs, seconds), encoding="utf-8")
+    page.write_text(_html(pairs, seconds), encoding="utf-8")
     return table, page
 
 
@@ -178,8 +179,7 @@ def _marked(source: str, slices) -> str:
     return text
 
 
-def _html(root: Path, pairs: list[Pair], seconds: float) -> str:
-    answers = {(a.student, a.task): a.source for a in _answers(root / "submitted")}
+def _html(pairs: list[Pair], seconds: float) -> str:
     rows = "".join(f"<tr><td>{rank}</td><td>{html.escape(p.a)}</td><td>{html.escape(p.b)}</td><td>{p.score:.0%}</td>"
                    f"<td>{html.escape(', '.join(sorted({m.task for m in p.matches})))}</td></tr>"
                    for rank, p in enumerate(pairs, 1))
@@ -187,8 +187,7 @@ def _html(root: Path, pairs: list[Pair], seconds: float) -> str:
     for rank, pair in enumerate(pairs[:TOP_PAIRS], 1):
         blocks = []
         for match in sorted(pair.matches, key=lambda m: -max(m.similarity)):
-            left = answers.get((pair.a, match.task), "")
-            right = answers.get((pair.b, match.task), "")
+            left, right = match.sources
             blocks.append(f"<h3>{html.escape(match.task)}: {match.similarity[0]:.0%} / {match.similarity[1]:.0%}</h3>"
                           f"<div class='side'><pre>{_marked(left, match.spans[0])}</pre>"
                           f"<pre>{_marked(right, match.spans[1])}</pre></div>")

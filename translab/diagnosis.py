@@ -596,28 +596,37 @@ WHY_VALUE = {("dim_feedforward", 2048): "nn.TransformerEncoderLayer's default wh
 VARIABLES = ("ntoken", "nhid", "nlayers", "dim_feedforward", "nclasses")
 
 
-def _configuration_text(cfg: dict, variable: str, value) -> str:
+LARGEST = 8192  # the largest size tried for a variable (nclasses: 1 to 64, or the LM head)
+NOT_FOUND = object()
+
+
+def configuration_text(variable: str, value) -> str:
     if variable == "nclasses":
         return "the LM head (ntoken outputs)" if value is None else f"a {value}-class head"
     why = WHY_VALUE.get((variable, value))
     return f"{variable}={value}" + (f" ({why})" if why else "")
 
 
-def other_readings(cfg: dict, value: float, largest: int = 8192) -> list[str]:
+def value_giving(cfg: dict, variable: str, count: float, exclude=NOT_FOUND):
+    """The first value of ``variable`` (the others as in ``cfg``, nhid a multiple of nhead) whose right count is
+    ``count``, other than ``exclude``; ``NOT_FOUND`` when none up to ``LARGEST`` does."""
+    if variable == "nclasses":
+        candidates = [None, *range(1, 65)]
+    elif variable == "nhid":
+        candidates = range(cfg["nhead"], LARGEST + 1, cfg["nhead"])
+    else:
+        candidates = range(1, LARGEST + 1)
+    return next((c for c in candidates if c != exclude and right_count({**cfg, variable: c}) == count), NOT_FOUND)
+
+
+def other_readings(cfg: dict, value: float) -> list[str]:
     """The configurations, one variable changed from ``cfg`` (or the other head), whose right count is ``value``:
     a number that answers another question than the one asked.  Also the count with the positional table counted."""
     found = []
     for variable in VARIABLES:
-        candidates = [None, *range(1, 65)] if variable == "nclasses" else range(1, largest + 1)
-        for candidate in candidates:
-            if candidate == cfg.get(variable):
-                continue
-            other = {**cfg, variable: candidate}
-            if variable == "nhid" and candidate % cfg["nhead"]:
-                continue
-            if right_count(other) == value:
-                found.append(_configuration_text(cfg, variable, candidate))
-                break
+        hit = value_giving(cfg, variable, value, exclude=cfg.get(variable))
+        if hit is not NOT_FOUND:
+            found.append(configuration_text(variable, hit))
     for max_len in (5000, 512, 1024, 2048):
         if right_count(cfg) + max_len * cfg["nhid"] == value:
             found.append(f"the positional table counted as parameters (max_len={max_len} x nhid): it is a buffer")
@@ -630,18 +639,12 @@ def fixed_values(count: Callable[[dict], float | None], variables: list[str]) ->
     configurations (``LOCATE_BASE`` and ``LOCATE_STEPS``)."""
     fixed = {}
     for variable in variables:
+        hits = []
         for cfg in (LOCATE_BASE, {**LOCATE_BASE, **{k: v for k, v in LOCATE_STEPS.items() if k != variable}}):
             value = count(cfg)
-            if value is None:
-                break
-            candidates = [None, *range(1, 65)] if variable == "nclasses" else range(1, 8193)
-            if variable == "nhid":
-                candidates = range(cfg["nhead"], 8193, cfg["nhead"])
-            hit = next((c for c in candidates if right_count({**cfg, variable: c}) == value), "none")
-            if fixed.get(variable, hit) != hit or hit == "none":
-                fixed.pop(variable, None)
-                break
-            fixed[variable] = hit
+            hits.append(NOT_FOUND if value is None else value_giving(cfg, variable, value))
+        if hits[0] is not NOT_FOUND and hits[0] == hits[1]:
+            fixed[variable] = hits[0]
     return fixed
 
 

@@ -17,10 +17,12 @@ def _load_state(module: nn.Module, state: dict, what: str, cfg: dict | None = No
     if not isinstance(module, nn.Module):
         _fail(f"{what} is not an nn.Module.", "an instance of a subclass of nn.Module", _kind(module),
               "keep the skeleton's `class ...(nn.Module)` and call super().__init__() first", key="wrong_type", keep=True)
-    parameters = {name for name, _ in module.named_parameters()}
+    def parameter_names() -> set[str]:  # asked only when something is missing: from the grading kernel, each
+        return {name for name, _ in module.named_parameters()}  # parameter crosses the wire to name it
     try:
         # (missing, unexpected): a named tuple here, a plain one when the module answers from the grading kernel
         missing, unexpected = module.load_state_dict(state, strict=False)
+        parameters = parameter_names() if missing else set()
         # a buffer the reference does not carry (a positional table kept in the state_dict) is the student's right
         if unexpected or set(missing) & parameters:
             raise RuntimeError("Error(s) in loading state_dict: " + "; ".join(
@@ -37,13 +39,14 @@ def _load_state(module: nn.Module, state: dict, what: str, cfg: dict | None = No
         if cfg and cfg.get("nhid"):
             sizes.setdefault(4 * cfg["nhid"], "4*nhid")
             sizes.setdefault(3 * cfg["nhid"], "3*nhid (Q, K and V together: nn.MultiheadAttention's in_proj)")
-        own = {name: value for name, value in module.state_dict().items() if name in parameters or name in state}
+        parameters, current = parameter_names(), module.state_dict()
+        own = {name: value for name, value in current.items() if name in parameters or name in state}
         causes = state_mismatch(own, state, sizes, show_shapes=not _hidden())
         if causes:
             _fail(f"{what}: the reference weights do not fit your module: " + "; ".join(text for _, text in causes) + ".",
                   hint="keep the skeleton's attribute names and layer types, sized as asked",
                   key=" ".join(dict.fromkeys(key for key, _ in causes)), keep=True)
-        own = sorted(module.state_dict().keys())
+        own = sorted(current.keys())
         says = "" if _hidden() else (f" PyTorch says: {str(error).splitlines()[0]} "
                                      + " ".join(str(error).splitlines()[1:3]))
         _fail(f"{what}: the reference weights do not fit your module.",
@@ -375,17 +378,19 @@ def _diagnose_formula(count_parameters: Callable, cfg: dict, value: int) -> tupl
         return (f"your count is {values[0]:,.0f}{whose} whatever the sizes: a formula must compute it from ntoken, "
                 "nhid, nlayers, dim_feedforward and the head's outputs", "count.constant")
     ignored = diagnosis.ignored_variables(count)
-    fixed = diagnosis.fixed_values(count, ignored)
-    ignoring = (f"your count does not change with {', '.join(ignored)}, the right one does" + (
-        " (it counts as if " + ", ".join(diagnosis._configuration_text({}, name, value) if name != "nclasses" or value
-                                         else "the head had ntoken outputs" for name, value in fixed.items()) + ")"
-        if fixed else ""), " ".join(f"count.ignores_{name}" for name in ignored)) if ignored else ("", "")
+    ignoring, ignoring_keys = "", [f"count.ignores_{name}" for name in ignored]
+    if ignored:
+        fixed = ["the head had ntoken outputs" if name == "nclasses" and value is None
+                 else diagnosis.configuration_text(name, value)
+                 for name, value in diagnosis.fixed_values(count, ignored).items()]
+        ignoring = (f"your count does not change with {', '.join(ignored)}, the right one does"
+                    + (f" (it counts as if {', '.join(fixed)})" if fixed else ""))
     coefficients = diagnosis.fit_count(count)
     if coefficients is not None:
         text = diagnosis.describe_fit(coefficients)
-        return (f"{ignoring[0]}; {text}" if ignored else text), " ".join(filter(None, ["count.coefficients", ignoring[1]]))
+        return (f"{ignoring}; {text}" if ignored else text), " ".join(["count.coefficients", *ignoring_keys])
     if ignored:
-        return f"{ignoring[0]}. {_count_recipe()}", ignoring[1]
+        return f"{ignoring}. {_count_recipe()}", " ".join(ignoring_keys)
     variables = diagnosis.error_dependence(count)
     recipe = _count_recipe()
     if variables is None:
