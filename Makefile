@@ -23,7 +23,7 @@ HOST     ?= 127.0.0.1
 STUDENT_SERVER := $(foreach ext,formgrader course_list assignment_list,\
 	--ServerApp.jpserver_extensions=nbgrader.server_extensions.$(ext)=False)
 
-.PHONY: help setup browser data test test-fast lab formgrader release students student-release references autograde feedback grades report similarity collect \
+.PHONY: help setup secret variants browser data test test-fast lab formgrader release students student-release references autograde feedback grades report similarity collect \
         pretrain tokenizer experiment bench hub-demo clean
 
 help: ## list the targets
@@ -34,7 +34,10 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e .
 	touch $@
 
-setup: $(INSTALLED) data browser hub/node_modules/.installed ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
+setup: $(INSTALLED) data browser hub/node_modules/.installed secret ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
+
+secret: $(INSTALLED) ## the course secret each student's variant is derived from (made once, never replaced)
+	$(PY) -m grader variants --init
 
 # JupyterHub's proxy (configurable-http-proxy), pinned with its hashes in hub/package-lock.json
 hub/node_modules/.installed: hub/package.json hub/package-lock.json
@@ -92,6 +95,9 @@ similarity: $(INSTALLED) ## pairs of students whose answers match: reports/simil
 students: $(INSTALLED) ## names and e-mails from an LMS roster: make students ROSTER=participants.csv
 	@test -n "$(ROSTER)" || { echo "usage: make students ROSTER=file.csv (columns: id, first name, last name, e-mail)"; exit 2; }
 	$(PY) -m grader students "$(ROSTER)"
+
+variants: $(INSTALLED) ## reports/variants.csv: each student's configuration, terms and counts for part 2 (STUDENT=id: one code)
+	$(PY) -m grader variants $(if $(STUDENT),--student "$(STUDENT)")
 
 student-release: $(INSTALLED) ## write what students get into DEST: make student-release DEST=../translab-students
 	@test -n "$(DEST)" || { echo "usage: make student-release DEST=folder (new or empty, outside the course)"; exit 2; }

@@ -388,7 +388,10 @@ def notebook_times(timeout: float = 3600) -> dict:
     import nbformat
     from nbclient import NotebookClient
 
+    from translab import variants
     times = {}
+    # a student's own configuration for part 2's counts, as the grader or the release's table gives one
+    os.environ.setdefault(variants.VARIANT_ENV, variants.derive_code(b"translab-bench", "student"))
     for path in sorted((REPO_ROOT / "solutions" / "transfer_learning").glob("*.ipynb")):
         times[path.stem] = {}
         for budget, value in (("student_s", None), ("nbgrader_s", "autograde")):

@@ -250,6 +250,11 @@ def autograde(root: Path, jobs: int = 1, student: str | None = None, extra_args:
                            f"{' and more' if len(absent) > 3 else ''}): every student would lose the points of the "
                            f"cells that read it. Nothing was graded: {FIX_HINT}, or point TRANSLAB_DATA_DIR at the "
                            "data folder, and grade again")
+    from .variants import SecretMissing, require_secret
+    try:  # part 2's stated counts are judged against each student's variant, derived from it
+        require_secret(root)
+    except SecretMissing as error:
+        raise GradingError(f"{error} Nothing was graded.") from error
     # started first, with the preload this batch wants: its imports (1 s) overlap the zygote's, and
     # generate_assignment, when the gradebook is new, is forked from it too
     _fork_server(checker_imports=_preloads_checks(names, sandbox))
@@ -947,6 +952,10 @@ def main(argv: list[str] | None = None) -> int:
     zipped.add_argument("zip", type=Path)
     roster = commands.add_parser("students", help="add the class's names and e-mails from an LMS roster CSV")
     roster.add_argument("roster", type=Path)
+    variant = commands.add_parser("variants", help="reports/variants.csv: each student's configuration for part 2's "
+                                                   "counts; --student ID: one student's code; --init: the course secret")
+    variant.add_argument("--student")
+    variant.add_argument("--init", action="store_true", help="create the course secret unless there is one")
     students = commands.add_parser("student-release", help="write what students get (no solutions, no hidden tests)")
     students.add_argument("dest", type=Path)
     args, extra = parser.parse_known_args(argv)
@@ -1030,6 +1039,12 @@ def main(argv: list[str] | None = None) -> int:
             except roster.RosterError as error:
                 raise GradingError(str(error)) from error
             print(f"roster {args.roster}: {added} student(s) added, {updated} updated in {root / 'gradebook.db'}")
+        elif args.command == "variants":
+            from . import variants
+            try:
+                variants.main(root, args.student, args.init)
+            except variants.SecretMissing as error:
+                raise GradingError(str(error)) from error
         elif args.command == "student-release":
             from . import student_release
             try:
@@ -1038,6 +1053,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise GradingError(str(error)) from error
             print(f"wrote the student release to {args.dest.resolve()}: {len(written)} files; "
                   f"students run `make setup` then `make lab` there")
+            codes = json.loads((args.dest / "variants.json").read_text(encoding="utf-8"))["codes"]
+            print(f"  variant codes for {len(codes)} student(s) known now (`make students ROSTER=...` adds a class "
+                  "list); a student who joins later gets a code from `make variants STUDENT=id`")
     except GradingError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

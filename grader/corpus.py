@@ -189,6 +189,10 @@ case("hard_coded", "notebook 02 right except count_parameters, which returns the
     lambda sources, out: _write(_replace(sources.notebook(NB2), "count_answer", (
         "def count_parameters(ntoken, nhid, nlayers, nhead, dim_feedforward, nclasses=None):\n"
         "    return 1_008_100 if nclasses is None else 988_402\n")), out, f"{NB2}.ipynb"))
+case("pasted_numbers", "notebook 02 right except the two stated numbers: the worked example's, as a number passed "
+     "around would be")(
+    lambda sources, out: _write(_replace(sources.notebook(NB2), "numbers_answer",
+                                         "n_params_lm = 1_008_100\nn_params_classifier = 988_402\n"), out, f"{NB2}.ipynb"))
 # Issue 30, attack 1: the kernel's request rewritten (translab.wire.serve, reached under a computed name that the
 # static scan misses) so that the hidden test asks for the visible cases; the checker takes the split from the cell.
 REWRITTEN_REQUEST = ("import importlib\n_w = importlib.import_module('translab.' + 'wi' + 're')\n_serve = _w.serve\n"

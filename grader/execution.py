@@ -50,8 +50,10 @@ from traitlets import Bool, Float, Unicode
 from jupyter_client.manager import KernelManager
 
 from translab.paths import CHECKER_ENV
+from translab.variants import VARIANT_ENV
 
 from .demos import NOT_RUN, left_out
+from .variants import SECRET_ENVS
 from .verdicts import Checker, ForkedChecker, expected_calls, suspicious
 
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short
@@ -229,6 +231,9 @@ class GuardedExecute(Execute):
             if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
                 for reason in suspicious(cell.source):
                     resources[INCIDENTS].append(f"cell {index}: the answer {reason}")
+        from .batch import course_root
+        from .variants import grading_code
+        self._variant = grading_code((resources.get("nbgrader") or {}).get("student"), course_root())
         cwd = os.path.abspath(resources.get("metadata", {}).get("path") or os.getcwd())
         kept = _take_kept(cwd) if km is None else None
         self._kept_client = None
@@ -285,6 +290,10 @@ class GuardedExecute(Execute):
 
     async def async_start_new_kernel(self, **kwargs):
         kwargs["env"] = {**os.environ, **kwargs.get("env", {}), CHECKER_ENV: str(self._checker.path)}
+        for name in (VARIANT_ENV, *SECRET_ENVS):  # the course secret never reaches student code
+            kwargs["env"].pop(name, None)
+        if getattr(self, "_variant", None):  # the student's own configuration, as the notebook shows it
+            kwargs["env"][VARIANT_ENV] = self._variant
         await super().async_start_new_kernel(**kwargs)
         self._checker.warm_up()
 
@@ -328,7 +337,7 @@ class GuardedExecute(Execute):
         calls = expected_calls(cell.source) if grading.get("grade") and not grading.get("solution") else []
         if not calls:
             return self._run_cell(cell, resources, index)
-        self._checker.open(grading.get("grade_id", f"cell {index}"), calls)
+        self._checker.open(grading.get("grade_id", f"cell {index}"), calls, getattr(self, "_variant", None))
         try:
             cell, resources = self._run_cell(cell, resources, index)
         finally:

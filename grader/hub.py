@@ -30,6 +30,7 @@ import nbformat
 
 from grader.batch import ASSIGNMENT, with_venv_bin
 from translab.paths import EXCHANGE_ENV, REPO_ROOT, data_dir
+from .variants import create_secret, secret_path
 
 HUB_DIR = REPO_ROOT / "hub"
 CONFIG = HUB_DIR / "jupyterhub_config.py"
@@ -116,7 +117,7 @@ class DemoHub:
                 "TRANSLAB_HUB_INSTRUCTORS": INSTRUCTOR, "TRANSLAB_HUB_STUDENTS": ",".join(self.students),
                 "TRANSLAB_HUB_PASSWORD": self.password, "TRANSLAB_HUB_API_TOKEN": self.api_token,
                 EXCHANGE_ENV: str(self.exchange), "TRANSLAB_HOME": str(self.student_release),
-                "TRANSLAB_DATA_DIR": str(data_dir())}
+                "TRANSLAB_DATA_DIR": str(data_dir()), "TRANSLAB_COURSE_SECRET_FILE": str(secret_path(self.course))}
 
     def instructor_environment(self) -> dict:
         """What the instructor's terminal on the hub has: the course's exchange, the shared environment first."""
@@ -143,6 +144,7 @@ class DemoHub:
             self.course.mkdir(parents=True)
             shutil.copy(REPO_ROOT / "nbgrader_config.py", self.course)
             shutil.copytree(REPO_ROOT / "solutions", self.course / "solutions")
+        create_secret(self.course)  # the course's own (grader.variants); the hub reads it to give each student theirs
         self._grader("release")
         timings["generate"] = time.monotonic() - started
         if not self.student_release.exists():

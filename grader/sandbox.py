@@ -455,12 +455,13 @@ def _writable(path: Path) -> None:
 
 
 def hidden_paths(root: Path, student: str | None) -> list[Path]:
-    """What a student's kernel must not read: the gradebook (hidden tests, everyone's grades), the
-    solutions, the checks' references (the checker outside the kernel reads them), other students'
+    """What a student's kernel must not read: the gradebook (hidden tests, everyone's grades), the course
+    secret (everyone's variant), the solutions, the checks' references (the checker outside the kernel reads them), other students'
     submissions, results and feedback, and nbgrader's exchange."""
     from translab.paths import GRADER_DIR, LAB_HOME, REPO_ROOT, exchange_root
     paths = [root / name for name in ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback",
-                                      "downloaded", ".git", "grader/references", "references")]
+                                      "downloaded", ".git", "grader/references", "references",
+                                      ".translab_secret")]  # grader.variants.SECRET_FILE: every student's code
     paths.append(exchange_root(root))  # everyone's submissions and feedback on their way (a hub's shared folder)
     # and the references next to the translab the kernel imports (the course's own, or an installed checkout's),
     # or in the folder TRANSLAB_HOME names

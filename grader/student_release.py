@@ -4,10 +4,12 @@ The released notebooks (``notebooks/``, made by ``make release`` from the soluti
 (``translab/``), the visible half of every reference (``references/``: the hidden cases never leave the
 instructor), the shipped tokenizer and checkpoint, the measured results the notebooks read, and a
 Makefile whose ``make setup`` / ``make lab`` work there on their own.  No solutions, no gradebook, no
-grader code, no hidden test data.
+grader code, no hidden test data, no course secret: only ``variants.json``, the variant code of each student known
+at release time under a hash of their id (``translab.variants``).
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 import torch
 
 from translab import references
+from translab.variants import TABLE_NAME as VARIANTS_TABLE
 from translab.paths import REPO_ROOT
 
 # What the student package needs to run every notebook: the library and what it reads.
@@ -76,9 +79,16 @@ class ReleaseError(RuntimeError):
     """The release cannot be written as asked; the message says why and what to do."""
 
 
-def write(dest: Path, root: Path = REPO_ROOT) -> list[Path]:
-    """Write the student release into ``dest`` (which must not exist or be empty); returns the files written."""
+def write(dest: Path, root: Path = REPO_ROOT, student_ids: list[str] | None = None) -> list[Path]:
+    """Write the student release into ``dest`` (which must not exist or be empty); returns the files written.
+    ``student_ids``: whose variant codes the release's table holds (default: the gradebook's roster and the
+    students with a submission); a student not in it gets a code from the instructor (``grader.variants``)."""
     dest = Path(dest).resolve()
+    from .variants import SecretMissing, require_secret
+    try:
+        require_secret(root)
+    except SecretMissing as error:
+        raise ReleaseError(str(error)) from error
     if dest.exists() and any(dest.iterdir()):
         raise ReleaseError(f"{dest} is not empty: choose a new folder (the release never overwrites files)")
     if dest == root.resolve() or root.resolve() in dest.parents:
@@ -107,6 +117,9 @@ def write(dest: Path, root: Path = REPO_ROOT) -> list[Path]:
     (dest / "README.md").write_text(STUDENT_README, encoding="utf-8")
     (dest / "data").mkdir()
     _copy(root / "data" / "README.md", dest / "data" / "README.md")
+    from . import variants
+    table = variants.release_table(variants.known_students(root) if student_ids is None else student_ids, root)
+    (dest / VARIANTS_TABLE).write_text(json.dumps(table, indent=1), encoding="utf-8")
     return sorted(path for path in dest.rglob("*") if path.is_file())
 
 

@@ -77,6 +77,7 @@ class Record:
     """What the checker saw during one test cell."""
     grade_id: str
     expected: list[Call]
+    variant: str | None = None  # the student's variant code (translab.variants), derived by the grader
     results: list[tuple[Call, bool, list[str], str, str]] = field(default_factory=list)  # call, passed, ok lines, message, key
     refused: list[str] = field(default_factory=list)
 
@@ -133,9 +134,9 @@ class Checker:
             self._warming.start()
 
     # -- the executor's side
-    def open(self, grade_id: str, calls: list[Call]) -> None:
+    def open(self, grade_id: str, calls: list[Call], variant: str | None = None) -> None:
         with self._lock:
-            self._window = Record(grade_id, list(calls))
+            self._window = Record(grade_id, list(calls), variant)
 
     def close(self, wait: float = 10.0) -> Record:
         """End the window: a check still running (its kernel interrupted or gone) gets ``wait`` seconds, then its
@@ -196,7 +197,7 @@ class Checker:
                 wire.send(connection, {"op": "refused", "reason": reason})
                 return
             self._idle.clear()
-        passed, lines, message, key = run_check(call, header, buffers, connection)
+        passed, lines, message, key = run_check(call, header, buffers, connection, record.variant)
         with self._lock:
             if self._window is record:  # still the same cell: the verdict counts
                 record.results.append((call, passed, lines, message, key))
@@ -206,14 +207,15 @@ class Checker:
 
 
 def _record_to_json(record: Record) -> dict:
-    return {"grade_id": record.grade_id, "expected": [[c.check, c.split, c.part] for c in record.expected],
+    return {"grade_id": record.grade_id, "variant": record.variant,
+            "expected": [[c.check, c.split, c.part] for c in record.expected],
             "results": [[[c.check, c.split, c.part], passed, lines, message, key]
                         for c, passed, lines, message, key in record.results],
             "refused": record.refused}
 
 
 def _record_from_json(data: dict) -> Record:
-    return Record(data["grade_id"], [Call(*call) for call in data["expected"]],
+    return Record(data["grade_id"], [Call(*call) for call in data["expected"]], data.get("variant"),
                   [(Call(*call), bool(passed), list(lines), message, key)
                    for call, passed, lines, message, key in data["results"]], list(data["refused"]))
 
@@ -265,8 +267,9 @@ class ForkedChecker:
     def warm_up(self) -> None:
         """Nothing to do: the checker process warms itself up as it starts."""
 
-    def open(self, grade_id: str, calls: list[Call]) -> None:
-        self._ask({"op": "open", "grade_id": grade_id, "calls": [[c.check, c.split, c.part] for c in calls]})
+    def open(self, grade_id: str, calls: list[Call], variant: str | None = None) -> None:
+        self._ask({"op": "open", "grade_id": grade_id, "calls": [[c.check, c.split, c.part] for c in calls],
+                   "variant": variant})
 
     def close(self, wait: float = 10.0) -> Record:
         return _record_from_json(self._ask({"op": "close", "wait": wait}, wait)["record"])
@@ -291,7 +294,8 @@ def serve_forked(control: socket.socket, folder: str) -> None:
             message = json.loads(line)
             op = message.get("op")
             if op == "open":
-                checker.open(str(message["grade_id"]), [Call(*call) for call in message["calls"]])
+                checker.open(str(message["grade_id"]), [Call(*call) for call in message["calls"]],
+                             message.get("variant"))
                 reply: dict = {}
             elif op == "close":
                 reply = {"record": _record_to_json(checker.close(float(message.get("wait", 10.0))))}
@@ -316,10 +320,11 @@ def _load_checks() -> None:
         importlib.import_module(name)
 
 
-def _as_the_cell_calls(check, call: Call, args, kwargs) -> list:
+def _as_the_cell_calls(check, call: Call, args, kwargs, variant: str | None = None) -> list:
     """The check's positional arguments, with the split and part of the call the test cell's own source makes
-    (``call``, from the window): what the kernel sends for them is ignored, so a kernel that rewrites its request
-    cannot have a hidden test run the visible cases."""
+    (``call``, from the window) and the student's variant as the grader derived it: what the kernel sends for them
+    is ignored, so a kernel that rewrites its request cannot have a hidden test run the visible cases, nor a
+    student's numbers be judged against another student's configuration (``""``: the grader has none)."""
     import inspect
     signature = inspect.signature(check)
     parameters = signature.parameters
@@ -328,11 +333,14 @@ def _as_the_cell_calls(check, call: Call, args, kwargs) -> list:
         bound.arguments["split"] = call.split
     if "part" in parameters:
         bound.arguments["part"] = call.part if call.part is not None else parameters["part"].default
+    if "variant" in parameters:
+        bound.arguments["variant"] = variant or ""
     bound.apply_defaults()
     return [bound.arguments[name] for name in parameters]
 
 
-def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket.socket) -> tuple[bool, list[str], str, str]:
+def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket.socket,
+              variant: str | None = None) -> tuple[bool, list[str], str, str]:
     """Run ``translab.checks.<call.check>`` here, on the student's objects in the kernel: (passed, ok lines,
     failure message, diagnosis key)."""
     from translab import checks, wire
@@ -345,7 +353,7 @@ def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket
     try:
         arguments = wire.decode(header.get("value"), buffers, session)
         check = getattr(checks, call.check)
-        check(*_as_the_cell_calls(check, call, arguments["args"], arguments["kwargs"]))
+        check(*_as_the_cell_calls(check, call, arguments["args"], arguments["kwargs"], variant))
         return True, lines, "", ""
     except checks.CheckFailed as failed:
         return False, lines, failed.message, failed.key

@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+from translab.variants import VARIANT_ENV, derive_code
+
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
 
 HERE = Path(__file__).resolve().parent
@@ -66,6 +68,10 @@ c.Spawner.environment = {
 for name in ("TRANSLAB_HOME", "TRANSLAB_DATA_DIR"):  # where the student release and the data are
     if os.environ.get(name):
         c.Spawner.environment[name] = os.environ[name]
+# The course secret (grader.variants): the hub gives each student the variant code the grader derives for the same
+# user name, so a student who joins after the release needs nothing.  The file stays readable by the hub only.
+SECRET_FILE = os.environ.get("TRANSLAB_COURSE_SECRET_FILE")
+SECRET = Path(SECRET_FILE).read_text(encoding="ascii").strip().encode() if SECRET_FILE else None
 if os.geteuid() == 0:  # the demo as root (CI): Jupyter refuses root unless told
     c.Spawner.args = ["--ServerApp.allow_root=True"]
 
@@ -82,6 +88,8 @@ def give_each_role_its_tools(spawner):
     else:
         spawner.environment["JUPYTER_CONFIG_PATH"] = str(HERE / "student")
         spawner.notebook_dir = str(home)
+        if SECRET is not None:  # the student's own configuration for part 2's counts, as the grader derives it
+            spawner.environment[VARIANT_ENV] = derive_code(SECRET, name)
         if hasattr(spawner, "home_dir"):  # the demo's homes; a Unix account's home is made with the account
             home.mkdir(mode=0o700, parents=True, exist_ok=True)
 

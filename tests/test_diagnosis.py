@@ -13,12 +13,15 @@ import torch
 from torch import nn
 
 from grader import references as builders
-from translab import checks, diagnosis, references
+from translab import checks, diagnosis, references, variants
 from translab.model import build_classifier, build_language_model
 from translab.params import TERMS, count_parameters_formula, split_config, term_sizes
 from translab.paths import REPO_ROOT
 
 LM = dict(ntoken=100, nhid=200, nlayers=4, nhead=2, dim_feedforward=200)
+# a student's own configuration, for the numbers they state (translab.variants)
+MINE = variants.from_code(variants.derive_code(b"translab-tests", "bob"))
+MY_LM = {k: v for k, v in MINE.config("lm").items() if k != "nclasses"}
 
 
 def failure(check, *args, **kwargs) -> str:
@@ -162,27 +165,73 @@ def test_an_unexplained_count_says_where_the_error_lies():
 
 
 def test_stated_counts_name_the_combination_and_say_when_several_fit():
-    message = failure(checks.check_stated_counts, weights_only(**LM), weights_only(**LM, nclasses=2))
+    k = MINE.nclasses
+    message = failure(checks.check_stated_counts, weights_only(**MY_LM), weights_only(**MY_LM, nclasses=k), MINE.code)
     assert "weights counted without biases" in message and "LayerNorms of each layer are missing" in message
-    message = failure(checks.check_stated_counts, several_missing(**LM), several_missing(**LM, nclasses=2))
+    message = failure(checks.check_stated_counts, several_missing(**MY_LM), several_missing(**MY_LM, nclasses=k),
+                      MINE.code)
     assert "several mistakes give the same numbers" in message
     assert "the attention's biases are missing" in message  # the real combination, among those that fit
-    message = failure(checks.check_stated_counts, layer_norm_as_nhid(**LM), layer_norm_as_nhid(**LM, nclasses=2))
+    message = failure(checks.check_stated_counts, layer_norm_as_nhid(**MY_LM), layer_norm_as_nhid(**MY_LM, nclasses=k),
+                      MINE.code)
     assert "equivalently only one LayerNorm per layer" in message
 
 
 def test_one_wrong_stated_number_is_explained_alone():
-    right_lm = count_parameters_formula(*split_config(LM))
-    message = failure(checks.check_stated_counts, right_lm, count_parameters_formula(split_config(LM)[0], 2) - 2)
-    assert message.startswith("n_params_classifier (2 classes) is off by -2")
+    right_lm = count_parameters_formula(*split_config(MY_LM))
+    message = failure(checks.check_stated_counts, right_lm,
+                      count_parameters_formula(split_config(MY_LM)[0], MINE.nclasses) - MINE.nclasses, MINE.code)
+    assert message.startswith(f"n_params_classifier ({MINE.nclasses} classes) is off by -{MINE.nclasses}")
     assert "n_params_lm" not in message.splitlines()[0]
     assert "count.missing.head.bias" in keys_of(message)
 
 
-@pytest.mark.parametrize("lm, classifier", [(1_008_100, 988_402), (np.int64(1_008_100), np.int32(988_402)),
-                                            (1_008_100.0, np.float64(988_402)), (torch.tensor(1_008_100), 988_402)])
-def test_stated_counts_accept_any_kind_of_whole_number(lm, classifier, capsys):
+def _my_counts() -> tuple[int, int]:
+    return diagnosis.right_count(MINE.config("lm")), diagnosis.right_count(MINE.config("classifier"))
+
+
+def test_stated_counts_are_the_students_own_and_anothers_are_named(monkeypatch, capsys):
+    """Each student states the counts of their own variant: the worked example's numbers, or a classmate's, are
+    named as another configuration's; the variant comes from the kernel (the lab) or the grader (``variant=``)."""
+    lm, classifier = _my_counts()
+    monkeypatch.setenv(variants.VARIANT_ENV, MINE.code)
     checks.check_stated_counts(lm, classifier)
+    assert capsys.readouterr().out.startswith("ok")
+    message = failure(checks.check_stated_counts, 1_008_100, 988_402)
+    assert "these are the counts of another configuration: the worked example" in message
+    assert keys_of(message) == {"count.another_variant"}
+    classmate = variants.from_code(variants.derive_code(b"translab-tests", "alice"))
+    theirs = diagnosis.right_count(classmate.config("lm")), diagnosis.right_count(classmate.config("classifier"))
+    message = failure(checks.check_stated_counts, *theirs)
+    assert "these are the counts of another configuration (" in message and "not of yours" in message
+    assert f"ntoken={classmate.ntoken}, nhid={classmate.nhid}, nlayers={classmate.nlayers}" in message
+    # what the grader passes wins over the kernel's own: the classmate's numbers pass only under their code
+    checks.check_stated_counts(*theirs, classmate.code)
+    message = failure(checks.check_stated_counts, lm, classifier, "")
+    assert "no variant" in message and keys_of(message) == {"checker_error"}
+
+
+def test_variants_are_pure_disjoint_from_every_checked_configuration_and_rarely_shared():
+    """The same code gives the same configuration; no variant is the worked example, a visible or hidden
+    configuration of the checks, or a probe; in a class of 300, students share counts rarely."""
+    assert variants.from_code("s9wp-me36q7") == variants.from_code("S9WPM-E36Q7")
+    with pytest.raises(ValueError, match="not a variant code"):
+        variants.from_code("ABC")
+    configs = [case["config"] for split in ("visible", "hidden")
+               for case in references.load_from(REPO_ROOT / "grader" / "references", "parameters")[split]]
+    configs += list(diagnosis.PROBES)
+    configs.append(variants.WORKED_EXAMPLE)
+    assert not [cfg for cfg in configs if variants.in_pool(cfg)]
+    drawn = [variants.from_code(variants.derive_code(b"a course", f"student{i}")) for i in range(300)]
+    assert all(variants.in_pool(v.config("lm")) and variants.in_pool(v.config("classifier")) for v in drawn)
+    counts = {(diagnosis.right_count(v.config("lm")), diagnosis.right_count(v.config("classifier"))) for v in drawn}
+    assert len(counts) >= 298
+
+
+@pytest.mark.parametrize("kind", [int, np.int64, float, torch.tensor])
+def test_stated_counts_accept_any_kind_of_whole_number(kind, capsys):
+    lm, classifier = _my_counts()
+    checks.check_stated_counts(kind(lm), classifier, MINE.code)
     assert capsys.readouterr().out.startswith("ok")
 
 
@@ -191,7 +240,7 @@ def test_stated_counts_accept_any_kind_of_whole_number(lm, classifier, capsys):
                                        (float("inf"), "is inf"), (True, "not a number"), (None, "not a number"),
                                        ([1_008_100], "not a number"), (torch.tensor([1.0, 2.0]), "not a number")])
 def test_stated_counts_that_are_no_whole_number_get_a_message(lm, words):
-    message = failure(checks.check_stated_counts, lm, 988_402)
+    message = failure(checks.check_stated_counts, lm, 988_402, MINE.code)
     assert words in message
 
 

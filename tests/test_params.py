@@ -42,3 +42,16 @@ def test_frozen_parameters_are_not_counted():
 def test_formula_rejects_indivisible_heads():
     with pytest.raises(ValueError):
         count_parameters_formula(ModelConfig(10, 10, 1, 3))
+
+
+def test_the_worked_example_part_2_states_is_the_formulas():
+    """Section 5 of notebook 02 states the worked example's two totals in its prose: they are the formula's."""
+    import json
+
+    from translab.paths import REPO_ROOT
+    from translab.variants import WORKED_EXAMPLE
+    cells = json.loads((REPO_ROOT / "solutions" / "transfer_learning" / "02_model_and_parameters.ipynb").read_text())["cells"]
+    prose = next("".join(c["source"]) for c in cells if "**The worked example.**" in "".join(c["source"]))
+    config = ModelConfig(**{k: v for k, v in WORKED_EXAMPLE.items() if k not in ("nclasses", "dim_feedforward")})
+    assert f"**{count_parameters_formula(config):,}**" in prose
+    assert f"**{count_parameters_formula(config, nclasses=WORKED_EXAMPLE['nclasses']):,}** with a 2-class head" in prose

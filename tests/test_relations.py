@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import torch
 
-from translab import checks, relations
+from translab import checks, diagnosis, relations, variants
 from translab.checks.part1 import _pe_table
 
 PRELUDE = """
@@ -204,13 +204,16 @@ checks.check_transformer_model(transformer_model(embedding="embedding"), split=S
 checks.check_transformer_model(transformer_model(decoder=True), split=SPLIT)""", {"model.extra_layer"},
         "your module has decoder.weight, which the reference does not"),
 }
-# stated numbers have no hidden twin: one check, the notebook's
+# stated numbers have no hidden twin: one check, the notebook's, on the student's own configuration
+MINE = variants.from_code(variants.derive_code(b"translab-tests", "bob"))
+_LM, _CLASSES = diagnosis.right_count(MINE.config("lm")), diagnosis.right_count(MINE.config("classifier"))
+_WIDE = _CLASSES + MINE.nlayers * (2 * MINE.nhid * (2048 - MINE.nhid) + (2048 - MINE.nhid))  # dim_feedforward=2048
 STATED = {
-    "stated counts of the other heads": ("checks.check_stated_counts(988_402, 1_008_100)", {"count.other_configuration",
-                                                                                           "count.head_ignores_nclasses"},
-                                         "n_params_lm is the right count for a 2-class head"),
+    "stated counts of the other heads": (f"checks.check_stated_counts({_CLASSES}, {_LM}, {MINE.code!r})",
+                                         {"count.other_configuration", "count.head_ignores_nclasses"},
+                                         f"n_params_lm is the right count for a {MINE.nclasses}-class head"),
     "stated count with PyTorch's default width": (
-        "checks.check_stated_counts(1_008_100, 988_402 + 2 * 4 * 200 * 1848 + 4 * 1848)", {"count.other_configuration"},
+        f"checks.check_stated_counts({_LM}, {_WIDE}, {MINE.code!r})", {"count.other_configuration"},
         "right count for dim_feedforward=2048"),
 }
 

@@ -385,6 +385,8 @@ KEYS = {
     "model.missing_layer": "a layer of the reference missing from the module",
     "model.extra_layer": "a layer the reference does not have",
     "count.other_configuration": "a stated count that is right for another configuration or head",
+    "count.another_variant": "both stated counts are another configuration's: another student's variant, or the "
+                             "worked example (numbers passed around, or the wrong configuration)",
     "count.constant": "the count is a constant: the formula does not use the sizes",
     "count.coefficients": "the count is an exact formula of the sizes with other coefficients (fitted)",
     **{f"count.ignores_{name}": f"the count does not change with {name}"
@@ -434,7 +436,8 @@ KEYS = {
 
 
 # Keys that say why a check could not judge the answer rather than what the student misunderstood.
-NOT_MISCONCEPTIONS = frozenset({"not_written", "calls_translab", "raised", "checker_error", "count.unexplained"})
+NOT_MISCONCEPTIONS = frozenset({"not_written", "calls_translab", "raised", "checker_error", "count.unexplained",
+                                "count.another_variant"})
 
 
 def describe(key: str) -> str | None:
@@ -605,6 +608,24 @@ def configuration_text(variable: str, value) -> str:
         return "the LM head (ntoken outputs)" if value is None else f"a {value}-class head"
     why = WHY_VALUE.get((variable, value))
     return f"{variable}={value}" + (f" ({why})" if why else "")
+
+
+def configurations_counting(lm: float, classifier: float, exclude: dict | None = None) -> list[dict]:
+    """Configurations (feed-forward width nhid, as part 2's model; nhead left out: it changes no count) whose
+    right counts are ``lm`` with the LM head and ``classifier`` with some classifier head, other than ``exclude``:
+    the numbers of another student's variant, or of the worked example."""
+    found = []
+    for nhid in range(8, 1025, 8):
+        for nlayers in range(1, 25):
+            fixed = right_count(dict(ntoken=0, nhid=nhid, nlayers=nlayers, nhead=1, dim_feedforward=nhid, nclasses=0))
+            ntoken, left = divmod(lm - fixed, 2 * nhid + 1)  # ntoken * nhid (embedding) + (nhid + 1) * ntoken (head)
+            if left or ntoken < 2:
+                continue
+            nclasses, left = divmod(classifier - fixed - ntoken * nhid, nhid + 1)
+            cfg = dict(ntoken=int(ntoken), nhid=nhid, nlayers=nlayers, nclasses=int(nclasses))
+            if not left and 2 <= nclasses <= 64 and cfg != {k: (exclude or {}).get(k) for k in cfg}:
+                found.append(cfg)
+    return found
 
 
 def value_giving(cfg: dict, variable: str, count: float, exclude=NOT_FOUND):

@@ -5,7 +5,8 @@ Students (all in ``submitted/`` of the copy; two of them arrive through an LMS z
 * ``alice``   the solution notebooks, submitted as they are (must get full marks);
 * ``blank``   the released student notebooks, untouched (must get 0 on every test cell);
 * ``bob``     the solutions with five typical mistakes (must lose exactly those cells);
-* ``mallory`` notebooks 01, 02 and 06 only, answers that call translab or hard-code the visible numbers.
+* ``mallory`` notebooks 01, 02 and 06 only, answers that call translab or hard-code the visible numbers, and
+  part 2's two numbers pasted from alice's notebook.
 """
 from __future__ import annotations
 
@@ -24,7 +25,19 @@ import nbformat
 import pytest
 
 from grader.batch import ASSIGNMENT
+from grader.variants import SECRET_ENV
+from translab import diagnosis, variants
 from translab.paths import REPO_ROOT
+
+# The temporary courses' secret (grader.variants), inherited by every grading process the tests start.
+os.environ.setdefault(SECRET_ENV, "translab-tests: the secret of the temporary courses")
+
+
+def stated_numbers(student: str) -> str:
+    """The answer cell of part 2's two numbers, right for ``student``'s variant (as a classmate would paste it)."""
+    mine = variants.from_code(variants.derive_code(os.environ[SECRET_ENV].encode(), student))
+    return (f"n_params_lm = {diagnosis.right_count(mine.config('lm'))}\n"
+            f"n_params_classifier = {diagnosis.right_count(mine.config('classifier'))}\n")
 
 # The five typical mistakes: notebook -> {answer cell: wrong source}; and the test cells that must fail.
 MISTAKES = {
@@ -44,8 +57,9 @@ MISTAKES = {
             "    outputs = ntoken if nclasses is None else nclasses\n"
             "    layer = 4 * nhid * nhid + 2 * nhid * dim_feedforward + 4 * nhid\n"
             "    return ntoken * nhid + nlayers * layer + nhid * outputs\n"),
-        "numbers_answer": ("n_params_lm = count_parameters(100, 200, 4, 2, 200)\n"
-                           "n_params_classifier = count_parameters(100, 200, 4, 2, 200, nclasses=2)\n"),
+        "numbers_answer": ("n_params_lm = count_parameters(mine.ntoken, mine.nhid, mine.nlayers, mine.nhead, mine.nhid)\n"
+                           "n_params_classifier = count_parameters(mine.ntoken, mine.nhid, mine.nlayers, mine.nhead,"
+                           " mine.nhid, nclasses=mine.nclasses)\n"),
     },
     "03_pretraining_and_generation": {
         "loss_answer": ("def lm_loss(logits, targets):\n"
@@ -105,7 +119,8 @@ CHEATS = {
 }
 CHEAT_FAILS = {
     "01_mask_and_positional_encoding": {"mask_visible", "mask_hidden", "pe_visible", "pe_hidden"},
-    "02_model_and_parameters": {"count_visible", "count_hidden"},  # the visible check tries other sizes too
+    # the visible check tries other sizes too; the stated numbers are alice's, another configuration's counts
+    "02_model_and_parameters": {"count_visible", "count_hidden", "numbers_visible"},
     "06_transfer_at_scale": {"mapping_visible", "mapping_hidden", "bert_count_visible", "bert_count_hidden"},
 }
 
@@ -174,6 +189,7 @@ def course(tmp_path_factory):
         # alice: a flat, Canvas-style file name; bob: a Moodle-style folder per student
         shutil.copy(path, lms / f"alice_4711_9001_{path.name}")
         _edit(path, lms / "Bob Smith_12345_assignsubmission_file_" / path.name, MISTAKES.get(path.stem, {}))
+    CHEATS["02_model_and_parameters"]["numbers_answer"] = stated_numbers("alice")  # pasted from a classmate
     for stem, replacements in CHEATS.items():
         _edit(solutions / f"{stem}.ipynb", submitted / "mallory" / ASSIGNMENT / f"{stem}.ipynb", replacements)
     archive = root / "download.zip"

@@ -141,6 +141,8 @@ def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
             assert scores[(notebook, cell)][0] == 0, (notebook, cell, scores[(notebook, cell)])
     text = _feedback_text(root, "mallory", "01_mask_and_positional_encoding")
     assert "calls translab&#39;s own" in text or "calls translab's own" in text
+    pasted = _feedback_text(root, "mallory", "02_model_and_parameters")
+    assert "these are the counts of another configuration" in pasted  # alice's numbers, pasted
 
 
 def test_grades_csv_has_one_row_per_student(course):

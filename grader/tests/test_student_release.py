@@ -16,13 +16,14 @@ from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from translab.references import NAMES
 
+ROSTER = ("alice", "student02")  # the students known when the release is made
 SECRET_MARKERS = ("BEGIN HIDDEN TESTS", "BEGIN SOLUTION", "### BEGIN", "split=\"hidden\"")
 
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory) -> Path:
     dest = tmp_path_factory.mktemp("students") / "translab"
-    written = student_release.write(dest)
+    written = student_release.write(dest, student_ids=list(ROSTER))
     assert written and all(dest in path.parents for path in written)
     return dest
 
@@ -30,7 +31,7 @@ def release(tmp_path_factory) -> Path:
 def test_the_release_holds_no_solutions_gradebook_grader_or_hidden_cases(release):
     names = {path.relative_to(release).parts[0] for path in release.rglob("*")}
     assert names == {"notebooks", "translab", "references", "artifacts", "results", "data", "Makefile",
-                     "README.md", "pyproject.toml", "constraints.txt"}, names
+                     "README.md", "pyproject.toml", "constraints.txt", "variants.json"}, names
     assert not list(release.rglob("*.db")) and not list(release.rglob("nbgrader_config.py"))
     for name in NAMES:
         reference = torch.load(release / "references" / f"{name}.pt", weights_only=True)
@@ -44,6 +45,21 @@ def test_the_release_holds_no_solutions_gradebook_grader_or_hidden_cases(release
     pyproject = (release / "pyproject.toml").read_text(encoding="utf-8")
     assert 'packages = ["translab", "translab.checks"]' in pyproject and "playwright" not in pyproject and "nbgrader==" in pyproject
     assert (release / "translab" / "jupyter_student" / "labconfig" / "page_config.json").exists()
+
+
+def test_the_release_carries_each_known_students_code_but_no_secret_nor_class_list(release):
+    """variants.json: one code per student known at release time, under a hash of the id; the course secret, the
+    ids and every other student's configuration stay with the instructor."""
+    from grader.variants import load_secret
+    from translab import variants
+    table = json.loads((release / "variants.json").read_text(encoding="utf-8"))
+    secret = load_secret(REPO_ROOT)
+    assert table["codes"] == {variants.id_key(sid): variants.derive_code(secret, sid) for sid in ROSTER}
+    for path in release.rglob("*"):
+        if path.is_file() and path.suffix not in (".pt", ".model"):
+            data = path.read_bytes()
+            assert secret not in data, f"{path.relative_to(release)} holds the course secret"
+            assert b"student02" not in data, f"{path.relative_to(release)} names a student"
 
 
 def test_the_release_makefile_starts_a_student_lab(release):
@@ -114,7 +130,10 @@ def test_a_completed_notebook_passes_its_visible_checks_inside_the_release(relea
     nbformat.write(_with_solutions(released, REPO_ROOT / "solutions" / ASSIGNMENT / f"{name}.ipynb"), done)
     # the release's own library first; the data of this course (what `make data` fetches there)
     env = {**os.environ, "PYTHONPATH": str(release), "TRANSLAB_DATA_DIR": str(REPO_ROOT / "data")}
-    env.pop("TRANSLAB_REFERENCES", None)
+    for name in ("TRANSLAB_REFERENCES", "TRANSLAB_VARIANT", "JUPYTERHUB_USER", "TRANSLAB_COURSE_SECRET"):
+        env.pop(name, None)
+    # a student on the release's roster, who said once who they are (part 2's counts are for their variant)
+    env.update(TRANSLAB_STUDENT_ID="alice", TRANSLAB_CONFIG_DIR=str(tmp_path))
     outcome = {}
     for notebook in (done, released):
         process = subprocess.run([sys.executable, "-c", RUN, str(notebook)], cwd=done.parent, env=env,

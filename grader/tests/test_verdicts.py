@@ -218,6 +218,29 @@ def test_a_hidden_test_runs_the_hidden_cases_whatever_split_the_kernel_asks_for(
     assert control.passed, control.results  # the visible cases: size 5 only
 
 
+def test_stated_numbers_are_judged_on_the_variant_the_grader_derived_not_the_kernels(checker):
+    """A student's numbers are checked against the configuration the grader derived from their id: a kernel that
+    claims a classmate's variant (its environment, or the check's argument) gets no say."""
+    from translab import diagnosis, variants
+    mine, theirs = (variants.from_code(variants.derive_code(b"k", sid)) for sid in ("mallory", "alice"))
+    counts = {v.code: (diagnosis.right_count(v.config("lm")), diagnosis.right_count(v.config("classifier")))
+              for v in (mine, theirs)}
+    pasted = "checks.check_stated_counts({}, {}, variant={!r})\n".format(*counts[theirs.code], theirs.code)
+    checker.open("cell", [Call("check_stated_counts")], mine.code)
+    done = run_kernel(pasted, {**os.environ, wire.ENV: str(checker.path), variants.VARIANT_ENV: theirs.code})
+    record = checker.close()
+    assert not record.passed, (record.results, done.stderr[-2000:])
+    assert "these are the counts of another configuration" in record.results[0][3]
+    own = "checks.check_stated_counts({}, {})\n".format(*counts[mine.code])
+    checker.open("cell", [Call("check_stated_counts")], mine.code)
+    run_kernel(own, {**os.environ, wire.ENV: str(checker.path)})
+    assert checker.close().passed
+    checker.open("cell", [Call("check_stated_counts")])  # a grader without the course secret says so
+    run_kernel(own, {**os.environ, wire.ENV: str(checker.path)})
+    record = checker.close()
+    assert not record.passed and record.results[0][4] == "checker_error"
+
+
 def test_every_check_of_a_cell_must_pass(checker):
     code = RIGHT_MASK + "checks.check_mask(generate_square_subsequent_mask)\n"
     record, _ = grade(checker, code, [Call("check_mask"), Call("check_mask", "hidden")])

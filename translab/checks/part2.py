@@ -437,41 +437,65 @@ def _sizes_text(cfg: dict) -> str:
 
 
 @_checked
-def check_stated_counts(n_params_lm, n_params_classifier) -> None:
-    lm_case, cls_case = references.load("parameters")["visible"]
-    cfg = lm_case["config"]
-    shown = (f"ntoken={cfg['ntoken']}, nhid={cfg['nhid']}, nlayers={cfg['nlayers']}, nhead={cfg['nhead']}, "
-             f"dim_feedforward={cfg['dim_feedforward']}")
+def check_stated_counts(n_params_lm, n_params_classifier, variant: str | None = None) -> None:
+    """The two numbers for the student's own configuration (``translab.variants``).  ``variant`` is the code: in the
+    lab, this kernel's own; while grading, the checker sets it from the id nbgrader records (what the kernel passes
+    is ignored), so numbers copied from another student are another configuration's, and the message says so."""
+    from .. import diagnosis, variants
+    if variant == "":
+        _fail("The grader has no variant for you: this course grades without its secret (grader.variants).",
+              "your variant's counts", "no variant", "ask your instructor: the course secret is missing on the grading "
+              "machine", key="checker_error")
+    mine = variants.from_code(variant) if variant else variants.mine()
+    lm_cfg, cls_cfg = mine.config("lm"), mine.config("classifier")
+    lm_case = {"config": lm_cfg, "expected": diagnosis.right_count(lm_cfg)}
+    cls_case = {"config": cls_cfg, "expected": diagnosis.right_count(cls_cfg)}
+    shown = mine.text()
     numbers = [("n_params_lm", _number(n_params_lm, "n_params_lm", whole=True), lm_case),
                ("n_params_classifier", _number(n_params_classifier, "n_params_classifier", whole=True), cls_case)]
     wrong = [(name, value, case) for name, value, case in numbers if value != case["expected"]]
     if wrong:
-        configs, values = [case["config"] for _, _, case in wrong], [value for _, value, _ in wrong]
-        hint, keys = _explain(configs, values)
-        if hint:
-            from .. import diagnosis
-            bigger, _ = diagnosis.explain_counts(configs, values, limit=12, slack=1)
-            fewest = min(len(e) for e in bigger)
-            others = [e for e in bigger if len(e) > fewest]
-            if others or "equivalently" in hint:
-                also = diagnosis.describe_explanations(others[:1], 1)[0]
-                hint += ("; but at one size several mistakes give the same numbers" +
-                         (f" (for instance also: {also})" if also else "") + ": check_parameter_formula, which "
-                         "tries your formula at other sizes too, tells them apart")
-        if not hint and len(wrong) == 2:  # no common explanation: each number on its own
-            parts = [(name, *_explain([case["config"]], [value])) for name, value, case in wrong]
-            hint = "; ".join(f"{name}: {text}" for name, text, _ in parts if text)
-            keys = " ".join(dict.fromkeys(k for _, _, key in parts for k in key.split() if k))
-        from .. import diagnosis
-        readings = [f"{name} is the right count for {' or '.join(found)}" for name, value, case in wrong
-                    for found in [diagnosis.other_readings(case["config"], value)] if found]
-        if readings:  # a number that answers another question than the one asked
-            hint = "; ".join(readings) + (f". Otherwise: {hint}" if hint else "")
-            keys = " ".join(filter(None, ["count.other_configuration", keys]))
-        heads = {"n_params_lm": "the LM head", "n_params_classifier": "2 classes"}
-        _fail(" and ".join(f"{name} ({heads[name]}) is off by {value - case['expected']:+,}" for name, value, case in wrong)
-              + f" (base: {shown}).",
-              " and ".join(f"{case['expected']:,}" for _, _, case in wrong),
-              " and ".join(f"{value:,}" for _, value, _ in wrong),
-              hint or _count_recipe(), key=keys or "count.unexplained")
-    _ok(f"{lm_case['expected']:,} parameters with the LM head, {cls_case['expected']:,} with 2 classes")
+        heads = {"n_params_lm": "the LM head", "n_params_classifier": f"{mine.nclasses} classes"}
+        what = (" and ".join(f"{name} ({heads[name]}) is off by {value - case['expected']:+,}" for name, value, case in wrong)
+                + f" (your configuration: {shown}).")
+        expected = " and ".join(f"{case['expected']:,}" for _, _, case in wrong)
+        found = " and ".join(f"{value:,}" for _, value, _ in wrong)
+        others = diagnosis.configurations_counting(numbers[0][1], numbers[1][1], exclude=cls_cfg)
+        if others:  # both numbers right, for someone else's model
+            other = min(others, key=lambda cfg: (cfg != {k: variants.WORKED_EXAMPLE[k] for k in cfg}, cfg["nclasses"]))
+            worked = other == {k: variants.WORKED_EXAMPLE[k] for k in other}
+            _fail(what, expected, found,
+                  f"these are the counts of another configuration{': the worked example' if worked else ''} "
+                  f"(ntoken={other['ntoken']}, nhid={other['nhid']}, nlayers={other['nlayers']}, a "
+                  f"{other['nclasses']}-class head), not of yours: each student counts a model of their own. State "
+                  "the numbers for the configuration printed at the top of section 5", key="count.another_variant")
+        hint, keys = _explain_stated(wrong)
+        _fail(what, expected, found, hint or _count_recipe(), key=keys or "count.unexplained")
+    _ok(f"{lm_case['expected']:,} parameters with the LM head, {cls_case['expected']:,} with {mine.nclasses} classes "
+        f"(your configuration)")
+
+
+def _explain_stated(wrong: list[tuple[str, float, dict]]) -> tuple[str, str]:
+    """(hint, keys) for stated numbers that are no configuration's counts: the mistakes that give them."""
+    from .. import diagnosis
+    configs, values = [case["config"] for _, _, case in wrong], [value for _, value, _ in wrong]
+    hint, keys = _explain(configs, values)
+    if hint:
+        bigger, _ = diagnosis.explain_counts(configs, values, limit=12, slack=1)
+        fewest = min(len(e) for e in bigger)
+        others = [e for e in bigger if len(e) > fewest]
+        if others or "equivalently" in hint:
+            also = diagnosis.describe_explanations(others[:1], 1)[0]
+            hint += ("; but at one size several mistakes give the same numbers" +
+                     (f" (for instance also: {also})" if also else "") + ": check_parameter_formula, which "
+                     "tries your formula at other sizes too, tells them apart")
+    if not hint and len(wrong) == 2:  # no common explanation: each number on its own
+        parts = [(name, *_explain([case["config"]], [value])) for name, value, case in wrong]
+        hint = "; ".join(f"{name}: {text}" for name, text, _ in parts if text)
+        keys = " ".join(dict.fromkeys(k for _, _, key in parts for k in key.split() if k))
+    readings = [f"{name} is the right count for {' or '.join(found)}" for name, value, case in wrong
+                for found in [diagnosis.other_readings(case["config"], value)] if found]
+    if readings:  # a number that answers another question than the one asked
+        hint = "; ".join(readings) + (f". Otherwise: {hint}" if hint else "")
+        keys = " ".join(filter(None, ["count.other_configuration", keys]))
+    return hint, keys
