@@ -99,9 +99,9 @@ students: $(INSTALLED) ## names and e-mails from an LMS roster: make students RO
 variants: $(INSTALLED) ## reports/variants.csv: each student's configuration, terms and counts for part 2 (STUDENT=id: one code)
 	$(PY) -m grader variants $(if $(STUDENT),--student "$(STUDENT)")
 
-student-release: $(INSTALLED) ## write what students get into DEST: make student-release DEST=../translab-students
-	@test -n "$(DEST)" || { echo "usage: make student-release DEST=folder (new or empty, outside the course)"; exit 2; }
-	$(PY) -m grader student-release "$(DEST)"
+student-release: $(INSTALLED) ## write what students get into DEST (UNTIL=N: part N open, parts before it given): make student-release DEST=../translab-students UNTIL=1
+	@test -n "$(DEST)" || { echo "usage: make student-release DEST=folder (new or empty, outside the course) [UNTIL=part]"; exit 2; }
+	$(PY) -m grader student-release "$(DEST)" --until $(or $(UNTIL),1)
 
 collect: $(INSTALLED) ## unpack an LMS zip into submitted/: make collect ZIP=path/to/file.zip
 	@test -n "$(ZIP)" || { echo "usage: make collect ZIP=path/to/submissions.zip"; exit 2; }

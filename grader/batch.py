@@ -958,6 +958,10 @@ def main(argv: list[str] | None = None) -> int:
     variant.add_argument("--init", action="store_true", help="create the course secret unless there is one")
     students = commands.add_parser("student-release", help="write what students get (no solutions, no hidden tests)")
     students.add_argument("dest", type=Path)
+    students.add_argument("--until", type=int, default=1,
+                          help="the part the students start now: its notebook and those before it, translab's reference "
+                               "code of the parts before it, stubs for the rest (default 1: no answer at all; "
+                               "7: everything, after the last deadline)")
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "autograde":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -1048,11 +1052,14 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "student-release":
             from . import student_release
             try:
-                written = student_release.write(args.dest, root)
+                written = student_release.write(args.dest, root, until=args.until)
             except student_release.ReleaseError as error:
                 raise GradingError(str(error)) from error
-            print(f"wrote the student release to {args.dest.resolve()}: {len(written)} files; "
-                  f"students run `make setup` then `make lab` there")
+            from .withheld import LAST_PART
+            held = (f"translab's answers to parts {args.until} to {LAST_PART} held back" if args.until <= LAST_PART
+                    else "every answer of translab in it")
+            print(f"wrote the student release to {args.dest.resolve()}: {len(written)} files, notebooks 1 to "
+                  f"{min(args.until, LAST_PART)}, {held}; students run `make setup` then `make lab` there")
             codes = json.loads((args.dest / "variants.json").read_text(encoding="utf-8"))["codes"]
             print(f"  variant codes for {len(codes)} student(s) known now (`make students ROSTER=...` adds a class "
                   "list); a student who joins later gets a code from `make variants STUDENT=id`")

@@ -18,6 +18,8 @@ import torch
 
 from translab import references
 from translab.variants import TABLE_NAME as VARIANTS_TABLE
+
+from . import withheld
 from translab.paths import REPO_ROOT
 
 # What the student package needs to run every notebook: the library and what it reads.
@@ -62,10 +64,14 @@ lab: $(VENV)/.installed ## start JupyterLab on the notebooks (prints the URL)
 STUDENT_README = """\
 # translab: Transformers and transfer learning, an autograded lab
 
-Six notebooks in `notebooks/transfer_learning/`, each to complete in order:
+Six notebooks, each to complete in order; `notebooks/transfer_learning/` holds those released so far:
 
 1. causal mask and positional encoding; 2. the model and its parameters; 3. pretraining and generation;
 4. transfer: pretrained vs from scratch; 5. masked language modelling; 6. transfer at scale (a real BERT).
+
+Part 2 asks once for the id your instructor uses for you (`variants.set_student_id("...")` in a cell), to show
+you the configuration whose parameters you count. Your instructor releases the next part after each deadline, with translab's own versions of the answers of the
+parts before it (a later part builds on them, whether or not yours work).
 
     make setup   # once: a virtual environment with the pinned packages, then the data (a few minutes)
     make lab     # JupyterLab on the notebooks, at the printed URL
@@ -79,11 +85,17 @@ class ReleaseError(RuntimeError):
     """The release cannot be written as asked; the message says why and what to do."""
 
 
-def write(dest: Path, root: Path = REPO_ROOT, student_ids: list[str] | None = None) -> list[Path]:
+def write(dest: Path, root: Path = REPO_ROOT, student_ids: list[str] | None = None, until: int = 1) -> list[Path]:
     """Write the student release into ``dest`` (which must not exist or be empty); returns the files written.
-    ``student_ids``: whose variant codes the release's table holds (default: the gradebook's roster and the
-    students with a submission); a student not in it gets a code from the instructor (``grader.variants``)."""
+    ``until``: the part the students start now: the notebooks up to it, translab's reference code of the parts
+    before it, stubs for the rest (``grader.withheld``; ``LAST_PART + 1``: everything).  ``student_ids``: whose
+    variant codes the release's table holds (default: the gradebook's roster and the students with a
+    submission); a student not in it gets a code from the instructor (``grader.variants``)."""
     dest = Path(dest).resolve()
+    try:
+        withheld.withheld(until)
+    except withheld.StageError as error:
+        raise ReleaseError(str(error)) from error
     from .variants import SecretMissing, require_secret
     try:
         require_secret(root)
@@ -99,8 +111,13 @@ def write(dest: Path, root: Path = REPO_ROOT, student_ids: list[str] | None = No
         raise ReleaseError(f"no released notebooks in {released}: run `make release` first")
     dest.mkdir(parents=True, exist_ok=True)
     for notebook in notebooks:
-        _copy(notebook, dest / "notebooks" / "transfer_learning" / notebook.name)
+        if int(notebook.name[:2]) <= until:
+            _copy(notebook, dest / "notebooks" / "transfer_learning" / notebook.name)
     shutil.copytree(root / LIBRARY, dest / LIBRARY, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    try:
+        withheld.write_library(root / LIBRARY, dest / LIBRARY, until)
+    except withheld.StageError as error:
+        raise ReleaseError(str(error)) from error
     for name in ARTIFACTS:
         _copy(root / "artifacts" / name, dest / "artifacts" / name)
     for name in RESULTS:

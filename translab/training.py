@@ -131,23 +131,27 @@ def warmup_linear(optimizer: torch.optim.Optimizer, warmup_steps: int, total_ste
 def fine_tune(model: nn.Module, train_batches: Callable[[int], list[Batch]], valid_batches: list[Batch],
               epochs: int, optimizer: torch.optim.Optimizer, scheduler=None,
               test_batches: list[Batch] | None = None, clip: float = 1.0, patience: int | None = None,
-              progress: bool = True, description: str = "fine-tune") -> dict:
+              progress: bool = True, description: str = "fine-tune", evaluate: Callable | None = None) -> dict:
     """Train a classifier for ``epochs``; keep the weights of the best validation epoch.
+
+    ``evaluate(model, batches)`` measures accuracy (default ``evaluate_accuracy``; part 4 passes the student's own,
+    which a staged release needs: translab's is part 4's answer).
 
     ``train_batches(epoch)`` gives that epoch's batches (reshuffled per epoch).  The test set,
     if given, is only *reported* per epoch for the learning curve; it never selects anything.
     Returns ``{"epoch", "train_loss", "valid_accuracy", "test_accuracy", "best_epoch"}``.
     """
+    evaluate = evaluate or evaluate_accuracy
     history: dict = {"epoch": [], "train_loss": [], "valid_accuracy": [], "test_accuracy": []}
     best_state, best_valid, since_best = None, -1.0, 0
     for epoch in tqdm(range(1, epochs + 1), desc=description, disable=not progress, leave=False):
         losses = train_steps(model, train_batches(epoch), optimizer, scheduler, clip=clip, progress=False)
-        valid = evaluate_accuracy(model, valid_batches)
+        valid = evaluate(model, valid_batches)
         history["epoch"].append(epoch)
         history["train_loss"].append(float(np.mean(losses)))
         history["valid_accuracy"].append(valid)
         if test_batches is not None:
-            history["test_accuracy"].append(evaluate_accuracy(model, test_batches))
+            history["test_accuracy"].append(evaluate(model, test_batches))
         if valid > best_valid:
             best_valid, best_state, since_best = valid, copy.deepcopy(model.state_dict()), 0
             history["best_epoch"] = epoch
@@ -162,7 +166,7 @@ def fine_tune(model: nn.Module, train_batches: Callable[[int], list[Batch]], val
 
 def fine_tune_with_recipe(model: nn.Module, recipe: dict, train_batches: Callable[[int], list[Batch]],
                           valid_batches: list[Batch], epochs: int, seed: int = 0, progress: bool = True,
-                          description: str = "fine-tune") -> dict:
+                          description: str = "fine-tune", evaluate: Callable | None = None) -> dict:
     """Part 4's fine-tuning with a recipe of the search (``results/recipe_search.json``): AdamW at the recipe's
     learning rate and weight decay, linear warmup then decay, gradient clipping, the best validation epoch kept.
     The notebook runs uniform recipes (one learning rate for every weight), which the search chose for both models
@@ -175,4 +179,4 @@ def fine_tune_with_recipe(model: nn.Module, recipe: dict, train_batches: Callabl
     steps = epochs * len(train_batches(1))
     scheduler = warmup_linear(optimizer, max(1, int(recipe["warmup"] * steps)), steps)
     return fine_tune(model, train_batches, valid_batches, epochs, optimizer, scheduler, clip=recipe["clip"],
-                     progress=progress, description=description)
+                     progress=progress, description=description, evaluate=evaluate)

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 import torch
 
-from grader import student_release
+from grader import student_release, withheld
 from grader.batch import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from translab.references import NAMES
@@ -21,11 +21,21 @@ SECRET_MARKERS = ("BEGIN HIDDEN TESTS", "BEGIN SOLUTION", "### BEGIN", "split=\"
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory) -> Path:
-    dest = tmp_path_factory.mktemp("students") / "translab"
-    written = student_release.write(dest, student_ids=list(ROSTER))
-    assert written and all(dest in path.parents for path in written)
-    return dest
+def stages(tmp_path_factory) -> dict[int, Path]:
+    """The release of each stage: part N open (``make student-release UNTIL=N``), and everything (LAST_PART + 1)."""
+    made = {}
+    for until in range(1, withheld.LAST_PART + 2):
+        dest = tmp_path_factory.mktemp(f"students-until-{until}") / "translab"
+        written = student_release.write(dest, student_ids=list(ROSTER), until=until)
+        assert written and all(dest in path.parents for path in written)
+        made[until] = dest
+    return made
+
+
+@pytest.fixture(scope="module")
+def release(stages) -> Path:
+    """The release of the second week: part 1's reference code in it, part 2 open."""
+    return stages[2]
 
 
 def test_the_release_holds_no_solutions_gradebook_grader_or_hidden_cases(release):
@@ -122,16 +132,69 @@ print(json.dumps({"errors": errors, "where": "".join(where)}))
 """
 
 
+NOTEBOOKS = sorted(path.stem for path in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
+
+
+def _definition(path: Path, name: str):
+    import ast
+    return next(node for node in ast.parse(path.read_text(encoding="utf-8")).body
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name)
+
+
+def test_each_stage_holds_back_the_open_parts_answers_and_ships_their_notebooks_only(stages):
+    """In the release for part N: no body or docstring of translab's answers to parts N and later (the course's
+    own code of each, statement after statement, is looked for in every module), no bytecode, each stub raising NotReleased when called; the
+    reference code of earlier parts and the notebooks up to N are there."""
+    import ast
+    for until, release in stages.items():
+        shipped = sorted(p.stem for p in (release / "notebooks" / ASSIGNMENT).glob("*.ipynb"))
+        assert shipped == NOTEBOOKS[:until], (until, shipped)
+        assert not list(release.rglob("*.pyc")) and not list(release.rglob("__pycache__"))
+        texts = {path: path.read_text(encoding="utf-8") for path in (release / "translab").rglob("*.py")}
+        for part, answers in withheld.ANSWERS.items():
+            for entry in answers:
+                module, name = entry.split(":")
+                ours = _definition(REPO_ROOT / "translab" / f"{module}.py", name)
+                theirs = _definition(release / "translab" / f"{module}.py", name)
+                body = [ast.dump(node) for node in ours.body]
+                if part < until:  # released: the same code
+                    assert [ast.dump(node) for node in theirs.body] == body, (until, entry)
+                    continue
+                assert "NotReleased" in ast.unparse(theirs) and ast.get_docstring(theirs) is None, (until, entry)
+                docstring = ast.get_docstring(ours)
+                code = ", ".join(body[1 if docstring else 0:])  # the body, statement after statement
+                for path, text in texts.items():
+                    assert code not in ast.dump(ast.parse(text)), f"stage {until}: {path.name} holds code of {entry}"
+                    assert not docstring or docstring.splitlines()[0] not in text, \
+                        f"stage {until}: {path.name} holds the docstring of {entry}"
+    called = subprocess.run([sys.executable, "-c", "from translab import model\ntry:\n    model.Model(None, None)\n"
+                             "except Exception as error:\n    print(type(error).__name__, error)"],
+                            env={**os.environ, "PYTHONPATH": str(stages[2])}, cwd=stages[2].parent, capture_output=True,
+                            text=True, timeout=120)
+    assert called.stdout.startswith("NotReleased translab.model.Model is translab's answer to part 2"), called
+
+
+def test_a_stage_that_does_not_exist_is_refused_before_anything_is_written(tmp_path):
+    for until in (0, withheld.LAST_PART + 2):
+        with pytest.raises(student_release.ReleaseError, match="UNTIL="):
+            student_release.write(tmp_path / f"until-{until}", student_ids=[], until=until)
+        assert not (tmp_path / f"until-{until}").exists()
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["01_mask_and_positional_encoding", "02_model_and_parameters"])
-def test_a_completed_notebook_passes_its_visible_checks_inside_the_release(release, tmp_path, name):
+@pytest.mark.parametrize("part", range(1, withheld.LAST_PART + 1))
+def test_a_completed_notebook_passes_its_visible_checks_in_the_release_of_its_week(stages, tmp_path, part):
+    """Part N done in the release for part N, by a student stuck on every earlier part (their notebooks are not
+    used): translab's reference code of those parts carries the notebook, at the grading budget (TRANSLAB_FAST)."""
+    name = NOTEBOOKS[part - 1]
+    release = stages[part]
     released = release / "notebooks" / ASSIGNMENT / f"{name}.ipynb"
     done = release / "notebooks" / ASSIGNMENT / f"{name}.done.ipynb"
     nbformat.write(_with_solutions(released, REPO_ROOT / "solutions" / ASSIGNMENT / f"{name}.ipynb"), done)
     # the release's own library first; the data of this course (what `make data` fetches there)
-    env = {**os.environ, "PYTHONPATH": str(release), "TRANSLAB_DATA_DIR": str(REPO_ROOT / "data")}
-    for name in ("TRANSLAB_REFERENCES", "TRANSLAB_VARIANT", "JUPYTERHUB_USER", "TRANSLAB_COURSE_SECRET"):
-        env.pop(name, None)
+    env = {**os.environ, "PYTHONPATH": str(release), "TRANSLAB_DATA_DIR": str(REPO_ROOT / "data"), "TRANSLAB_FAST": "1"}
+    for key in ("TRANSLAB_REFERENCES", "TRANSLAB_VARIANT", "JUPYTERHUB_USER", "TRANSLAB_COURSE_SECRET"):
+        env.pop(key, None)
     # a student on the release's roster, who said once who they are (part 2's counts are for their variant)
     env.update(TRANSLAB_STUDENT_ID="alice", TRANSLAB_CONFIG_DIR=str(tmp_path))
     outcome = {}
@@ -166,10 +229,11 @@ print(json.dumps(found))
 
 
 @pytest.mark.slow
-def test_a_normal_install_of_the_release_runs_from_anywhere_with_translab_home(release, tmp_path):
+def test_a_normal_install_of_the_release_runs_from_anywhere_with_translab_home(stages, tmp_path):
     """Installed non-editable (a wheel in site-packages, as a shared JupyterHub environment has it), translab
     finds the release's tokenizer, checkpoint and visible references through TRANSLAB_HOME; without it, the
-    error says to set it."""
+    error says to set it.  (The release of part 3, the first to load the checkpoint: part 2's model is in it.)"""
+    release = stages[3]
     target = tmp_path / "site-packages"
     built = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
                             "--no-build-isolation", "--target", str(target), str(release)],
