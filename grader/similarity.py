@@ -7,7 +7,8 @@ winnowed by copydetect (PyPI, MOSS's algorithm: names become V, F and O, strings
 renamed variables and moved statements still match); the released stub of that cell is boilerplate, and so is any
 fingerprint that half the class shares (independent right answers to a short task).  A pair's score is the share
 of their answers' code that matches, summed over tasks and weighed by length, so a one-line task cannot drown the
-list.  A past year's ``submitted/`` may be added (``--past``): each student is then compared with it too.
+list.  Each student is also compared with translab's own implementation of each task (``REFERENCE``), and with
+a past year's ``submitted/`` when given (``--past``).
 
 Writes, under ``reports/`` of the course:
 
@@ -95,6 +96,38 @@ def _answers(folder: Path, prefix: str = "") -> list[Answer]:
     return found
 
 
+REFERENCE = "translab (its own code)"  # the pseudo-student whose answers are translab's implementation of each task
+
+
+def reference_answers(root: Path) -> list[Answer]:
+    """translab's own implementation of each task (``grader.withheld.IMPLEMENTS``), from the course's copy: an
+    answer that matches it was copied from the library (a released stage, or a classmate's checkout)."""
+    import ast
+    from .withheld import IMPLEMENTS
+    found, trees = [], {}
+    for task, names in IMPLEMENTS.items():
+        parts = []
+        for entry in names:
+            module, name = entry.split(":")
+            path = root / "translab" / f"{module}.py"
+            if not path.is_file():
+                continue
+            if module not in trees:
+                text = path.read_text(encoding="utf-8")
+                trees[module] = (text, ast.parse(text))
+            text, tree = trees[module]
+            parts += [ast.get_source_segment(text, node) for node in tree.body
+                      if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name]
+        if parts:
+            found.append(Answer(REFERENCE, task, "\n\n".join(parts) + "\n"))
+    return found
+
+
+def _extra(student: str) -> bool:
+    """Compared with each student, never counted as one: a past year's, translab's own code."""
+    return student.startswith("past:") or student == REFERENCE
+
+
 def _fingerprint(source: str, boilerplate):
     from copydetect import CodeFingerprint
     return CodeFingerprint("answer.py", NOISE, GUARANTEE - NOISE + 1, boilerplate=boilerplate, fp=io.StringIO(source),
@@ -106,7 +139,7 @@ def compare(root: Path, past: Path | None = None, common_share: float = 0.5) -> 
     import numpy as np
     from copydetect import compare_files
     answers = _answers(root / "submitted")
-    past_answers = _answers(past, "past:") if past else []
+    past_answers = (_answers(past, "past:") if past else []) + reference_answers(root)
     stubs = {}
     for path in sorted((root / "release" / ASSIGNMENT).glob("*.ipynb")) or sorted(
             (root / "notebooks" / ASSIGNMENT).glob("*.ipynb")):
@@ -124,7 +157,7 @@ def compare(root: Path, past: Path | None = None, common_share: float = 0.5) -> 
             answer.fingerprint = _fingerprint(answer.source, np.array(sorted(stub), dtype=np.int64))
         counts: dict[int, int] = {}
         for answer in group:
-            if not answer.student.startswith("past:"):
+            if not _extra(answer.student):
                 for value in answer.fingerprint.hashes:
                     counts[value] = counts.get(value, 0) + 1
         shared = np.array(sorted(stub | {h for h, n in counts.items() if n >= common}), dtype=np.int64)
@@ -133,7 +166,7 @@ def compare(root: Path, past: Path | None = None, common_share: float = 0.5) -> 
                 answer.fingerprint = _fingerprint(answer.source, shared)
         for i, first in enumerate(group):
             for second in group[i + 1:]:
-                if first.student.startswith("past:") and second.student.startswith("past:"):
+                if _extra(first.student) and _extra(second.student):
                     continue
                 if not first.fingerprint.hashes or not second.fingerprint.hashes:
                     continue

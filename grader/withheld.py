@@ -7,8 +7,10 @@ code of parts before N, so a student stuck on an earlier part still runs the nex
 and after by a stub: the same name and signature, no body, no docstring, and a call raises ``NotReleased``,
 which says whose answer it is and when it comes.  No bytecode ships (``__pycache__`` is left out).
 
-``ANSWERS`` lists them by part, as ``module:name`` of translab; ``grader/tests/test_student_release.py`` walks
-each stage's release and checks that none of the withheld bodies or docstrings can be read there.
+``IMPLEMENTS`` maps each answer cell to translab's implementation (``module:name``), ``ANSWERS`` what each part
+holds back; ``grader/tests/test_student_release.py`` walks each stage's release and checks that none of the held
+back bodies or docstrings can be read there.  ``make similarity`` compares every answer with translab's own code
+of the same task, released or not, so an answer copied from it shows.
 """
 from __future__ import annotations
 
@@ -16,24 +18,44 @@ import ast
 from pathlib import Path
 
 LAST_PART = 6
-# What each stage holds back.  ``READABLE``: not (yet) held back, because a visible check of the same part runs it
-# in the student's kernel as its reference (held back, they need stored outputs instead): part 2's
-# TransformerModel, both heads and parameter formula (params.py; the LM head is also stated by the prose); part 6's
-# BertEncoder, weight mapping and parameter formula.  Never held back: translab.training.batch_loss, the loss of
-# every later part's training loop, whose content check_lm_loss's hint states.
-ANSWERS: dict[int, tuple[str, ...]] = {
-    1: ("model:generate_square_subsequent_mask", "model:PositionalEncoding", "model:sinusoidal_table",
-        "attention:scaled_dot_product_attention", "attention:multi_head_attention"),
-    2: ("model:Model",),
-    3: ("generation:greedy_generate_ids", "generation:greedy_generate"),
-    4: ("training:evaluate_accuracy", "training:predict"),
-    5: ("mlm:mask_tokens", "mlm:mlm_loss"),
-    6: ("bert:BertClassifier", "bert:mean_pool"),
+# Each answer cell, by task (``<notebook>/<grade_id>``), and translab's implementation of the same thing: what a
+# stage holds back, and what ``make similarity`` compares every answer with.
+IMPLEMENTS: dict[str, tuple[str, ...]] = {
+    "01_mask_and_positional_encoding/mask_answer": ("model:generate_square_subsequent_mask",),
+    "01_mask_and_positional_encoding/pe_answer": ("model:PositionalEncoding", "model:sinusoidal_table"),
+    "01_mask_and_positional_encoding/attention_answer": ("attention:scaled_dot_product_attention",),
+    "01_mask_and_positional_encoding/mha_answer": ("attention:multi_head_attention",),
+    "02_model_and_parameters/transformer_answer": ("model:TransformerModel",),
+    "02_model_and_parameters/heads_answer": ("model:LanguageModelHead", "model:ClassificationHead",
+                                             "model:last_token_states"),
+    "02_model_and_parameters/model_answer": ("model:Model",),
+    "02_model_and_parameters/count_answer": ("params:term_sizes", "params:encoder_layer_parameters",
+                                             "params:count_parameters_formula"),
+    "03_pretraining_and_generation/loss_answer": ("training:batch_loss",),
+    "03_pretraining_and_generation/greedy_answer": ("generation:greedy_generate_ids", "generation:greedy_generate"),
+    "04_transfer_experiment/accuracy_answer": ("training:evaluate_accuracy", "training:predict"),
+    "04_transfer_experiment/transfer_answer": ("model:build_classifier",),
+    "05_masked_language_modeling/masking_answer": ("mlm:mask_tokens",),
+    "05_masked_language_modeling/mlm_loss_answer": ("mlm:mlm_loss",),
+    "06_transfer_at_scale/bert_base_answer": ("bert:BertEncoder",),
+    "06_transfer_at_scale/mapping_answer": ("bert:weight_mapping", "bert:convert_checkpoint",
+                                            "bert:load_pretrained_weights"),
+    "06_transfer_at_scale/bert_count_answer": ("bert:count_parameters_formula",),
+    "06_transfer_at_scale/classifier_answer": ("bert:BertClassifier", "bert:mean_pool"),
 }
-READABLE = {2: ("model:TransformerModel", "model:LanguageModelHead", "model:ClassificationHead", "model:last_token_states",
-                "params:term_sizes", "params:encoder_layer_parameters", "params:count_parameters_formula"),
-            6: ("bert:BertEncoder", "bert:weight_mapping", "bert:convert_checkpoint", "bert:load_pretrained_weights",
-                "bert:count_parameters_formula")}
+# Shipped in every stage (said in the README): a visible check of the same part runs them in the student's kernel
+# as its reference (held back, they would need stored outputs instead); part 2's model, heads and formula, part 6's
+# encoder, mapping and formula.  And what every later part's own code runs: batch_loss, the loss of each training
+# loop (its recipe is what check_lm_loss says), build_classifier, part 4's from-scratch model.
+READABLE = frozenset({
+    "model:TransformerModel", "model:LanguageModelHead", "model:ClassificationHead", "model:last_token_states",
+    "params:term_sizes", "params:encoder_layer_parameters", "params:count_parameters_formula",
+    "bert:BertEncoder", "bert:weight_mapping", "bert:convert_checkpoint", "bert:load_pretrained_weights",
+    "bert:count_parameters_formula", "training:batch_loss", "model:build_classifier"})
+ANSWERS: dict[int, tuple[str, ...]] = {
+    part: tuple(name for task, names in IMPLEMENTS.items() if int(task[:2]) == part for name in names
+                if name not in READABLE)
+    for part in range(1, LAST_PART + 1)}
 
 
 class StageError(ValueError):

@@ -303,6 +303,23 @@ def test_a_past_year_is_compared_too(tmp_path):
     assert (pairs[0].a, pairs[0].b) == ("past:dana_2025", "zoe") and pairs[0].score > 0.9
 
 
+def test_an_answer_copied_from_translabs_own_code_is_found(tmp_path):
+    """translab's implementation of each task (what a released stage, or a classmate's checkout, holds) is compared
+    with every answer: a pasted copy matches it, a student's own answer does not."""
+    import ast
+    root = tmp_path / "course"
+    shutil.copytree(REPO_ROOT / "notebooks", root / "notebooks")
+    shutil.copytree(REPO_ROOT / "translab", root / "translab", ignore=shutil.ignore_patterns("__pycache__"))
+    text = (REPO_ROOT / "translab" / "model.py").read_text(encoding="utf-8")
+    pasted = "\n\n".join(ast.get_source_segment(text, node) for node in ast.parse(text).body
+                          if getattr(node, "name", None) in ("PositionalEncoding", "sinusoidal_table"))
+    _submit(root, "zoe", {**OWN["ivan"], (NB1, "pe_answer"): "import math\n\n" + pasted + "\n"})
+    _submit(root, "yan", OWN["hana"])
+    pe = {(p.a, p.b): m for p in similarity.compare(root) for m in p.matches if m.task == f"{NB1}/pe_answer"}
+    assert min(pe[(similarity.REFERENCE, "zoe")].similarity) > 0.9, pe
+    assert all(max(pe[pair].similarity) < 0.3 for pair in [(similarity.REFERENCE, "yan"), ("yan", "zoe")] if pair in pe), pe
+
+
 def test_make_report_shows_the_most_similar_pairs(reported):
     from grader.report import _similar_section
     root, _ = reported

@@ -313,12 +313,11 @@ def _check_padding_reaches_the_head(Model: type, base: nn.Module, case: dict, to
 
 
 def _count_recipe() -> str:
-    from ..params import TERMS
-    names = {"attention": "attention", "feed_forward": "feed-forward", "layer_norm": "two LayerNorms"}
-    layer = "; ".join(f"{names[c]} " + " + ".join(t.formula.replace(" per layer", "") for t in TERMS
-                                                   if t.per_layer and t.component == c) for c in names)
-    return (f"count the embedding (ntoken*nhid); per layer: {layer}; then the head nhid*outputs + outputs (outputs = "
-            "ntoken for the LM head, nclasses for a classifier); the positional encoding has none")
+    """Where to look, not the formula: the count (and the written question's working) is the student's to find."""
+    return ("count every tensor that `model.named_parameters()` lists, weights and biases: the embedding; in each "
+            "layer the attention's in-projection (Q, K and V at once) and out-projection, the feed-forward's two "
+            "Linears and the two LayerNorms; then the head (ntoken outputs for the LM head, nclasses for a "
+            "classifier). The positional encoding is a buffer, not a parameter")
 
 
 def _probe_counts(count_parameters: Callable) -> tuple[list[dict], list[float]]:
