@@ -44,11 +44,10 @@ IMPLEMENTS: dict[str, tuple[str, ...]] = {
     "06_transfer_at_scale/classifier_answer": ("bert:BertClassifier", "bert:mean_pool"),
 }
 # Shipped in every stage (said in the README): a visible check of the same part runs them in the student's kernel
-# as its reference (held back, they would need stored outputs instead); part 2's model, heads and formula, part 6's
-# encoder, mapping and formula.  And what every later part's own code runs: batch_loss, the loss of each training
+# as its reference (held back, they would need stored outputs instead, as check_model has): part 2's formula, which
+# the count checks' diagnosis reads, part 6's encoder, mapping and formula.  And what every later part's own code runs: batch_loss, the loss of each training
 # loop (its recipe is what check_lm_loss says), build_classifier, part 4's from-scratch model.
 READABLE = frozenset({
-    "model:TransformerModel", "model:LanguageModelHead", "model:ClassificationHead", "model:last_token_states",
     "params:term_sizes", "params:encoder_layer_parameters", "params:count_parameters_formula",
     "bert:BertEncoder", "bert:weight_mapping", "bert:convert_checkpoint", "bert:load_pretrained_weights",
     "bert:count_parameters_formula", "training:batch_loss", "model:build_classifier"})
@@ -90,11 +89,12 @@ def stub_source(source: str, names: dict[str, int], module: str) -> str:
             raise StageError(f"translab/{module}.py: {name} is written on one line; give it a body of its own")
         indent = " " * (node.col_offset + 4)
         call = f"raise NotReleased({f'translab.{module}.{name}'!r}, {part})\n"
+        marker = f"{name}.__withheld__ = {part}  # translab.stages.withheld\n"
         if isinstance(node, ast.ClassDef):
             stub = f"{indent}def __init__(self, *args, **kwargs):\n{indent}    {call}"
         else:
             stub = f"{indent}{call}"
-        lines[first:last] = [stub]
+        lines[first:last] = [stub, "\n\n" + marker]
     text = "".join(lines)
     return _add_import(text, "from .stages import NotReleased\n")
 

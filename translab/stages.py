@@ -13,3 +13,8 @@ class NotReleased(RuntimeError):
             f"{name} is translab's answer to part {part}, which is still open in this release of the lab: it comes "
             f"with the release that follows part {part}'s deadline. Until then, use your own (from notebook "
             f"0{part}); if a notebook of a later part needs it, that part is not released yet.")
+
+
+def withheld(obj) -> bool:
+    """Whether ``obj`` (a function or class of translab) is such a stub."""
+    return getattr(obj, "__withheld__", None) is not None

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from .. import references
+from ..stages import withheld
 from .harness import CheckFailed, Mistake, _call, _checked, _fail, _fail_if_transposed, _fail_measured, _hidden, _kind, _model_module, _number, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
 
 
@@ -220,6 +221,84 @@ def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = 
         "classifier reads each sentence's last real token, never padding")
 
 
+def _reference_base_and_head(case: dict) -> tuple[nn.Module, nn.Module]:
+    """The reference base and LM head that check_model gives Model: translab's, with the case's weights; in a
+    release that holds part 2's answers back (``translab.stages``), stand-ins that replay their stored outputs."""
+    m = _model_module()
+    if withheld(m.TransformerModel) or withheld(m.LanguageModelHead):
+        return _RecordedBase(case), _RecordedHead({(i, given): out for i, out in enumerate(case["lm_outputs"])
+                                                   for given in (True, False)}, case)  # the LM head reads no padding
+    base = m.TransformerModel.from_config(m.ModelConfig.pick(case["config"], dropout=0.1))
+    head = m.LanguageModelHead(case["config"]["nhid"], case["config"]["ntoken"])
+    base.load_state_dict(case["base_state"])
+    head.load_state_dict(case["head_state"])
+    return base, head
+
+
+# the base's outputs the references store (and the LM head's on each), in this order: (src_mask, padding mask)
+# given to the reference base
+RECORDED_CALLS = (("causal", "padding"), ("none", "padding"), ("causal", "none"), ("none", "none"))
+
+
+class _RecordedBase(nn.Module):
+    """Stands for the reference base in check_model where part 2's answers are held back: it answers the calls
+    Model should make with the reference base's stored outputs (``RECORDED_CALLS``), and raises, saying what it
+    was given, on any other (a mask of the batch's size gets PyTorch's own error).  One parameter, which a Model
+    that registers its base counts."""
+
+    def __init__(self, case: dict):
+        super().__init__()
+        self.stand_in = nn.Parameter(torch.zeros(1))
+        self.src, self.padding = case["src"], case["padding"]
+        self.outputs = dict(zip(RECORDED_CALLS, case["base_outputs"]))
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None):
+        batch, seq = self.src.shape
+        if not (isinstance(src, torch.Tensor) and src.shape == self.src.shape and torch.equal(src, self.src)):
+            raise RuntimeError("the base was given other token ids than Model received")
+        if src_mask is None:
+            mask = "none"
+        elif tuple(src_mask.shape) != (seq, seq):
+            raise RuntimeError(f"The shape of the 2D attn_mask is torch.Size({list(src_mask.shape)}), but should be "
+                               f"({seq}, {seq}).")
+        elif torch.equal(torch.isinf(src_mask) if src_mask.is_floating_point() else src_mask.bool(),
+                         torch.ones(seq, seq, dtype=torch.bool).triu(1)):
+            mask = "causal"
+        else:
+            raise RuntimeError("src_mask is neither None nor the causal mask of generate_square_subsequent_mask")
+        if src_key_padding_mask is None:
+            padding = "none"
+        elif torch.equal(torch.isinf(src_key_padding_mask) if src_key_padding_mask.is_floating_point()
+                         else src_key_padding_mask.bool(), self.padding):
+            padding = "padding"
+        else:
+            raise RuntimeError("src_key_padding_mask is not the padding mask Model received")
+        if (mask, padding) not in self.outputs:
+            raise RuntimeError(f"the base was called with src_mask={mask}, src_key_padding_mask={padding}, which "
+                               "check_model never asks of Model")
+        return self.outputs[(mask, padding)].clone()
+
+
+class _RecordedHead(nn.Module):
+    """Stands for a reference head in check_model where part 2's answers are held back: for the base output it is
+    given (by its place in ``RECORDED_CALLS``) and whether the padding mask came with it, the reference head's stored
+    output."""
+
+    def __init__(self, answers: dict, case: dict):
+        super().__init__()
+        self.stand_in = nn.Parameter(torch.zeros(1))
+        self.answers, self.base_outputs = answers, list(case["base_outputs"])
+
+    def forward(self, hidden, src_key_padding_mask=None):
+        which = next((i for i, h in enumerate(self.base_outputs)
+                      if isinstance(hidden, torch.Tensor) and hidden.shape == h.shape and torch.equal(hidden, h)), None)
+        key = (which, src_key_padding_mask is not None)
+        if which is None or key not in self.answers:
+            raise RuntimeError("the head was given other vectors than the base's output" if which is None else
+                               "the head was given the padding mask with vectors computed without it")
+        return self.answers[key].clone()
+
+
 @_checked
 def check_model(Model: type, split: str = "visible") -> None:
     m = _model_module()
@@ -227,10 +306,7 @@ def check_model(Model: type, split: str = "visible") -> None:
     tol = references.tolerance("model")
     for case in cases:
         cfg = case["config"]
-        base = m.TransformerModel.from_config(m.ModelConfig.pick(cfg, dropout=0.1))
-        head = m.LanguageModelHead(cfg["nhid"], cfg["ntoken"])
-        base.load_state_dict(case["base_state"])
-        head.load_state_dict(case["head_state"])
+        base, head = _reference_base_and_head(case)
         with forbid(m.Model, m.build_language_model, m.build_classifier):
             model = _call("Model(base, head)", Model, base, head)
             if not isinstance(model, nn.Module):
@@ -292,8 +368,11 @@ def _check_padding_reaches_the_head(Model: type, base: nn.Module, case: dict, to
     """The LM head ignores the padding mask, so the cases above cannot tell whether Model passes it on; a
     classification head reads it (each sentence's last real token)."""
     m = _model_module()
-    head = m.ClassificationHead(case["config"]["nhid"], 3)
-    head.load_state_dict(case["cls_state"])
+    if withheld(m.ClassificationHead):
+        head = _RecordedHead({(0, True): case["cls_expected"], (0, False): case["cls_padding_not_to_head"]}, case)
+    else:
+        head = m.ClassificationHead(case["config"]["nhid"], 3)
+        head.load_state_dict(case["cls_state"])
     with forbid(m.Model, m.build_language_model, m.build_classifier):
         classifier = _call("Model(base, ClassificationHead(...))", Model, base, head)
         classifier.eval()
