@@ -7,14 +7,16 @@ submitted/ autograded/ feedback/ downloaded/ gradebook.db   working folders, git
 import os
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades, IgnorePattern,
-                                    LimitOutput, SaveAutoGrades)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput,
+                                    DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteCells,
+                                    OverwriteKernelspec, SaveAutoGrades)
 
 from grader.after_grading import RemoveAfterGrading, ShowAfterGrading
 from grader.execution import (ClearOutputsAfterHiddenTests, FlagIncidents, GuardedExecute, HideHiddenTestTracebacks,
                               SandboxedOnlyExporter)
 from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
 from grader.sanitize import SanitizeStudentContent
+from grader.variants import RecordVariantShown
 from translab.paths import exchange_root
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
@@ -54,6 +56,11 @@ c.GuardedExecute.skip_demos = True
 c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, FlagIncidents, AssignLatePenalties, CheckCellMetadata,
                                        SanitizeStudentContent]  # last: no live student HTML on disk (sanitize.py)
+
+# Before ClearOutput empties them: the variant code the submission's outputs show (part 2's configuration), which
+# GuardedExecute compares with the one it derives from the student's id (a mismatch is flagged, never scored).
+c.Autograde.sanitize_preprocessors = [RecordVariantShown, ClearOutput, DeduplicateIds, OverwriteKernelspec,
+                                      OverwriteCells, CheckCellMetadata]
 
 # Autograding runs only in grader.sandbox's kernel, which `python -m grader autograde` (make autograde) selects: the
 # formgrader's Autograde button and plain `nbgrader autograde` get a message saying so, before anything is touched.

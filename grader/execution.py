@@ -226,14 +226,16 @@ class GuardedExecute(Execute):
         self._stopped: str | None = None  # why the remaining cells are not run
         self._left_out = left_out(nb.cells) if self.skip_demos else set()
         resources = resources if resources is not None else {}
-        resources[INCIDENTS] = []
+        from .batch import course_root
+        from .variants import SHOWN_KEY, grading_code, mismatch
+        self._variant = grading_code((resources.get("nbgrader") or {}).get("student"), course_root())
+        shown = (nb.metadata.get("translab") or {}).pop(SHOWN_KEY, None)  # RecordVariantShown's, before ClearOutput
+        why = mismatch(shown if isinstance(shown, str) else None, self._variant)
+        resources[INCIDENTS] = [why] if why else []
         for index, cell in enumerate(nb.cells):
             if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
                 for reason in suspicious(cell.source):
                     resources[INCIDENTS].append(f"cell {index}: the answer {reason}")
-        from .batch import course_root
-        from .variants import grading_code
-        self._variant = grading_code((resources.get("nbgrader") or {}).get("student"), course_root())
         cwd = os.path.abspath(resources.get("metadata", {}).get("path") or os.getcwd())
         kept = _take_kept(cwd) if km is None else None
         self._kept_client = None

@@ -17,6 +17,8 @@ import os
 import secrets as random_bytes
 from pathlib import Path
 
+from nbgrader.preprocessors import NbGraderPreprocessor
+
 from translab import variants  # stdlib only: the nbgrader process imports this, never torch
 
 SECRET_ENV = "TRANSLAB_COURSE_SECRET"
@@ -136,6 +138,46 @@ def write_report(root: Path, student_ids: list[str] | None = None) -> tuple[Path
         writer.writeheader()
         writer.writerows(table)
     return path, table
+
+
+SHOWN_KEY = "variant_shown"  # the notebook metadata (``translab``) RecordVariantShown leaves for GuardedExecute
+
+
+def variant_in_outputs(notebook) -> str | None:
+    """The last variant code the submitted notebook's outputs show (``translab.variants.mine``), or None."""
+    import re
+    pattern = re.compile(re.escape(variants.SHOWN) + r"([0-9A-Z]{5}-?[0-9A-Z]{5})")
+    found = None
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            text = output.get("text") or (output.get("data") or {}).get("text/plain") or ""
+            text = "".join(text) if isinstance(text, list) else str(text)
+            for match in pattern.finditer(text[:100_000]):
+                found = variants.normal_code(match.group(1))
+    return found
+
+
+def mismatch(shown: str | None, derived: str | None) -> str | None:
+    """Why a notebook whose outputs show ``shown`` needs a look, when the grader derives ``derived``; else None."""
+    if shown is None or derived is None or shown == derived:
+        return None
+    return (f"the notebook ran with the variant {variants.shown_code(shown)}, but this course's secret gives this "
+            f"student {variants.shown_code(derived)}, against which its counts were judged: the secret changed since "
+            "the release (every student would show this), or the student ran it under another id")
+
+
+class RecordVariantShown(NbGraderPreprocessor):
+    """Autograde's first sanitize step (``nbgrader_config.py``, before ClearOutput removes them): the variant code
+    the submission's outputs show goes into the notebook's metadata, where ``GuardedExecute`` compares it with the
+    one it derives and flags a mismatch.  It decides no score."""
+
+    def preprocess(self, nb, resources):
+        meta = nb.metadata.setdefault("translab", {})
+        meta.pop(SHOWN_KEY, None)  # whatever the submission says there itself
+        shown = variant_in_outputs(nb)
+        if shown is not None:
+            meta[SHOWN_KEY] = shown
+        return nb, resources
 
 
 def check_disjoint(configs: list[dict]) -> list[dict]:

@@ -192,9 +192,12 @@ def resolve() -> tuple[Variant, str]:
     return from_code(code), f"for the student id {who!r}"
 
 
+SHOWN = "Your configuration (code "  # how the notebook shows the code; the grader reads it back (grader.variants)
+
+
 def mine(show: bool = False) -> Variant:
     """Your variant (``resolve``); with ``show``, printed with where it came from."""
     variant, source = resolve()
     if show:
-        print(f"Your configuration (code {shown_code(variant.code)}, {source}):\n  {variant.text()}")
+        print(f"{SHOWN}{shown_code(variant.code)}, {source}):\n  {variant.text()}")
     return variant

@@ -159,6 +159,17 @@ def _edit(source: Path, dest: Path, replacements: dict) -> None:
     nbformat.write(notebook, dest)
 
 
+def _shows_variant(path: Path, student: str) -> None:
+    """The notebook as run under ``student``'s id: its variant cell's output shows their code."""
+    notebook = nbformat.read(path, as_version=4)
+    code = variants.derive_code(os.environ[SECRET_ENV].encode(), student)
+    cell = next(c for c in notebook.cells if c.cell_type == "code" and "variants.mine(" in c.source)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                           text=f"{variants.SHOWN}{variants.shown_code(code)}, set by your course's "
+                                                f"server):\n  ...\n")]
+    nbformat.write(notebook, path)
+
+
 def _run(root: Path, *args: str) -> str:
     process = subprocess.run([sys.executable, "-m", "grader", "--root", str(root), *args],
                              text=True, capture_output=True)
@@ -192,6 +203,7 @@ def course(tmp_path_factory):
     CHEATS["02_model_and_parameters"]["numbers_answer"] = stated_numbers("alice")  # pasted from a classmate
     for stem, replacements in CHEATS.items():
         _edit(solutions / f"{stem}.ipynb", submitted / "mallory" / ASSIGNMENT / f"{stem}.ipynb", replacements)
+    _shows_variant(submitted / "mallory" / ASSIGNMENT / "02_model_and_parameters.ipynb", "alice")  # ran as alice
     archive = root / "download.zip"
     with zipfile.ZipFile(archive, "w") as handle:
         for path in sorted(lms.rglob("*.ipynb")):

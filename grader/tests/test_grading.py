@@ -143,6 +143,9 @@ def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
     assert "calls translab&#39;s own" in text or "calls translab's own" in text
     pasted = _feedback_text(root, "mallory", "02_model_and_parameters")
     assert "these are the counts of another configuration" in pasted  # alice's numbers, pasted
+    from grader.batch import _flagged_notebooks
+    assert "02_model_and_parameters" in _flagged_notebooks(root / "gradebook.db", "mallory")  # ran as alice
+    assert "02_model_and_parameters" not in _flagged_notebooks(root / "gradebook.db", "alice")
 
 
 def test_grades_csv_has_one_row_per_student(course):

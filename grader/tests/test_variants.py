@@ -86,3 +86,20 @@ def test_a_student_without_a_code_is_told_what_to_do_and_a_saved_code_is_used(tm
     assert variants.use_code(variants.shown_code(code).lower()) == variants.from_code(code)
     assert "Your configuration (code" in capsys.readouterr().out
     assert variants.mine().code == code  # saved: every later notebook finds it
+
+
+def test_the_variant_a_notebook_shows_is_read_back_and_a_mismatch_explained():
+    import nbformat
+    code = variants.derive_code(b"a course", "alice")
+    line = f"{variants.SHOWN}{variants.shown_code(code)}, for the student id 'alice'):\n  ntoken=..."
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("mine = variants.mine(show=True)",
+                                  outputs=[nbformat.v4.new_output("stream", name="stdout", text=line)])])
+    assert course_variants.variant_in_outputs(notebook) == code
+    assert course_variants.variant_in_outputs(nbformat.v4.new_notebook()) is None
+    assert course_variants.mismatch(code, code) is None and course_variants.mismatch(None, code) is None
+    other = variants.derive_code(b"another secret", "alice")
+    assert "the secret changed since the release" in course_variants.mismatch(code, other)
+    notebook.metadata["translab"] = {course_variants.SHOWN_KEY: "forged"}
+    recorded, _ = course_variants.RecordVariantShown().preprocess(notebook, {})
+    assert recorded.metadata["translab"][course_variants.SHOWN_KEY] == code
