@@ -450,8 +450,14 @@ BERT_COUNT_CONFIGS = {
 
 
 def build_bert_parameters() -> dict:
-    return {split: [_bert_count_variants(fields, pooler) for fields in configs for pooler in (False, True)]
-            for split, configs in BERT_COUNT_CONFIGS.items()}
+    """The cases of each split; the visible one also the counts at ``part6.BERT_PROBES`` (``probe``), which the
+    visible check tries without translab's formula (a release for part 6 holds it back)."""
+    out = {split: [_bert_count_variants(fields, pooler) for fields in configs for pooler in (False, True)]
+           for split, configs in BERT_COUNT_CONFIGS.items()}
+    out["visible"] += [{"config": shape, "pooler": pooler, "probe": True,
+                        "expected": part6.bert_count_pieces(_bert_config(shape), pooler).right}
+                       for shape in part6.BERT_PROBES for pooler in (False, True)]
+    return out
 
 
 @torch.no_grad()

@@ -43,14 +43,15 @@ IMPLEMENTS: dict[str, tuple[str, ...]] = {
     "06_transfer_at_scale/bert_count_answer": ("bert:count_parameters_formula",),
     "06_transfer_at_scale/classifier_answer": ("bert:BertClassifier", "bert:mean_pool"),
 }
-# Shipped in every stage (said in the README): a visible check of the same part runs them in the student's kernel
-# as its reference (held back, they would need stored outputs instead, as check_model has): part 2's formula, which
-# the count checks' diagnosis reads, part 6's encoder, mapping and formula.  And what every later part's own code runs: batch_loss, the loss of each training
-# loop (its recipe is what check_lm_loss says), build_classifier, part 4's from-scratch model.
+# Shipped in every stage (said in the README): what a visible check of the same part computes with in the student's
+# kernel (held back, it would need stored outputs instead, as check_model and the BERT count have): part 2's
+# formula, which the count checks' diagnosis reads, part 6's encoder and mapping.  And what every later part's own
+# code runs: batch_loss, the loss of each training loop (its recipe is what check_lm_loss says), build_classifier,
+# part 4's from-scratch model.
 READABLE = frozenset({
     "params:term_sizes", "params:encoder_layer_parameters", "params:count_parameters_formula",
     "bert:BertEncoder", "bert:weight_mapping", "bert:convert_checkpoint", "bert:load_pretrained_weights",
-    "bert:count_parameters_formula", "training:batch_loss", "model:build_classifier"})
+    "training:batch_loss", "model:build_classifier"})
 ANSWERS: dict[int, tuple[str, ...]] = {
     part: tuple(name for task, names in IMPLEMENTS.items() if int(task[:2]) == part for name in names
                 if name not in READABLE)

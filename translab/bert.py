@@ -449,10 +449,11 @@ MINILM_TRAINING = {
 }
 
 
-def pretraining_comparison(manifest: str | Path | None = None) -> list[tuple[str, str, str]]:
+def pretraining_comparison(manifest: str | Path | None = None,
+                           minilm_parameters: int | None = None) -> list[tuple[str, str, str]]:
     """(what, our language model of parts 3-4, all-MiniLM-L6-v2) rows: ours read from the checkpoint's manifest
-    (``artifacts/pretrained_lm.json``, measured by ``make pretrain``), MiniLM's counted from its config and taken
-    from its model card (``MINILM_TRAINING``)."""
+    (``artifacts/pretrained_lm.json``, measured by ``make pretrain``), MiniLM's counted in its checkpoint (given, or
+    read: ``load_checkpoint``) and taken from its model card (``MINILM_TRAINING``)."""
     from .paths import ARTIFACTS_DIR
     from .model import ModelConfig
     from .params import count_parameters_formula as lm_parameters
@@ -461,9 +462,12 @@ def pretraining_comparison(manifest: str | Path | None = None) -> list[tuple[str
     cfg, args = ours["config"], ours["args"]
     steps, batch, seq = int(ours["steps"]), int(args["batch_size"]), int(args["seq_len"])
     lm = lm_parameters(ModelConfig.from_dict(cfg))
-    minilm, t = BertConfig(), MINILM_TRAINING
+    if minilm_parameters is None:
+        minilm_parameters = sum(tensor.numel() for name, tensor in load_checkpoint()[1].items()
+                                if name != "embeddings.position_ids")  # a buffer, not a parameter
+    t = MINILM_TRAINING
     return [
-        ("parameters", f"{lm:,} (with its LM head)", f"{count_parameters_formula(minilm, pooler=True):,}"),
+        ("parameters", f"{lm:,} (with its LM head)", f"{minilm_parameters:,}"),
         ("objective", "next token, left to right (causal)",
          "bidirectional: distilled from a masked-LM-pretrained teacher, then " + t["objective"]),
         ("pretraining text", f"{ours['train_tokens']:,} tokens of movie reviews",
