@@ -180,11 +180,6 @@ class RecordVariantShown(NbGraderPreprocessor):
         return nb, resources
 
 
-def check_disjoint(configs: list[dict]) -> list[dict]:
-    """The configurations (the references' form) that a variant could also be: must be none."""
-    return [cfg for cfg in configs if variants.in_pool(cfg)]
-
-
 def main(root: Path, student: str | None, init: bool) -> None:
     if init:
         path, made = create_secret(root)

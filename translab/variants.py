@@ -14,7 +14,7 @@ id in ``TRANSLAB_STUDENT_ID``, ``JUPYTERHUB_USER`` or saved once with ``set_stud
 
 The configurations are disjoint from the worked example of the prose (ntoken=100), from the checks' visible
 sizes and from every hidden one: ntoken is 101 to 1999, dim_feedforward equals nhid, nhid is a multiple of 16
-from 48 to 256 (``in_pool``; ``grader/tests/test_variants.py`` holds it against the references).
+from 48 to 256 (``in_pool``; ``tests/test_diagnosis.py`` holds it against the references and probes).
 """
 from __future__ import annotations
 
