@@ -477,6 +477,10 @@ def build_bert_classifier() -> dict:
                 "head_state": _state(classifier.head), "ids": ids, "padding": padding, "types": types,
                 "expected": classifier(ids, padding, types), "expected_no_masks": classifier(ids),
                 **mistaken_outputs(part6.BERT_POOLING_MISTAKES, part6.bert_pooling_pieces(classifier, ids, padding, types)),
+                # the encoder's output for each call a classifier may make (part6.RECORDED_ENCODER_CALLS), for a
+                # release that holds the encoder back (the check's stand-in replays them)
+                "encoder_outputs": [encoder(ids, padding if mask == "padding" else None, types if given == "types" else None)
+                                    for mask, given in part6.RECORDED_ENCODER_CALLS],
             })
     return out
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from translab import checks, stages
-from translab.checks import part2
+from translab.checks import part2, part6
 from translab.model import generate_square_subsequent_mask
 
 
@@ -48,20 +48,12 @@ MODELS = {
 }
 
 
-def _verdict(Model) -> tuple[bool, str]:
+def _verdict(check, answer) -> tuple[bool, str]:
     try:
-        checks.check_model(Model)
+        check(answer)
         return True, ""
     except checks.CheckFailed as failed:
-        return False, " ".join(sorted(re.findall(r"\[diagnosis: (.*)\]", str(failed))))
-
-
-@pytest.mark.parametrize("name", list(MODELS))
-def test_check_model_says_the_same_with_the_stand_ins(name, monkeypatch):
-    expected = _verdict(MODELS[name])
-    monkeypatch.setattr(part2, "withheld", lambda obj: True)  # as in a release for part 2
-    assert _verdict(MODELS[name]) == expected
-    assert expected[0] == (name in ("right", "a bool causal mask")), expected
+        return False, failed.message
 
 
 def test_the_stand_ins_are_what_check_model_gets_when_the_base_is_held_back(monkeypatch):
@@ -73,3 +65,65 @@ def test_the_stand_ins_are_what_check_model_gets_when_the_base_is_held_back(monk
     with pytest.raises(RuntimeError, match="neither None nor the causal mask"):
         base(case["src"], torch.zeros(case["src"].size(1), case["src"].size(1)))
     assert not stages.withheld(part2._reference_base_and_head) and not stages.withheld(nn.Linear)
+
+
+def _classifier(pool, call=lambda e, i, p, t: e(i, p, t)):
+    class BertClassifier(nn.Module):
+        def __init__(self, encoder, nclasses):
+            super().__init__()
+            self.encoder = encoder
+            self.head = nn.Linear(encoder.config.hidden_size, nclasses)
+
+        def forward(self, input_ids, padding_mask=None, token_type_ids=None):
+            hidden = call(self.encoder, input_ids, padding_mask, token_type_ids)
+            return self.head(pool(hidden, padding_mask))
+    return BertClassifier
+
+
+def _mean_of_real(hidden, padding):
+    if padding is None:
+        return hidden.mean(dim=1)
+    keep = (~padding).unsqueeze(-1).to(hidden.dtype)
+    return (hidden * keep).sum(dim=1) / keep.sum(dim=1)
+
+
+CLASSIFIERS = {
+    "right": _classifier(_mean_of_real),
+    "mean with padding": _classifier(lambda h, p: h.mean(dim=1)),
+    "first token": _classifier(lambda h, p: h[:, 0]),
+    "last position": _classifier(lambda h, p: h[:, -1]),
+    "no padding mask to the encoder": _classifier(_mean_of_real, lambda e, i, p, t: e(i, None, t)),
+    "token types ignored": _classifier(_mean_of_real, lambda e, i, p, t: e(i, p)),
+    "types by keyword": _classifier(_mean_of_real, lambda e, i, p, t: e(i, padding_mask=p, token_type_ids=t)),
+}
+
+
+PASSING = {"right", "a bool causal mask", "types by keyword"}
+STAND_INS = [(part2, checks.check_model, MODELS, name) for name in MODELS] + \
+            [(part6, checks.check_bert_classifier, CLASSIFIERS, name) for name in CLASSIFIERS]
+
+
+@pytest.mark.parametrize("module, check, answers, name", STAND_INS,
+                         ids=[f"{check.__name__}: {name}" for _, check, _, name in STAND_INS])
+def test_a_check_says_the_same_with_the_stand_ins(module, check, answers, name, monkeypatch):
+    """Right and wrong answers get the same verdict and message whether the reference is translab's class or a
+    stand-in replaying its stored outputs (as in the release of the part's week)."""
+    expected = _verdict(check, answers[name])
+    monkeypatch.setattr(module, "withheld", lambda obj: True)
+    assert _verdict(check, answers[name]) == expected
+    assert expected[0] == (name in PASSING), expected
+
+
+def test_the_mapping_check_passes_the_right_tensors_without_the_encoder(monkeypatch, capsys):
+    """Held back, the encoder does not run the student's tensors: they are compared one by one first."""
+    from translab import bert
+    from translab.checks import part6
+    config, checkpoint = bert.load_checkpoint()
+    right = bert.convert_checkpoint(checkpoint, config)  # the visible case is all-MiniLM-L6-v2 itself
+    monkeypatch.setattr(part6, "withheld", lambda obj: True)
+    checks.check_weight_mapping(lambda given, config: {name: tensor.clone() for name, tensor in right.items()})
+    assert capsys.readouterr().out.startswith("ok")
+    swapped = {name: (torch.cat([t[t.size(0) // 3: 2 * t.size(0) // 3], t[: t.size(0) // 3], t[2 * t.size(0) // 3:]])
+                      if "in_proj" in name else t.clone()) for name, t in right.items()}
+    with pytest.raises(checks.CheckFailed, match="wrong values"):
+        checks.check_weight_mapping(lambda given, config: swapped)

@@ -405,6 +405,20 @@ def _call(what: str, function: Callable, *args, **kwargs):
         _fail(f"{what} raised {type(error).__name__}{_where(error)}: {str(error)[:400]}", key="raised")
 
 
+def _parameters_like(module, state: dict) -> None:
+    """Give ``module`` a parameter of the same name and shape for each entry of ``state`` (a reference's state
+    dict): a stand-in for a held-back reference (``translab.stages``) then counts, names and loads as it does."""
+    from torch import nn
+    for name, tensor in state.items():
+        *path, leaf = name.split(".")
+        owner = module
+        for part in path:
+            if part not in owner._modules:
+                owner.add_module(part, nn.Module())
+            owner = owner._modules[part]
+        owner.register_parameter(leaf, nn.Parameter(torch.empty_like(tensor)))
+
+
 def _model_module():
     from .. import model
     return model

@@ -11,7 +11,7 @@ from torch import nn
 
 from .. import references
 from ..stages import withheld
-from .harness import CheckFailed, Mistake, _call, _checked, _fail, _fail_if_transposed, _fail_measured, _hidden, _kind, _model_module, _number, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
+from .harness import CheckFailed, Mistake, _call, _checked, _fail, _fail_if_transposed, _fail_measured, _hidden, _kind, _model_module, _number, _ok, _parameters_like, _require_tensor, _same, _short, _twins, _variant_matches, forbid
 
 
 def _load_state(module: nn.Module, state: dict, what: str, cfg: dict | None = None) -> None:
@@ -227,7 +227,7 @@ def _reference_base_and_head(case: dict) -> tuple[nn.Module, nn.Module]:
     m = _model_module()
     if withheld(m.TransformerModel) or withheld(m.LanguageModelHead):
         return _RecordedBase(case), _RecordedHead({(i, given): out for i, out in enumerate(case["lm_outputs"])
-                                                   for given in (True, False)}, case)  # the LM head reads no padding
+                                                   for given in (True, False)}, case, case["head_state"])  # reads no padding
     base = m.TransformerModel.from_config(m.ModelConfig.pick(case["config"], dropout=0.1))
     head = m.LanguageModelHead(case["config"]["nhid"], case["config"]["ntoken"])
     base.load_state_dict(case["base_state"])
@@ -243,12 +243,12 @@ RECORDED_CALLS = (("causal", "padding"), ("none", "padding"), ("causal", "none")
 class _RecordedBase(nn.Module):
     """Stands for the reference base in check_model where part 2's answers are held back: it answers the calls
     Model should make with the reference base's stored outputs (``RECORDED_CALLS``), and raises, saying what it
-    was given, on any other (a mask of the batch's size gets PyTorch's own error).  One parameter, which a Model
-    that registers its base counts."""
+    was given, on any other (a mask of the batch's size gets PyTorch's own error).  Its parameters are the
+    reference base's, by name and shape, so a Model that registers it counts what it would count."""
 
     def __init__(self, case: dict):
         super().__init__()
-        self.stand_in = nn.Parameter(torch.zeros(1))
+        _parameters_like(self, case["base_state"])
         self.src, self.padding = case["src"], case["padding"]
         self.outputs = dict(zip(RECORDED_CALLS, case["base_outputs"]))
 
@@ -280,13 +280,13 @@ class _RecordedBase(nn.Module):
 
 
 class _RecordedHead(nn.Module):
-    """Stands for a reference head in check_model where part 2's answers are held back: for the base output it is
-    given (by its place in ``RECORDED_CALLS``) and whether the padding mask came with it, the reference head's stored
-    output."""
+    """Stands for a reference head in check_model where part 2's answers are held back: the reference head's
+    parameters (``state``), and for the base output it is given (by its place in ``RECORDED_CALLS``) and whether
+    the padding mask came with it, the reference head's stored output."""
 
-    def __init__(self, answers: dict, case: dict):
+    def __init__(self, answers: dict, case: dict, state: dict):
         super().__init__()
-        self.stand_in = nn.Parameter(torch.zeros(1))
+        _parameters_like(self, state)
         self.answers, self.base_outputs = answers, list(case["base_outputs"])
 
     def forward(self, hidden, src_key_padding_mask=None):
@@ -369,7 +369,8 @@ def _check_padding_reaches_the_head(Model: type, base: nn.Module, case: dict, to
     classification head reads it (each sentence's last real token)."""
     m = _model_module()
     if withheld(m.ClassificationHead):
-        head = _RecordedHead({(0, True): case["cls_expected"], (0, False): case["cls_padding_not_to_head"]}, case)
+        head = _RecordedHead({(0, True): case["cls_expected"], (0, False): case["cls_padding_not_to_head"]}, case,
+                             case["cls_state"])
     else:
         head = m.ClassificationHead(case["config"]["nhid"], 3)
         head.load_state_dict(case["cls_state"])
