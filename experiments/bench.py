@@ -220,6 +220,13 @@ def _graded_and_needed(cells) -> list:
     return [cell for cell, run in zip(code, needed(code, [is_graded(cell) for cell in code])) if run]
 
 
+def _as_a_student() -> None:
+    """The kernels this process starts get a student's own configuration for part 2's counts, as the grader or the
+    release's table gives one (``translab.variants``)."""
+    from translab import variants
+    os.environ.setdefault(variants.VARIANT_ENV, variants.derive_code(b"translab-bench", "student"))
+
+
 def grading_floor(timeout: float = 600) -> dict:
     """What grading one submission cannot go below: one kernel started once, then each solution notebook's
     answer and test cells, with only the cells they need (``_graded_and_needed``), in that one kernel, at the
@@ -227,6 +234,7 @@ def grading_floor(timeout: float = 600) -> dict:
     import nbformat
     from nbclient import NotebookClient
 
+    _as_a_student()
     folder = REPO_ROOT / "solutions" / "transfer_learning"
     cells = [cell for path in sorted(folder.glob("*.ipynb"))
              for cell in _graded_and_needed(nbformat.read(path, as_version=4).cells)]
@@ -388,10 +396,8 @@ def notebook_times(timeout: float = 3600) -> dict:
     import nbformat
     from nbclient import NotebookClient
 
-    from translab import variants
+    _as_a_student()
     times = {}
-    # a student's own configuration for part 2's counts, as the grader or the release's table gives one
-    os.environ.setdefault(variants.VARIANT_ENV, variants.derive_code(b"translab-bench", "student"))
     for path in sorted((REPO_ROOT / "solutions" / "transfer_learning").glob("*.ipynb")):
         times[path.stem] = {}
         for budget, value in (("student_s", None), ("nbgrader_s", "autograde")):
