@@ -13,10 +13,9 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
 
 from grader.after_grading import RemoveAfterGrading, ShowAfterGrading
 from grader.execution import (ClearOutputsAfterHiddenTests, FlagIncidents, GuardedExecute, HideHiddenTestTracebacks,
-                              SandboxedOnlyExporter)
+                              RecordVariantShown, SandboxedOnlyExporter)
 from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
 from grader.sanitize import SanitizeStudentContent
-from grader.variants import RecordVariantShown
 from translab.paths import exchange_root
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)

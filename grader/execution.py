@@ -221,6 +221,8 @@ class GuardedExecute(Execute):
         "torch and the checks imported, instead of importing them here.  Empty, or no zygote answering: the "
         "checker is a thread of this process.")).tag(config=True)
 
+    _variant: str | None = None  # the student's variant code (grader.variants), derived in preprocess
+
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_budget
         self._stopped: str | None = None  # why the remaining cells are not run
@@ -294,7 +296,7 @@ class GuardedExecute(Execute):
         kwargs["env"] = {**os.environ, **kwargs.get("env", {}), CHECKER_ENV: str(self._checker.path)}
         for name in (VARIANT_ENV, *SECRET_ENVS):  # the course secret never reaches student code
             kwargs["env"].pop(name, None)
-        if getattr(self, "_variant", None):  # the student's own configuration, as the notebook shows it
+        if self._variant:  # the student's own configuration, as the notebook shows it
             kwargs["env"][VARIANT_ENV] = self._variant
         await super().async_start_new_kernel(**kwargs)
         self._checker.warm_up()
@@ -339,7 +341,7 @@ class GuardedExecute(Execute):
         calls = expected_calls(cell.source) if grading.get("grade") and not grading.get("solution") else []
         if not calls:
             return self._run_cell(cell, resources, index)
-        self._checker.open(grading.get("grade_id", f"cell {index}"), calls, getattr(self, "_variant", None))
+        self._checker.open(grading.get("grade_id", f"cell {index}"), calls, self._variant)
         try:
             cell, resources = self._run_cell(cell, resources, index)
         finally:
@@ -393,6 +395,21 @@ def _apply_verdict(cell: NotebookNode, record) -> None:
             outputs.append(NotebookNode(output_type="error", ename="CheckFailed", evalue=evalue,
                                         traceback=[f"CheckFailed: {first}", *rest]))
     cell.outputs = outputs
+
+
+class RecordVariantShown(NbGraderPreprocessor):
+    """Autograde's first sanitize step (``nbgrader_config.py``, before ClearOutput removes them): the variant code
+    the submission's outputs show goes into the notebook's metadata, where ``GuardedExecute`` compares it with the
+    one it derives and flags a mismatch.  It decides no score."""
+
+    def preprocess(self, nb, resources):
+        from .variants import SHOWN_KEY, variant_in_outputs
+        meta = nb.metadata.setdefault("translab", {})
+        meta.pop(SHOWN_KEY, None)  # whatever the submission says there itself
+        shown = variant_in_outputs(nb)
+        if shown is not None:
+            meta[SHOWN_KEY] = shown
+        return nb, resources
 
 
 class FlagIncidents(NbGraderPreprocessor):

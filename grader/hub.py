@@ -30,7 +30,7 @@ import nbformat
 
 from grader.batch import ASSIGNMENT, with_venv_bin
 from translab.paths import EXCHANGE_ENV, REPO_ROOT, data_dir
-from .variants import create_secret, secret_path
+from .variants import SECRET_FILE_ENV, create_secret, secret_path
 
 HUB_DIR = REPO_ROOT / "hub"
 CONFIG = HUB_DIR / "jupyterhub_config.py"
@@ -117,7 +117,7 @@ class DemoHub:
                 "TRANSLAB_HUB_INSTRUCTORS": INSTRUCTOR, "TRANSLAB_HUB_STUDENTS": ",".join(self.students),
                 "TRANSLAB_HUB_PASSWORD": self.password, "TRANSLAB_HUB_API_TOKEN": self.api_token,
                 EXCHANGE_ENV: str(self.exchange), "TRANSLAB_HOME": str(self.student_release),
-                "TRANSLAB_DATA_DIR": str(data_dir()), "TRANSLAB_COURSE_SECRET_FILE": str(secret_path(self.course))}
+                "TRANSLAB_DATA_DIR": str(data_dir()), SECRET_FILE_ENV: str(secret_path(self.course))}
 
     def instructor_environment(self) -> dict:
         """What the instructor's terminal on the hub has: the course's exchange, the shared environment first."""

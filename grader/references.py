@@ -196,13 +196,13 @@ def build_model() -> dict:
             }
             # a classification head, which reads the padding mask: a Model that does not pass it on fails here
             classifier = M.Model(lm.base, M.ClassificationHead(cfg["nhid"], 3)).eval()
-            hidden = lm.base(src, M.generate_square_subsequent_mask(src.size(1)), padding)
-            # what the base gives for each call check_model expects (RECORDED_CALLS), for a release that holds the
-            # base back (the check's stand-in replays them)
+            # what the base gives for each call check_model expects (RECORDED_CALLS, the first: causal, padding), for
+            # a release that holds the base back (the check's stand-in replays them)
             masks = {"causal": M.generate_square_subsequent_mask(src.size(1)), "none": None}
             case["base_outputs"] = [lm.base(src, masks[mask], padding if given == "padding" else None)
                                     for mask, given in part2.RECORDED_CALLS]
             case["lm_outputs"] = [lm.head(hidden_of_call) for hidden_of_call in case["base_outputs"]]
+            hidden = case["base_outputs"][0]
             out[split].append({**case, "cls_state": _state(classifier.head), "cls_expected": classifier(src, padding),
                                "cls_padding_not_to_head": classifier.head(hidden, None)})
     return out

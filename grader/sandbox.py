@@ -459,9 +459,9 @@ def hidden_paths(root: Path, student: str | None) -> list[Path]:
     secret (everyone's variant), the solutions, the checks' references (the checker outside the kernel reads them), other students'
     submissions, results and feedback, and nbgrader's exchange."""
     from translab.paths import GRADER_DIR, LAB_HOME, REPO_ROOT, exchange_root
+    from .variants import SECRET_FILE  # every student's code
     paths = [root / name for name in ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback",
-                                      "downloaded", ".git", "grader/references", "references",
-                                      ".translab_secret")]  # grader.variants.SECRET_FILE: every student's code
+                                      "downloaded", ".git", "grader/references", "references", SECRET_FILE)]
     paths.append(exchange_root(root))  # everyone's submissions and feedback on their way (a hub's shared folder)
     # and the references next to the translab the kernel imports (the course's own, or an installed checkout's),
     # or in the folder TRANSLAB_HOME names

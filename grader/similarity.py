@@ -103,8 +103,8 @@ def reference_answers(root: Path) -> list[Answer]:
     """translab's own implementation of each task (``grader.withheld.IMPLEMENTS``), from the course's copy: an
     answer that matches it was copied from the library (a released stage, or a classmate's checkout)."""
     import ast
-    from .withheld import IMPLEMENTS
-    found, trees = [], {}
+    from .withheld import IMPLEMENTS, definitions
+    found, modules = [], {}
     for task, names in IMPLEMENTS.items():
         parts = []
         for entry in names:
@@ -112,12 +112,12 @@ def reference_answers(root: Path) -> list[Answer]:
             path = root / "translab" / f"{module}.py"
             if not path.is_file():
                 continue
-            if module not in trees:
+            if module not in modules:
                 text = path.read_text(encoding="utf-8")
-                trees[module] = (text, ast.parse(text))
-            text, tree = trees[module]
-            parts += [ast.get_source_segment(text, node) for node in tree.body
-                      if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name]
+                modules[module] = (text, definitions(ast.parse(text)))
+            text, defined = modules[module]
+            if name in defined:
+                parts.append(ast.get_source_segment(text, defined[name]))
         if parts:
             found.append(Answer(REFERENCE, task, "\n\n".join(parts) + "\n"))
     return found

@@ -17,13 +17,12 @@ import os
 import secrets as random_bytes
 from pathlib import Path
 
-from nbgrader.preprocessors import NbGraderPreprocessor
-
-from translab import variants  # stdlib only: the nbgrader process imports this, never torch
+from translab import variants  # stdlib only: the nbgrader process and the sandbox's launcher import this
 
 SECRET_ENV = "TRANSLAB_COURSE_SECRET"
 SECRET_FILE = ".translab_secret"
-SECRET_ENVS = (SECRET_ENV, "TRANSLAB_COURSE_SECRET_FILE")  # the latter: where a hub reads it (hub/jupyterhub_config.py)
+SECRET_FILE_ENV = "TRANSLAB_COURSE_SECRET_FILE"  # where a hub reads it (hub/jupyterhub_config.py)
+SECRET_ENVS = (SECRET_ENV, SECRET_FILE_ENV)
 REPORT = Path("reports") / "variants.csv"
 
 
@@ -140,7 +139,7 @@ def write_report(root: Path, student_ids: list[str] | None = None) -> tuple[Path
     return path, table
 
 
-SHOWN_KEY = "variant_shown"  # the notebook metadata (``translab``) RecordVariantShown leaves for GuardedExecute
+SHOWN_KEY = "variant_shown"  # the notebook metadata (``translab``) that grader.execution.RecordVariantShown leaves
 
 
 def variant_in_outputs(notebook) -> str | None:
@@ -164,20 +163,6 @@ def mismatch(shown: str | None, derived: str | None) -> str | None:
     return (f"the notebook ran with the variant {variants.shown_code(shown)}, but this course's secret gives this "
             f"student {variants.shown_code(derived)}, against which its counts were judged: the secret changed since "
             "the release (every student would show this), or the student ran it under another id")
-
-
-class RecordVariantShown(NbGraderPreprocessor):
-    """Autograde's first sanitize step (``nbgrader_config.py``, before ClearOutput removes them): the variant code
-    the submission's outputs show goes into the notebook's metadata, where ``GuardedExecute`` compares it with the
-    one it derives and flags a mismatch.  It decides no score."""
-
-    def preprocess(self, nb, resources):
-        meta = nb.metadata.setdefault("translab", {})
-        meta.pop(SHOWN_KEY, None)  # whatever the submission says there itself
-        shown = variant_in_outputs(nb)
-        if shown is not None:
-            meta[SHOWN_KEY] = shown
-        return nb, resources
 
 
 def main(root: Path, student: str | None, init: bool) -> None:

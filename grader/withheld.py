@@ -76,14 +76,18 @@ def withheld(until: int) -> dict[str, dict[str, int]]:
     return held
 
 
+def definitions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.ClassDef]:
+    """A module's top-level functions and classes, by name: the unit ``IMPLEMENTS`` names."""
+    return {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+
+
 def stub_source(source: str, names: dict[str, int], module: str) -> str:
     """``source`` with each top-level function or class in ``names`` reduced to its signature and a stub."""
-    tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
-    found = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    found = definitions(ast.parse(source))
     missing = sorted(set(names) - set(found))
     if missing:
-        raise StageError(f"translab/{module}.py has no {', '.join(missing)}: update grader.withheld.ANSWERS")
+        raise StageError(f"translab/{module}.py has no {', '.join(missing)}: update grader.withheld.IMPLEMENTS")
     for name in sorted(names, key=lambda n: found[n].lineno, reverse=True):
         node, part = found[name], names[name]
         first, last = node.body[0].lineno - 1, node.end_lineno
@@ -115,13 +119,8 @@ def _add_import(text: str, line: str) -> str:
     return "".join(lines[:after] + [line] + lines[after:])
 
 
-def write_library(source: Path, dest: Path, until: int) -> list[str]:
-    """Rewrite the copied library in ``dest`` (from ``source``) for the stage; returns what it withheld."""
-    held = withheld(until)
-    done = []
-    for module, names in held.items():
-        path = dest / f"{module}.py"
-        path.write_text(stub_source((source / f"{module}.py").read_text(encoding="utf-8"), names, module),
-                        encoding="utf-8")
-        done += [f"translab.{module}.{name}" for name in names]
-    return sorted(done)
+def write_library(source: Path, dest: Path, until: int) -> None:
+    """Rewrite the copied library in ``dest`` (from ``source``) for the stage."""
+    for module, names in withheld(until).items():
+        (dest / f"{module}.py").write_text(stub_source((source / f"{module}.py").read_text(encoding="utf-8"), names,
+                                                       module), encoding="utf-8")

@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from grader.variants import SECRET_FILE_ENV
 from translab.variants import VARIANT_ENV, derive_code
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
@@ -70,7 +71,7 @@ for name in ("TRANSLAB_HOME", "TRANSLAB_DATA_DIR"):  # where the student release
         c.Spawner.environment[name] = os.environ[name]
 # The course secret (grader.variants): the hub gives each student the variant code the grader derives for the same
 # user name, so a student who joins after the release needs nothing.  The file stays readable by the hub only.
-SECRET_FILE = os.environ.get("TRANSLAB_COURSE_SECRET_FILE")
+SECRET_FILE = os.environ.get(SECRET_FILE_ENV)
 SECRET = Path(SECRET_FILE).read_text(encoding="ascii").strip().encode() if SECRET_FILE else None
 if os.geteuid() == 0:  # the demo as root (CI): Jupyter refuses root unless told
     c.Spawner.args = ["--ServerApp.allow_root=True"]

@@ -137,8 +137,7 @@ NOTEBOOKS = sorted(path.stem for path in (REPO_ROOT / "solutions" / ASSIGNMENT).
 
 def _definition(path: Path, name: str):
     import ast
-    return next(node for node in ast.parse(path.read_text(encoding="utf-8")).body
-                if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name)
+    return withheld.definitions(ast.parse(path.read_text(encoding="utf-8")))[name]
 
 
 def test_each_stage_holds_back_the_open_parts_answers_and_ships_their_notebooks_only(stages):
