@@ -413,9 +413,13 @@ def build_bert_base() -> dict:
 @torch.no_grad()
 def build_bert_mapping() -> dict:
     """Outputs of the real all-MiniLM-L6-v2 (loaded by translab's mapping) on the visible and hidden sentences,
-    and, hidden, a small checkpoint of another shape with its outputs.  Only token ids are stored."""
-    from translab.bert import load_minilm, tokenize, to_checkpoint
+    and, hidden, a small checkpoint of another shape with its outputs.  Only token ids are stored, and for the real
+    checkpoint each parameter's sources by digest (``sources``: what the check uses where the mapping is held back;
+    a file's bytes, the same on every CPU, unlike the synthetic checkpoint's draws, which only the grader reads)."""
+    from translab.bert import load_checkpoint, load_minilm, tokenize, to_checkpoint, weight_mapping
     minilm, tokenizer = load_minilm(max_length=BERT_MAX_LENGTH)
+    real_config, real_checkpoint = load_checkpoint()
+    real_sources = part6.source_digests(real_checkpoint, weight_mapping(real_config))
     out = {}
     for split, sentences in BERT_SENTENCES.items():
         single = [s for s in sentences if isinstance(s, str)]
@@ -425,7 +429,7 @@ def build_bert_mapping() -> dict:
             torch.tensor([e.ids for e in encodings]), torch.tensor([e.attention_mask for e in encodings]) == 0,
             torch.tensor([e.type_ids for e in encodings]))
         out[split] = [{"config": None, "checkpoint": None, "ids": ids, "padding": padding, "types": types,
-                       "expected": minilm(ids, padding, types)}]
+                       "expected": minilm(ids, padding, types), "sources": real_sources}]
     config = _bert_config(BERT_SYNTHETIC)
     model = _random_bert(config, 3300)
     ids, padding, types = _bert_inputs(config, 3301, lengths=(9, 5, 3, 9))

@@ -43,19 +43,13 @@ IMPLEMENTS: dict[str, tuple[str, ...]] = {
     "06_transfer_at_scale/bert_count_answer": ("bert:count_parameters_formula",),
     "06_transfer_at_scale/classifier_answer": ("bert:BertClassifier", "bert:mean_pool"),
 }
-# Shipped in every stage (said in the README): what a visible check of the same part computes with in the student's
-# kernel (held back, it would need stored outputs instead, as check_model, the BERT count and the BERT classifier
-# have): part 2's formula, which the count checks' diagnosis reads, part 6's weight mapping, which the mapping
-# check compares with tensor by tensor.  And what every later part's own
-# code runs: batch_loss, the loss of each training loop (its recipe is what check_lm_loss says), build_classifier,
-# part 4's from-scratch model.
-READABLE = frozenset({
-    "params:term_sizes", "params:encoder_layer_parameters", "params:count_parameters_formula",
-    "bert:weight_mapping", "bert:convert_checkpoint", "bert:load_pretrained_weights",
-    "training:batch_loss", "model:build_classifier"})
+# The checks of the parts held back judge without translab's answers: part 2's count diagnosis sizes the terms by
+# inspecting PyTorch's modules (``translab.params.inspected_sizes``), part 6's mapping check finds each parameter's
+# sources by the digests the references store (``translab.checks.part6.source_digests``), check_model and the BERT
+# checks replay stored outputs; the notebooks' own code takes the student's answer where it needs one (part 3's
+# evaluation their loss, part 4's fine-tuning their accuracy).
 ANSWERS: dict[int, tuple[str, ...]] = {
-    part: tuple(name for task, names in IMPLEMENTS.items() if int(task[:2]) == part for name in names
-                if name not in READABLE)
+    part: tuple(name for task, names in IMPLEMENTS.items() if int(task[:2]) == part for name in names)
     for part in range(1, LAST_PART + 1)}
 
 

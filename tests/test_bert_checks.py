@@ -201,9 +201,9 @@ def test_calling_translab_encoder_is_refused():
                     ("norm2", "attention.output.LayerNorm"))), "norm1 and norm2 are swapped"),
     (mapping(extra=("pooler.dense.weight", "pooler.dense.bias")), "leave out the pooler"),
     (mapping(parts=(("self_attn.out_proj", "output.dense"), *LAYER_PARTS[1:])),
-     "attention.output.dense is the attention's output projection"),
+     "the checkpoint's output.dense fills linear2; self_attn.out_proj comes from attention.output.dense"),
     (mapping(parts=(*LAYER_PARTS[:2], ("linear1", "output.dense"), ("linear2", "intermediate.dense"),
-                    LAYER_PARTS[4])), "intermediate.dense is the feed-forward's first Linear"),
+                    LAYER_PARTS[4])), "linear1 comes from intermediate.dense"),
 ])
 def test_mapping_mistakes_are_named(answer, phrase):
     assert phrase in failure(checks.check_weight_mapping, answer)

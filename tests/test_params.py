@@ -55,3 +55,22 @@ def test_the_worked_example_part_2_states_is_the_formulas():
     config = ModelConfig(**{k: v for k, v in WORKED_EXAMPLE.items() if k not in ("nclasses", "dim_feedforward")})
     assert f"**{count_parameters_formula(config):,}**" in prose
     assert f"**{count_parameters_formula(config, nclasses=WORKED_EXAMPLE['nclasses']):,}** with a 2-class head" in prose
+
+
+def test_the_diagnosis_sizes_by_inspection_what_the_held_back_formula_computes():
+    """The staged release holds ``term_sizes`` back; the checks' diagnosis sizes the terms from PyTorch's own modules
+    instead.  Both must agree term by term, including sizes a mistake makes (0, an indivisible feed-forward)."""
+    from translab.params import TERMS, formula_text, inspected_sizes, monomials, term_sizes
+    rng = random.Random(2026)
+    for _ in range(500):
+        nhead = rng.choice([1, 2, 3, 4, 5])
+        cfg = dict(ntoken=rng.randrange(0, 500), nhid=nhead * rng.randrange(1, 40), nlayers=rng.randrange(1, 9),
+                   nhead=nhead, dim_feedforward=rng.choice([None, rng.randrange(0, 300)]),
+                   nclasses=rng.choice([None, rng.randrange(0, 12)]))
+        assert inspected_sizes(**cfg) == term_sizes(**cfg), cfg
+    assert set(monomials()) == {term.key for term in TERMS}
+    assert monomials()["in_proj.weight"] == (3, ("nhid", "nhid"))
+    assert formula_text("norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias") == "4*nhid"
+    assert formula_text("linear1.weight", "linear1.bias") == "nhid*dim_feedforward + dim_feedforward"
+    with pytest.raises(ValueError, match="divisible"):
+        inspected_sizes(10, 6, 1, 4)

@@ -146,10 +146,6 @@ def mean_pool(hidden: torch.Tensor, padding_mask: torch.Tensor | None = None) ->
 # the pooler (a tanh layer over [CLS] for next-sentence prediction; sentence embeddings do not use it).
 IGNORED_KEYS = ("embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias")
 
-# Per layer: checkpoint sub-module -> TransformerEncoderLayer sub-module (both nn.Linear/LayerNorm,
-# same (out, in) layout: no transpose).  Post-LN: attention's LayerNorm is norm1, the FFN's is norm2.
-_LAYER_NAMES = (("attention.output.dense", "self_attn.out_proj"), ("attention.output.LayerNorm", "norm1"),
-                ("intermediate.dense", "linear1"), ("output.dense", "linear2"), ("output.LayerNorm", "norm2"))
 
 
 def weight_mapping(config: BertConfig) -> dict[str, tuple[str, ...]]:
@@ -158,6 +154,10 @@ def weight_mapping(config: BertConfig) -> dict[str, tuple[str, ...]]:
     Three for ``in_proj_weight``/``in_proj_bias``: PyTorch computes q, k, v as one (3d, d) product
     and splits it in that order, so query, key, value are stacked in that order.
     """
+    # Per layer: checkpoint sub-module -> TransformerEncoderLayer sub-module (both nn.Linear/LayerNorm,
+    # same (out, in) layout: no transpose).  Post-LN: attention's LayerNorm is norm1, the FFN's is norm2.
+    layer_names = (("attention.output.dense", "self_attn.out_proj"), ("attention.output.LayerNorm", "norm1"),
+                   ("intermediate.dense", "linear1"), ("output.dense", "linear2"), ("output.LayerNorm", "norm2"))
     mapping = {
         "word_embeddings.weight": ("embeddings.word_embeddings.weight",),
         "position_embeddings.weight": ("embeddings.position_embeddings.weight",),
@@ -170,7 +170,7 @@ def weight_mapping(config: BertConfig) -> dict[str, tuple[str, ...]]:
         for kind in ("weight", "bias"):
             mapping[f"{target}self_attn.in_proj_{kind}"] = tuple(
                 f"{source}attention.self.{part}.{kind}" for part in ("query", "key", "value"))
-            for theirs, ours in _LAYER_NAMES:
+            for theirs, ours in layer_names:
                 mapping[f"{target}{ours}.{kind}"] = (f"{source}{theirs}.{kind}",)
     return mapping
 

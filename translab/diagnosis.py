@@ -1,7 +1,8 @@
 """What a wrong answer most likely got wrong, for the checks' feedback (``translab.checks``) and the report.
 
-Parameter counts are diagnosed by structure.  The right count is the sum of ``translab.params.TERMS``; the usual
-mistakes (``COUNT_MISTAKES``) leave terms out, count extra ones, scale some by nlayers or nhead or size them with
+Parameter counts are diagnosed by structure.  The right count is the sum of ``translab.params.TERMS``, sized by
+inspection (``params.inspected_sizes``: the formula itself is part 2's answer, not shipped before its deadline);
+the usual mistakes (``COUNT_MISTAKES``) leave terms out, count extra ones, scale some by nlayers or nhead or size them with
 the wrong variable.  ``explain_counts`` finds the smallest combinations of mistakes that give exactly the numbers a
 student's formula gives at several configurations (``PROBES``: sizes chosen so that the terms separate), and
 returns every combination of that size: numerically identical explanations are stated together.
@@ -17,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .params import TERMS, TERM_KEYS, term_sizes
+from .params import TERMS, TERM_KEYS, formula_text as _sum, inspected_sizes, monomials
 from .relations import KEYS as RELATION_KEYS
 
 # ----------------------------------------------------------------- the parameter count
@@ -85,7 +86,7 @@ def _term_factor(term_key: str, variable: str, replacement: Callable) -> Callabl
 
     def factor(cfg, _key):
         right = cfg[variable] if variable != "outputs" else _outputs(cfg)
-        return (replacement(cfg) / right) ** term.factors.count(variable)
+        return (replacement(cfg) / right) ** monomials()[term.key][1].count(variable)
     return factor
 
 
@@ -95,28 +96,31 @@ def _replace(key, text, terms, variable, replacement) -> Mistake:
 
 
 COUNT_MISTAKES: tuple[Mistake, ...] = (
-    _omit("no_biases", "weights counted without biases: every nn.Linear has a bias (Q, K, V in-projection: 3*nhid, "
-          "out-projection: nhid, feed-forward: dim_feedforward + nhid, head: its number of outputs)", LINEAR_BIASES),
-    _omit("no_layer_norms", "the two LayerNorms of each layer are missing (each has a weight and a bias of size nhid: "
-          "4*nhid per layer)", LAYER_NORMS),
-    _omit("layer_norm_as_nhid", "each LayerNorm counted as nhid: it has a weight AND a bias, 2*nhid, so the two "
-          "LayerNorms of a layer make 4*nhid", ("norm1.bias", "norm2.bias")),
+    _omit("no_biases", "weights counted without biases: every nn.Linear has a bias (Q, K, V in-projection: "
+          f"{_sum('in_proj.bias')}, out-projection: {_sum('out_proj.bias')}, feed-forward: "
+          f"{_sum('linear1.bias', 'linear2.bias')}, head: its number of outputs)", LINEAR_BIASES),
+    _omit("no_layer_norms", "the two LayerNorms of each layer are missing (each has a weight and a bias: "
+          f"{_sum(*LAYER_NORMS)} per layer)", LAYER_NORMS),
+    _omit("layer_norm_as_nhid", f"each LayerNorm counted as {_sum('norm1.weight')}: it has a weight AND a bias, "
+          f"{_sum('norm1.weight', 'norm1.bias')}, so the two LayerNorms of a layer make {_sum(*LAYER_NORMS)}",
+          ("norm1.bias", "norm2.bias")),
     _omit("one_layer_norm", "only one LayerNorm per layer; an encoder layer has two (after attention, after "
-          "feed-forward), 2*nhid each", ("norm2.weight", "norm2.bias")),
-    _omit("no_attention_biases", "the attention's biases are missing: in_proj_bias (3*nhid) and the out-projection's "
-          "bias (nhid), per layer", ("in_proj.bias", "out_proj.bias")),
-    _omit("no_feed_forward_biases", "the feed-forward's biases are missing: linear1's (dim_feedforward) and linear2's "
-          "(nhid), per layer", ("linear1.bias", "linear2.bias")),
-    _omit("no_out_projection", "the attention output projection is missing (nhid*nhid + nhid per layer)",
-          ("out_proj.weight", "out_proj.bias")),
-    _scale("qkv_once", "one projection counted instead of three (Q, K and V each have nhid*nhid + nhid)",
-           ("in_proj.weight", "in_proj.bias"), lambda c, t: 1 / 3),
+          f"feed-forward), {_sum('norm2.weight', 'norm2.bias')} each", ("norm2.weight", "norm2.bias")),
+    _omit("no_attention_biases", f"the attention's biases are missing: in_proj_bias ({_sum('in_proj.bias')}) and the "
+          f"out-projection's bias ({_sum('out_proj.bias')}), per layer", ("in_proj.bias", "out_proj.bias")),
+    _omit("no_feed_forward_biases", f"the feed-forward's biases are missing: linear1's ({_sum('linear1.bias')}) and "
+          f"linear2's ({_sum('linear2.bias')}), per layer", ("linear1.bias", "linear2.bias")),
+    _omit("no_out_projection", "the attention output projection is missing "
+          f"({_sum('out_proj.weight', 'out_proj.bias')} per layer)", ("out_proj.weight", "out_proj.bias")),
+    _scale("qkv_once", "one projection counted instead of three (Q, K and V each have a weight and a bias of their "
+           "own, packed into in_proj)", ("in_proj.weight", "in_proj.bias"), lambda c, t: 1 / 3),
     _scale("attention_times_heads", "the attention is multiplied by the number of heads; " + WHY_NHEAD,
            ATTENTION, lambda c, t: c["nhead"]),
-    _omit("no_attention", "the attention (in- and out-projection: 4*(nhid*nhid + nhid) per layer) is missing", ATTENTION),
-    _omit("no_feed_forward", "the feed-forward (nhid*ff + ff + ff*nhid + nhid per layer) is missing", FEED_FORWARD),
-    _omit("no_head", "the head (nhid*outputs + outputs) is missing", HEAD),
-    _omit("no_embedding", "the embedding (ntoken*nhid) is missing", ("embedding",)),
+    _omit("no_attention", f"the attention (in- and out-projection: {_sum(*ATTENTION)} per layer) is missing",
+          ATTENTION),
+    _omit("no_feed_forward", f"the feed-forward ({_sum(*FEED_FORWARD)} per layer) is missing", FEED_FORWARD),
+    _omit("no_head", f"the head ({_sum(*HEAD)}) is missing", HEAD),
+    _omit("no_embedding", f"the embedding ({_sum('embedding')}) is missing", ("embedding",)),
     Mistake("count.trainable_positional_encoding", "the positional encoding is counted (max_len*nhid); it is a fixed "
             "buffer (register_buffer), not a parameter", "extra", extra=lambda c: 5000 * c["nhid"]),
     _scale("one_layer", "only one encoder layer counted; multiply by nlayers", LAYER_TERMS, lambda c, t: 1 / c["nlayers"]),
@@ -135,7 +139,8 @@ COUNT_MISTAKES: tuple[Mistake, ...] = (
     _replace("head_ignores_nclasses", "the head always has ntoken outputs; a classifier's head has nclasses "
              "(ntoken only for the language-model head, nclasses=None)", HEAD, "outputs", lambda c: c["ntoken"]),
     *_nhead_mistakes(),
-    *(_omit(f"missing.{t.key}", f"{t.label} is missing ({t.formula})", (t.key,)) for t in TERMS),
+    *(_omit(f"missing.{t.key}", f"{t.label} is missing ({_sum(t.key)}{' per layer' if t.per_layer else ''})",
+            (t.key,)) for t in TERMS),
 )
 MISTAKES_BY_KEY = {}
 for _mistake in COUNT_MISTAKES:
@@ -159,8 +164,8 @@ NHEAD_PROBES = PROBES[-4:]
 
 
 def _sizes(cfg: dict) -> list[float]:
-    sizes = term_sizes(cfg["ntoken"], cfg["nhid"], cfg["nlayers"], cfg["nhead"], cfg["dim_feedforward"],
-                       cfg.get("nclasses"))
+    sizes = inspected_sizes(cfg["ntoken"], cfg["nhid"], cfg["nlayers"], cfg["nhead"], cfg["dim_feedforward"],
+                            cfg.get("nclasses"))
     return [float(sizes[key]) for key in TERM_KEYS]
 
 
@@ -503,30 +508,41 @@ def locate_text(variables: list[str]) -> str:
 
 # ----------------------------------------------------------------- a count as a formula, fitted
 
-# The monomials a parameter count can be made of, with how often the right formula has each and why.  A count that
-# fits a combination of them exactly at many configurations is named by the coefficients that differ.
-MONOMIALS: dict[str, tuple[Callable, int, str]] = {
-    "ntoken*nhid": (lambda c: c["ntoken"] * c["nhid"], 1, "the embedding, once"),
-    "nlayers*nhid*nhid": (lambda c: c["nlayers"] * c["nhid"] ** 2, 4,
+# The monomials a parameter count can be made of, with what the right count holds of each (or why it holds
+# none).  How often the right count has each (``right_coefficients``) is read from the inspected terms, not written
+# here.  A count that fits a combination of them exactly at many configurations is named by the coefficients that
+# differ.
+MONOMIALS: dict[str, tuple[Callable, str]] = {
+    "ntoken*nhid": (lambda c: c["ntoken"] * c["nhid"], "the embedding, once"),
+    "nlayers*nhid*nhid": (lambda c: c["nlayers"] * c["nhid"] ** 2,
                           "per layer the Q, K, V projections and the out-projection, nhid x nhid each"),
-    "nlayers*nhid*dim_feedforward": (lambda c: c["nlayers"] * c["nhid"] * c["dim_feedforward"], 2,
+    "nlayers*nhid*dim_feedforward": (lambda c: c["nlayers"] * c["nhid"] * c["dim_feedforward"],
                                      "per layer the feed-forward's two weights, nhid x dim_feedforward each"),
-    "nlayers*dim_feedforward": (lambda c: c["nlayers"] * c["dim_feedforward"], 1, "per layer linear1's bias"),
-    "nlayers*nhid": (lambda c: c["nlayers"] * c["nhid"], 9, "per layer the Q, K, V biases (3), the out-projection's "
-                     "and linear2's biases (1 + 1) and two LayerNorms with a weight and a bias each (4)"),
-    "nhid*outputs": (lambda c: c["nhid"] * _outputs(c), 1, "the head's weight, once (outputs = ntoken for the LM "
+    "nlayers*dim_feedforward": (lambda c: c["nlayers"] * c["dim_feedforward"], "per layer linear1's bias"),
+    "nlayers*nhid": (lambda c: c["nlayers"] * c["nhid"], "per layer the Q, K, V biases, the out-projection's and "
+                     "linear2's biases, and the two LayerNorms with a weight and a bias each"),
+    "nhid*outputs": (lambda c: c["nhid"] * _outputs(c), "the head's weight, once (outputs = ntoken for the LM "
                      "head, nclasses for a classifier)"),
-    "outputs": (lambda c: _outputs(c), 1, "the head's bias, once"),
-    "nhid*nhid": (lambda c: c["nhid"] ** 2, 0, "nothing is nhid x nhid outside the layers"),
-    "nhid*dim_feedforward": (lambda c: c["nhid"] * c["dim_feedforward"], 0, "the feed-forward is inside every layer"),
-    "nhid": (lambda c: c["nhid"], 0, "no vector of size nhid outside the layers (the positional encoding is a buffer)"),
-    "dim_feedforward": (lambda c: c["dim_feedforward"], 0, "linear1's bias is inside every layer"),
-    "nlayers*ntoken*nhid": (lambda c: c["nlayers"] * c["ntoken"] * c["nhid"], 0, "there is one embedding"),
-    "nlayers*nhid*outputs": (lambda c: c["nlayers"] * c["nhid"] * _outputs(c), 0, "there is one head"),
-    "nhid*ntoken (classifier)": (lambda c: c["nhid"] * c["ntoken"] if c.get("nclasses") is not None else 0, 0,
+    "outputs": (lambda c: _outputs(c), "the head's bias, once"),
+    "nhid*nhid": (lambda c: c["nhid"] ** 2, "nothing is nhid x nhid outside the layers"),
+    "nhid*dim_feedforward": (lambda c: c["nhid"] * c["dim_feedforward"], "the feed-forward is inside every layer"),
+    "nhid": (lambda c: c["nhid"], "no vector of size nhid outside the layers (the positional encoding is a buffer)"),
+    "dim_feedforward": (lambda c: c["dim_feedforward"], "linear1's bias is inside every layer"),
+    "nlayers*ntoken*nhid": (lambda c: c["nlayers"] * c["ntoken"] * c["nhid"], "there is one embedding"),
+    "nlayers*nhid*outputs": (lambda c: c["nlayers"] * c["nhid"] * _outputs(c), "there is one head"),
+    "nhid*ntoken (classifier)": (lambda c: c["nhid"] * c["ntoken"] if c.get("nclasses") is not None else 0,
                                  "a classifier's head has nclasses outputs, not ntoken"),
-    "1": (lambda c: 1, 0, "no constant"),
+    "1": (lambda c: 1, "no constant"),
 }
+
+
+def right_coefficients() -> dict[str, int]:
+    """{name in ``MONOMIALS``: how often the right count has it}, from the inspected terms (``params.monomials``)."""
+    right = dict.fromkeys(MONOMIALS, 0)
+    for term in TERMS:
+        coefficient, variables = monomials()[term.key]
+        right["*".join((["nlayers"] if term.per_layer else []) + list(variables))] += coefficient
+    return right
 
 
 def fit_configs(count: int = 24) -> list[dict]:
@@ -569,8 +585,9 @@ def _coefficient(value: float) -> str:
 
 def describe_fit(coefficients: dict[str, float]) -> str:
     """The coefficients that differ from the right formula's, each with what the right one counts."""
-    wrong = [(name, value) for name, value in coefficients.items() if abs(value - MONOMIALS[name][1]) > 1e-9]
-    parts = [f"{_coefficient(value)} x {name} where the right count has {MONOMIALS[name][1]} ({MONOMIALS[name][2]})"
+    right = right_coefficients()
+    wrong = [(name, value) for name, value in coefficients.items() if abs(value - right[name]) > 1e-9]
+    parts = [f"{_coefficient(value)} x {name} where the right count has {right[name]} ({MONOMIALS[name][1]})"
              for name, value in wrong]
     formula = " + ".join(name if value == 1 and name != "1" else f"{value:,.0f}" if name == "1" else
                          f"{_coefficient(value)}*{name}" for name, value in coefficients.items() if value)
@@ -617,11 +634,15 @@ def configurations_counting(lm: float, classifier: float, exclude: dict | None =
     found = []
     for nhid in range(8, 1025, 8):
         for nlayers in range(1, 25):
-            fixed = right_count(dict(ntoken=0, nhid=nhid, nlayers=nlayers, nhead=1, dim_feedforward=nhid, nclasses=0))
-            ntoken, left = divmod(lm - fixed, 2 * nhid + 1)  # ntoken * nhid (embedding) + (nhid + 1) * ntoken (head)
+            def count(ntoken, nclasses):
+                return right_count(dict(ntoken=ntoken, nhid=nhid, nlayers=nlayers, nhead=1, dim_feedforward=nhid,
+                                        nclasses=nclasses))
+            # both counts are linear in ntoken and nclasses: solved for them from the counts at 0 and 1
+            fixed = count(0, 0)
+            ntoken, left = divmod(lm - fixed, count(1, None) - fixed)
             if left or ntoken < 2:
                 continue
-            nclasses, left = divmod(classifier - fixed - ntoken * nhid, nhid + 1)
+            nclasses, left = divmod(classifier - count(int(ntoken), 0), count(0, 1) - fixed)
             cfg = dict(ntoken=int(ntoken), nhid=nhid, nlayers=nlayers, nclasses=int(nclasses))
             if not left and 2 <= nclasses <= 64 and cfg != {k: (exclude or {}).get(k) for k in cfg}:
                 found.append(cfg)

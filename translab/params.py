@@ -1,15 +1,18 @@
 """Counting trainable parameters, by formula and by inspection.
 
-The formula is a sum of named terms (``TERMS``), one per parameter tensor of ``Model``: the embedding, per encoder
+The count is a sum of named terms (``TERMS``), one per parameter tensor of ``Model``: the embedding, per encoder
 layer the attention's in-projection (Q, K, V packed) and out-projection, the feed-forward's two Linears and the two
-LayerNorms, each a weight and a bias, and the head.  Each term is one monomial in (ntoken, nhid, nlayers,
-dim_feedforward, outputs), ``outputs`` being ntoken for the language-model head and nclasses for a classifier.  The
-number of heads appears in none of them.  The reference formula, the checks' diagnosis of wrong counts
-(``translab.diagnosis``) and the tests all use this one list.
+LayerNorms, each a weight and a bias, and the head.  ``TERMS`` says which tensor each term is, not how big: the
+formula (``term_sizes``, ``count_parameters_formula``) is part 2's answer, held back from a staged student release
+(``grader.withheld``).  What the checks' diagnosis of a wrong count needs (``translab.diagnosis``) it takes by
+inspection: ``inspected_shapes`` reads the shapes of PyTorch's own modules, built on the meta device (no memory),
+``monomials`` writes each shape as a product of the sizes, and ``inspected_sizes`` evaluates them.  A test holds the formula and the inspection equal.
 """
 from __future__ import annotations
 
+import functools
 import math
+import warnings
 from dataclasses import dataclass
 
 from torch import nn
@@ -21,50 +24,98 @@ VARIABLES = ("ntoken", "nhid", "nlayers", "nhead", "dim_feedforward", "outputs")
 
 @dataclass(frozen=True)
 class Term:
-    """``coefficient * product(factors)`` parameters, times nlayers when ``per_layer``."""
+    """One parameter tensor of ``Model`` (``per_layer``: one in each encoder layer)."""
     key: str          # short stable name, e.g. "in_proj.bias"
     parameter: str    # the parameter's name in Model: "base.transformer_encoder.layers.*.self_attn.in_proj_bias"
     label: str        # what a student reads
-    coefficient: int
-    factors: tuple[str, ...]
     per_layer: bool
     component: str    # "embedding" | "attention" | "feed_forward" | "layer_norm" | "head"
     kind: str         # "weight" | "bias"
 
-    @property
-    def formula(self) -> str:
-        text = "*".join(([str(self.coefficient)] if self.coefficient != 1 else []) + list(self.factors))
-        return f"{text} per layer" if self.per_layer else text
-
 
 _LAYER = "base.transformer_encoder.layers.*."
 TERMS: tuple[Term, ...] = (
-    Term("embedding", "base.encoder.weight", "the token embedding", 1, ("ntoken", "nhid"), False, "embedding", "weight"),
+    Term("embedding", "base.encoder.weight", "the token embedding", False, "embedding", "weight"),
     Term("in_proj.weight", _LAYER + "self_attn.in_proj_weight", "the Q, K, V projection weights (in_proj_weight)",
-         3, ("nhid", "nhid"), True, "attention", "weight"),
+         True, "attention", "weight"),
     Term("in_proj.bias", _LAYER + "self_attn.in_proj_bias", "the Q, K, V projection biases (in_proj_bias)",
-         3, ("nhid",), True, "attention", "bias"),
+         True, "attention", "bias"),
     Term("out_proj.weight", _LAYER + "self_attn.out_proj.weight", "the attention's out-projection weight",
-         1, ("nhid", "nhid"), True, "attention", "weight"),
+         True, "attention", "weight"),
     Term("out_proj.bias", _LAYER + "self_attn.out_proj.bias", "the attention's out-projection bias",
-         1, ("nhid",), True, "attention", "bias"),
+         True, "attention", "bias"),
     Term("linear1.weight", _LAYER + "linear1.weight", "the feed-forward's first weight (linear1, nhid -> ff)",
-         1, ("nhid", "dim_feedforward"), True, "feed_forward", "weight"),
-    Term("linear1.bias", _LAYER + "linear1.bias", "the feed-forward's first bias (linear1, size ff)",
-         1, ("dim_feedforward",), True, "feed_forward", "bias"),
+         True, "feed_forward", "weight"),
+    Term("linear1.bias", _LAYER + "linear1.bias", "the feed-forward's first bias (linear1)", True, "feed_forward",
+         "bias"),
     Term("linear2.weight", _LAYER + "linear2.weight", "the feed-forward's second weight (linear2, ff -> nhid)",
-         1, ("dim_feedforward", "nhid"), True, "feed_forward", "weight"),
-    Term("linear2.bias", _LAYER + "linear2.bias", "the feed-forward's second bias (linear2, size nhid)",
-         1, ("nhid",), True, "feed_forward", "bias"),
-    Term("norm1.weight", _LAYER + "norm1.weight", "the first LayerNorm's weight", 1, ("nhid",), True, "layer_norm", "weight"),
-    Term("norm1.bias", _LAYER + "norm1.bias", "the first LayerNorm's bias", 1, ("nhid",), True, "layer_norm", "bias"),
-    Term("norm2.weight", _LAYER + "norm2.weight", "the second LayerNorm's weight", 1, ("nhid",), True, "layer_norm", "weight"),
-    Term("norm2.bias", _LAYER + "norm2.bias", "the second LayerNorm's bias", 1, ("nhid",), True, "layer_norm", "bias"),
-    Term("head.weight", "head.decoder.weight", "the head's weight (nhid x outputs)", 1, ("nhid", "outputs"), False,
-         "head", "weight"),
-    Term("head.bias", "head.decoder.bias", "the head's bias (one per output)", 1, ("outputs",), False, "head", "bias"),
+         True, "feed_forward", "weight"),
+    Term("linear2.bias", _LAYER + "linear2.bias", "the feed-forward's second bias (linear2)", True, "feed_forward",
+         "bias"),
+    Term("norm1.weight", _LAYER + "norm1.weight", "the first LayerNorm's weight", True, "layer_norm", "weight"),
+    Term("norm1.bias", _LAYER + "norm1.bias", "the first LayerNorm's bias", True, "layer_norm", "bias"),
+    Term("norm2.weight", _LAYER + "norm2.weight", "the second LayerNorm's weight", True, "layer_norm", "weight"),
+    Term("norm2.bias", _LAYER + "norm2.bias", "the second LayerNorm's bias", True, "layer_norm", "bias"),
+    Term("head.weight", "head.decoder.weight", "the head's weight", False, "head", "weight"),
+    Term("head.bias", "head.decoder.bias", "the head's bias", False, "head", "bias"),
 )
 TERM_KEYS = tuple(term.key for term in TERMS)
+
+
+@functools.lru_cache(maxsize=512)
+def inspected_shapes(ntoken: int, nhid: int, nhead: int, dim_feedforward: int, outputs: int) -> dict[str, tuple]:
+    """{term key: shape} read from PyTorch's own modules of these sizes (meta device: no memory, no arithmetic):
+    counting by inspection, as ``count_trainable_parameters`` does for a built model."""
+    with warnings.catch_warnings():  # a size of 0 (a mistake the diagnosis tries) makes init warn of empty tensors
+        warnings.simplefilter("ignore")
+        modules = {"base.encoder.": nn.Embedding(ntoken, nhid, device="meta"),
+                   _LAYER: nn.TransformerEncoderLayer(nhid, nhead, dim_feedforward, batch_first=True, device="meta"),
+                   "head.decoder.": nn.Linear(nhid, outputs, device="meta")}
+    shapes = {prefix + name: tuple(tensor.shape) for prefix, module in modules.items()
+              for name, tensor in module.named_parameters()}
+    return {term.key: shapes[term.parameter] for term in TERMS}
+
+
+def inspected_sizes(ntoken: int, nhid: int, nlayers: int, nhead: int, dim_feedforward: int | None = None,
+                    nclasses: int | None = None) -> dict[str, int]:
+    """{term key: parameters} of ``Model``: the inspected shapes' ``monomials`` at these sizes (a product of sizes
+    is exact at any size, and quick enough for the diagnosis's searches); equal to ``term_sizes``, a test holds it."""
+    if nhid % nhead:
+        raise ValueError(f"nhid={nhid} must be divisible by nhead={nhead}")
+    values = {"ntoken": ntoken, "nhid": nhid, "dim_feedforward": nhid if dim_feedforward is None else dim_feedforward,
+              "outputs": ntoken if nclasses is None else nclasses}
+    return {term.key: coefficient * math.prod(values[name] for name in variables) * (nlayers if term.per_layer else 1)
+            for term in TERMS for coefficient, variables in [monomials()[term.key]]}
+
+
+# Sizes at which every dimension of every term names its variable: distinct primes above any coefficient.
+_NAMING_SIZES = {"ntoken": 31, "nhid": 11, "dim_feedforward": 13, "outputs": 17}
+
+
+@functools.lru_cache(maxsize=1)
+def monomials() -> dict[str, tuple[int, tuple[str, ...]]]:
+    """{term key: (coefficient, variables)}: each inspected shape written as coefficient * product of sizes (per
+    layer for a layer's term), e.g. a (3*nhid, nhid) weight as (3, ("nhid", "nhid"))."""
+    sizes = _NAMING_SIZES
+    shapes = inspected_shapes(sizes["ntoken"], sizes["nhid"], 1, sizes["dim_feedforward"], sizes["outputs"])
+    out = {}
+    for key, shape in shapes.items():
+        coefficient, variables = 1, []
+        for dim in shape:
+            name = next(name for name, size in sizes.items() if dim % size == 0 and dim // size < min(sizes.values()))
+            coefficient *= dim // sizes[name]
+            variables.append(name)
+        out[key] = (coefficient, tuple(sorted(variables, key=VARIABLES.index)))
+    return out
+
+
+def formula_text(*keys: str) -> str:
+    """The terms ``keys`` as a sum of monomials, equal ones added up: ("norm1.weight", "norm1.bias") -> "2*nhid"."""
+    summed: dict[tuple[str, ...], int] = {}
+    for key in keys:
+        coefficient, variables = monomials()[key]
+        summed[variables] = summed.get(variables, 0) + coefficient
+    return " + ".join("*".join(([str(c)] if c != 1 else []) + list(v)) for v, c in summed.items())
 
 
 def term_sizes(ntoken: int, nhid: int, nlayers: int, nhead: int, dim_feedforward: int | None = None,
@@ -72,11 +123,14 @@ def term_sizes(ntoken: int, nhid: int, nlayers: int, nhead: int, dim_feedforward
     """{term key: parameters} of ``Model`` for this configuration; they sum to ``count_parameters_formula``."""
     if nhid % nhead:
         raise ValueError(f"nhid={nhid} must be divisible by nhead={nhead}")
-    values = {"ntoken": ntoken, "nhid": nhid, "nlayers": nlayers, "nhead": nhead,
-              "dim_feedforward": nhid if dim_feedforward is None else dim_feedforward,
-              "outputs": ntoken if nclasses is None else nclasses}
-    return {term.key: term.coefficient * math.prod(values[f] for f in term.factors) * (nlayers if term.per_layer else 1)
-            for term in TERMS}
+    ff = nhid if dim_feedforward is None else dim_feedforward
+    outputs = ntoken if nclasses is None else nclasses
+    layer = {"in_proj.weight": 3 * nhid * nhid, "in_proj.bias": 3 * nhid,  # Q, K, V packed; nhead splits, not adds
+             "out_proj.weight": nhid * nhid, "out_proj.bias": nhid,
+             "linear1.weight": nhid * ff, "linear1.bias": ff, "linear2.weight": ff * nhid, "linear2.bias": nhid,
+             "norm1.weight": nhid, "norm1.bias": nhid, "norm2.weight": nhid, "norm2.bias": nhid}
+    return {"embedding": ntoken * nhid, **{key: size * nlayers for key, size in layer.items()},
+            "head.weight": nhid * outputs, "head.bias": outputs}
 
 
 def encoder_layer_parameters(nhid: int, dim_feedforward: int) -> int:
@@ -110,4 +164,5 @@ def count_trainable_parameters(model: nn.Module) -> int:
 
 
 # What a check switches off while a student's count runs (``translab.checks.forbid``).
-FORMULA_FUNCTIONS = (count_parameters_formula, encoder_layer_parameters, term_sizes, count_trainable_parameters)
+FORMULA_FUNCTIONS = (count_parameters_formula, encoder_layer_parameters, term_sizes, count_trainable_parameters,
+                     inspected_sizes, inspected_shapes, monomials, formula_text)

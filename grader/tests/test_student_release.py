@@ -173,6 +173,44 @@ def test_each_stage_holds_back_the_open_parts_answers_and_ships_their_notebooks_
     assert called.stdout.startswith("NotReleased translab.model.Model is translab's answer to part 2"), called
 
 
+def test_the_answers_that_are_data_are_held_back_too(stages):
+    """Part 2's formula and part 6's mapping are facts more than code: in their weeks' releases, no module writes
+    the count's coefficients down or names a checkpoint tensor beside the parameter it fills (the checks size the
+    terms by inspection and find the sources by digest; their hints are rendered from what they find)."""
+    import re
+    from translab import bert, diagnosis, params
+    config, _ = bert.load_checkpoint()
+    pairs = {(re.sub(r"^encoder\.layer\.\d+\.", "", keys[0]).rsplit(".", 1)[0],
+              re.sub(r"^encoder\.layers\.\d+\.", "", name).rsplit(".", 1)[0])
+             for name, keys in bert.weight_mapping(config).items() if len(keys) == 1}
+    pairs = {(theirs, ours) for theirs, ours in pairs if ours not in theirs}  # not word_embeddings: same name
+    assert ("attention.output.LayerNorm", "norm1") in pairs and len(pairs) == 6, pairs
+    for until, release in stages.items():
+        texts = {path.name: path.read_text(encoding="utf-8") for path in (release / "translab").rglob("*.py")}
+        if until <= 6:
+            for name, text in texts.items():
+                for line in text.splitlines():
+                    assert not any(theirs in line and re.search(rf"\b{re.escape(ours)}\b", line)
+                                   for theirs, ours in pairs), f"stage {until}: {name}: {line}"
+        if until <= 2:
+            right = {name: value for name, value in diagnosis.right_coefficients().items() if value}
+            assert right == {"ntoken*nhid": 1, "nlayers*nhid*nhid": 4, "nlayers*nhid*dim_feedforward": 2,
+                             "nlayers*dim_feedforward": 1, "nlayers*nhid": 9, "nhid*outputs": 1, "outputs": 1}
+            for name, text in texts.items():
+                for monomial, value in right.items():
+                    assert not re.search(rf"\b{value}\s*\*\s*{re.escape(monomial)}\b", text), (until, name, monomial)
+                assert "3 * nhid" not in text and "(nhid + 1)" not in text, f"stage {until}: {name}"
+        run = subprocess.run([sys.executable, "-c", "from translab import diagnosis, params, stages\n"
+                              "print(diagnosis.right_count(dict(ntoken=100, nhid=200, nlayers=4, nhead=2, "
+                              "dim_feedforward=200, nclasses=None)), stages.withheld(params.term_sizes), "
+                              "{len(entry) for entry in diagnosis.MONOMIALS.values()})"],
+                             env={**os.environ, "PYTHONPATH": str(release)}, cwd=release.parent, capture_output=True,
+                             text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]
+        # the diagnosis still counts (by inspection); the formula is a stub; the monomials carry no coefficient
+        assert run.stdout.split() == ["1008100", str(until <= 2), "{2}"], (until, run.stdout)
+
+
 def test_a_stage_that_does_not_exist_is_refused_before_anything_is_written(tmp_path):
     for until in (0, withheld.LAST_PART + 2):
         with pytest.raises(student_release.ReleaseError, match="UNTIL="):
