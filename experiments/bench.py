@@ -33,6 +33,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from translab import data
+from translab.contract import ASSIGNMENT, DATA_DIR_ENV, GRADING_ENV
 from translab.data import PAD_ID
 from translab.datasets import Batch, TokenStream
 from translab.model import ModelConfig, build_language_model
@@ -40,9 +41,9 @@ from translab.paths import REPO_ROOT, RESULTS_DIR
 from translab.training import fast_bf16_available, set_seed, train_steps
 
 SCHEMA_VERSION = 1
-# issue 16's targets on a 2-core machine: what the README's tables judge the measured figures by
+# issue 16's targets on a 2-core machine: what the grader README's tables judge the measured figures by
 GOALS = {"one_submission_s": 20, "ratio_to_floor": 2, "class_jobs_2_s": 12 * 60, "lab_student_s": 4 * 60}
-README = REPO_ROOT / "README.md"
+README = REPO_ROOT / "grader" / "README.md"  # the page of how grading works, with the measured tables
 README_BEGIN, README_END = "<!-- bench tables: python -m experiments.bench --readme -->", "<!-- end of bench tables -->"
 HUB_BEGIN, HUB_END = "<!-- hub table: python -m experiments.bench --readme -->", "<!-- end of hub table -->"
 # what each step of a term on the hub is, in the order the cycle runs them (grader.hub.cycle)
@@ -131,7 +132,7 @@ def _course_copy(dest: Path) -> dict:
     # machine's shells set it) every process of every run would compile grader and translab again (0.1 s)
     for package in ("grader", "translab"):
         compileall.compile_dir(dest / package, quiet=2)
-    return {**os.environ, "TRANSLAB_DATA_DIR": str(Path(os.environ.get("TRANSLAB_DATA_DIR", REPO_ROOT / "data")))}
+    return {**os.environ, DATA_DIR_ENV: str(Path(os.environ.get(DATA_DIR_ENV, REPO_ROOT / "data")))}
 
 
 def _grading_ready() -> str | None:
@@ -201,15 +202,15 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
 def _nbgrader_execution(value: str | None):
     """NBGRADER_EXECUTION set to ``value`` (unset for None) inside the block, as it was after: the kernels
     started inside inherit it, so the notebooks run at the budget nbgrader would give them."""
-    saved = os.environ.pop("NBGRADER_EXECUTION", None)
+    saved = os.environ.pop(GRADING_ENV, None)
     if value is not None:
-        os.environ["NBGRADER_EXECUTION"] = value
+        os.environ[GRADING_ENV] = value
     try:
         yield
     finally:
-        os.environ.pop("NBGRADER_EXECUTION", None)
+        os.environ.pop(GRADING_ENV, None)
         if saved is not None:
-            os.environ["NBGRADER_EXECUTION"] = saved
+            os.environ[GRADING_ENV] = saved
 
 
 def _graded_and_needed(cells) -> list:
@@ -235,7 +236,7 @@ def grading_floor(timeout: float = 600) -> dict:
     from nbclient import NotebookClient
 
     _as_a_student()
-    folder = REPO_ROOT / "solutions" / "transfer_learning"
+    folder = REPO_ROOT / "solutions" / ASSIGNMENT
     cells = [cell for path in sorted(folder.glob("*.ipynb"))
              for cell in _graded_and_needed(nbformat.read(path, as_version=4).cells)]
     for index, cell in enumerate(cells):
@@ -262,7 +263,6 @@ def build_class(submitted: Path, course: Path, students: int, full_every: int = 
     """``students`` submissions: every ``full_every``-th the complete solutions (every notebook),
     the others the corpus of broken and hostile cases in turn (``grader.corpus``).  Returns the mix."""
     from grader import corpus
-    from grader.batch import ASSIGNMENT
     mix = {"complete_solutions": 0, **{case: 0 for case in _class_cases()}}
     for index, case in enumerate(class_cases(students, full_every)):
         folder = submitted / f"student{index:03d}" / ASSIGNMENT
@@ -398,7 +398,7 @@ def notebook_times(timeout: float = 3600) -> dict:
 
     _as_a_student()
     times = {}
-    for path in sorted((REPO_ROOT / "solutions" / "transfer_learning").glob("*.ipynb")):
+    for path in sorted((REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")):
         times[path.stem] = {}
         for budget, value in (("student_s", None), ("nbgrader_s", "autograde")):
             notebook = nbformat.read(path, as_version=4)

@@ -1,6 +1,6 @@
-"""``python -m grader``: the grading commands behind the Makefile (see ``grader.batch``)."""
+"""``python -m grader``: the grading commands behind the Makefile (``grader.cli``)."""
 import sys
 
-from .batch import main
+from .cli import main
 
 sys.exit(main())

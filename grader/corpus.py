@@ -24,7 +24,7 @@ from typing import Callable
 
 import nbformat
 
-from .batch import ASSIGNMENT
+from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 NB1 = "01_mask_and_positional_encoding"
@@ -196,7 +196,8 @@ case("pasted_numbers", "notebook 02 right except the two stated numbers: the wor
 # Issue 30, attack 1: the kernel's request rewritten (translab.wire.serve, reached under a computed name that the
 # static scan misses) so that the hidden test asks for the visible cases; the checker takes the split from the cell.
 REWRITTEN_REQUEST = ("import importlib\n_w = importlib.import_module('translab.' + 'wi' + 're')\n_serve = _w.serve\n"
-                     "_w.serve = lambda name, args, kwargs, split: _serve(name, args, {**kwargs, 'split': 'visible'}, split)"
+                     "_w.serve = lambda name, args, kwargs, split, *more: _serve(name, args, {**kwargs, 'split': 'visible'}, split, "
+                     "*more)"
                      "\n\n")
 case("rewritten_request", "a mask hard-coded for the visible size 5, and a kernel that asks for the visible cases in "
      "the hidden test")(

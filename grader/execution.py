@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +48,7 @@ from traitlets import Bool, Float, Unicode
 
 from jupyter_client.manager import KernelManager
 
-from translab.paths import CHECKER_ENV
-from translab.variants import VARIANT_ENV
+from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, SANDBOX_STATUS_ENV, VARIANT_ENV, tagged, untagged
 
 from .demos import NOT_RUN, left_out
 from .variants import SECRET_ENVS
@@ -190,7 +188,7 @@ def _kernel_pid(km: KernelManager) -> int | None:
     for (``grader.zygote``) or the keeper of a PID namespace (``grader.processes``), the pid the kernel's launch
     record gives for it (written before any student code, in a folder out of the kernel's reach)."""
     pid = getattr(km.provisioner, "pid", None)
-    status = os.environ.get("TRANSLAB_SANDBOX_STATUS")
+    status = os.environ.get(SANDBOX_STATUS_ENV)
     if pid and status:
         from .sandbox import launch_records
         for record in reversed(launch_records(Path(status))):
@@ -228,7 +226,7 @@ class GuardedExecute(Execute):
         self._stopped: str | None = None  # why the remaining cells are not run
         self._left_out = left_out(nb.cells) if self.skip_demos else set()
         resources = resources if resources is not None else {}
-        from .batch import course_root
+        from .course import course_root
         from .variants import SHOWN_KEY, grading_code, mismatch
         self._variant = grading_code((resources.get("nbgrader") or {}).get("student"), course_root())
         shown = (nb.metadata.get("translab") or {}).pop(SHOWN_KEY, None)  # RecordVariantShown's, before ClearOutput
@@ -260,7 +258,7 @@ class GuardedExecute(Execute):
 
     def _new_checker(self) -> Checker | ForkedChecker:
         """The batch puts the socket beside the kernel's own (reachable from the sandbox); else a private folder."""
-        folder = os.environ.get("TRANSLAB_CHECKER_DIR") or None
+        folder = os.environ.get(CHECKER_DIR_ENV) or None
         if self.zygote and folder:
             try:
                 return ForkedChecker(self.zygote, folder)
@@ -390,7 +388,7 @@ def _apply_verdict(cell: NotebookNode, record) -> None:
         if ours and key == "no_verdict":
             outputs += ours
         else:
-            evalue = message + (f"\n[diagnosis: {key}]" if key else "")
+            evalue = tagged(message, key)
             first, *rest = message.splitlines() or [""]
             outputs.append(NotebookNode(output_type="error", ename="CheckFailed", evalue=evalue,
                                         traceback=[f"CheckFailed: {first}", *rest]))
@@ -440,7 +438,7 @@ class HideHiddenTestTracebacks(NbGraderPreprocessor):
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
                     # the message only; its machine-readable diagnosis line is for `make report`, not the student
-                    message = re.sub(r"\n?\[diagnosis: [^\]\n]*\]\s*$", "", output.get("evalue", ""))
+                    message, _ = untagged(output.get("evalue", ""))
                     output["traceback"] = [f"{output.get('ename', 'Error')}: {message}"]
         return cell, resources
 

@@ -28,8 +28,10 @@ from pathlib import Path
 
 import nbformat
 
-from grader.batch import ASSIGNMENT, with_venv_bin
-from translab.paths import EXCHANGE_ENV, REPO_ROOT, data_dir
+from translab.contract import ASSIGNMENT, DATA_DIR_ENV, EXCHANGE_ENV, HOME_ENV
+from translab.paths import REPO_ROOT, data_dir
+
+from .course import with_venv_bin
 from .variants import SECRET_FILE_ENV, create_secret, secret_path
 
 HUB_DIR = REPO_ROOT / "hub"
@@ -116,8 +118,8 @@ class DemoHub:
         return {**os.environ, "TRANSLAB_HUB_STATE": str(self.state), "TRANSLAB_HUB_PORT": str(self.port),
                 "TRANSLAB_HUB_INSTRUCTORS": INSTRUCTOR, "TRANSLAB_HUB_STUDENTS": ",".join(self.students),
                 "TRANSLAB_HUB_PASSWORD": self.password, "TRANSLAB_HUB_API_TOKEN": self.api_token,
-                EXCHANGE_ENV: str(self.exchange), "TRANSLAB_HOME": str(self.student_release),
-                "TRANSLAB_DATA_DIR": str(data_dir()), SECRET_FILE_ENV: str(secret_path(self.course))}
+                EXCHANGE_ENV: str(self.exchange), HOME_ENV: str(self.student_release),
+                DATA_DIR_ENV: str(data_dir()), SECRET_FILE_ENV: str(secret_path(self.course))}
 
     def instructor_environment(self) -> dict:
         """What the instructor's terminal on the hub has: the course's exchange, the shared environment first."""

@@ -28,11 +28,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from translab.contract import ASSIGNMENT, untagged
 from translab.diagnosis import NOT_MISCONCEPTIONS, describe, is_valid_key
 
-ASSIGNMENT = "transfer_learning"
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
-DIAGNOSIS_LINE = re.compile(r"\[diagnosis: ([^\]\n]{1,600})\]\s*$")
 NO_DIAGNOSIS = "(no diagnosis)"
 NOT_RUN = "(no output: not run)"
 NOT_SUBMITTED = "(notebook not submitted)"
@@ -88,10 +87,10 @@ def causes_of(output: dict) -> tuple[list[str], str]:
     if ename != "CheckFailed":
         label = f"error: {ename}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,79}", ename) else "error"
         return [label], first
-    match = DIAGNOSIS_LINE.search(evalue)
-    if not match:
+    _, key = untagged(evalue)
+    if not key:
         return [NO_DIAGNOSIS], first
-    keys = [k for k in match.group(1).split() if is_valid_key(k)]
+    keys = [k for k in key.split() if is_valid_key(k)]
     return keys or [NO_DIAGNOSIS], first
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .collect import MAX_NAME, PERSON_NAME, STUDENT_ID, split_name
+from .course import gradebook
 
 COLUMNS = {
     "id": ("id", "student_id", "student id", "username", "user name", "login", "login id", "id number", "sis user id"),
@@ -97,14 +98,14 @@ def import_roster(root: Path, path: Path) -> tuple[int, int]:
 
     students = read(path)
     added = updated = 0
-    with _gradebook(root) as gradebook:
+    with gradebook(root) as book:
         for student in students:
             try:
-                gradebook.find_student(student.id)
+                book.find_student(student.id)
                 updated += 1
             except MissingEntry:
                 added += 1
-            gradebook.update_or_create_student(student.id, first_name=student.first_name,
+            book.update_or_create_student(student.id, first_name=student.first_name,
                                                last_name=student.last_name, email=student.email)
     return added, updated
 
@@ -115,29 +116,18 @@ def name_from_collect(root: Path, names: dict[str, str]) -> int:
     from nbgrader.api import MissingEntry
 
     named = 0
-    with _gradebook(root) as gradebook:
+    with gradebook(root) as book:
         for student_id, name in sorted(names.items()):
             try:
-                known = gradebook.find_student(student_id)
+                known = book.find_student(student_id)
                 if known.first_name or known.last_name:
                     continue
             except MissingEntry:
                 pass
             first, last = split_name(name)
-            gradebook.update_or_create_student(student_id, first_name=first, last_name=last or None)
+            book.update_or_create_student(student_id, first_name=first, last_name=last or None)
             named += 1
     return named
-
-
-def _gradebook(root: Path):
-    """The course's gradebook (a new one runs nbgrader's migrations: ``alembic`` from this venv, ``with_venv_bin``)."""
-    import os
-
-    from nbgrader.api import Gradebook
-
-    from .batch import with_venv_bin
-    os.environ["PATH"] = with_venv_bin(os.environ.get("PATH", ""))
-    return Gradebook(f"sqlite:///{Path(root) / 'gradebook.db'}")
 
 
 def _normal(cell: str) -> str:

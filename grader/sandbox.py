@@ -54,6 +54,9 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from translab.contract import CHECKER_DIR_ENV, SANDBOX_STATUS_ENV
+
+from .zygote import FONT_LISTS, font_list_folder, zygote_folder
 from .processes import CLONE_NEWPID, PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, enter_pid_namespace, prctl
 
 KERNEL_NAME = "translab-sandbox"
@@ -193,9 +196,9 @@ def student_env(uid: int | None, status: Path | None = None, work: Path | None =
     sandboxed kernel can reach."""
     env = {"TRANSLAB_SANDBOX_UID": str(uid)} if uid is not None else {}
     if status is not None:
-        env["TRANSLAB_SANDBOX_STATUS"] = str(status)
+        env[SANDBOX_STATUS_ENV] = str(status)
     if work is not None:
-        env["TRANSLAB_CHECKER_DIR"] = str(_socket_prefix(work, index).parent)
+        env[CHECKER_DIR_ENV] = str(_socket_prefix(work, index).parent)
     return env
 
 
@@ -555,20 +558,6 @@ def _private_views(home: Path, sockets: Path | None, course: Path, cwd: Path) ->
                       "with --no-sandbox")
 
 
-FONT_LISTS = "fontlist-v*.json"  # matplotlib's cache of the machine's fonts (font_manager), one per version
-
-
-def zygote_folder(work: Path) -> Path:
-    """The batch's zygote keeps its socket, log and matplotlib folder here (``grader.zygote``): root's or the
-    instructor's alone, and hidden from every kernel (``_isolate``)."""
-    return work / "zygote"
-
-
-def font_list_folder(work: Path) -> Path:
-    """The zygote's matplotlib folder: its font lists are copied into each kernel's HOME (``_own_home``)."""
-    return zygote_folder(work) / "matplotlib"
-
-
 def _new_home(uid: int, work: Path) -> Path:
     """An empty folder for the kernel's HOME: a mount point for the size-limited tmpfs it gets (``_own_home``)."""
     home = Path(tempfile.mkdtemp(prefix=f"kernel-{uid}-", dir=work / "homes"))
@@ -758,7 +747,7 @@ def launch(argv: list[str], launcher: int | None = None) -> None:
             sys.exit(code)
         # no zygote answered: start the kernel here, as without one
     env = {**os.environ, "TRANSLAB_SANDBOX": "1"}
-    status = _Status(env.pop("TRANSLAB_SANDBOX_STATUS", None))
+    status = _Status(env.pop(SANDBOX_STATUS_ENV, None))
     stage = "isolating"
     in_process = launcher is not None and _runs_here(kernel)
     try:

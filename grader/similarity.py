@@ -28,7 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ASSIGNMENT = "transfer_learning"
+from translab.contract import ASSIGNMENT
+
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 NOISE = 25       # matches shorter than this many filtered characters are noise (copydetect's noise threshold)
 GUARANTEE = 30   # matches this long are always found (its guarantee threshold: the winnowing window follows)

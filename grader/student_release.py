@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from translab import references
+from translab.contract import ASSIGNMENT
 from translab.variants import TABLE_NAME as VARIANTS_TABLE
 
 from . import withheld
@@ -105,14 +106,14 @@ def write(dest: Path, root: Path = REPO_ROOT, student_ids: list[str] | None = No
         raise ReleaseError(f"{dest} is not empty: choose a new folder (the release never overwrites files)")
     if dest == root.resolve() or root.resolve() in dest.parents:
         raise ReleaseError(f"{dest} is inside the course; choose a folder outside it")
-    released = root / "notebooks" / "transfer_learning"
+    released = root / "notebooks" / ASSIGNMENT
     notebooks = sorted(released.glob("*.ipynb"))
     if not notebooks:
         raise ReleaseError(f"no released notebooks in {released}: run `make release` first")
     dest.mkdir(parents=True, exist_ok=True)
     for notebook in notebooks:
         if int(notebook.name[:2]) <= until:
-            _copy(notebook, dest / "notebooks" / "transfer_learning" / notebook.name)
+            _copy(notebook, dest / "notebooks" / ASSIGNMENT / notebook.name)
     shutil.copytree(root / LIBRARY, dest / LIBRARY, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     try:
         withheld.write_library(root / LIBRARY, dest / LIBRARY, until)

@@ -85,12 +85,11 @@ def release_table(student_ids: list[str], root: Path) -> dict:
 
 def known_students(root: Path) -> list[str]:
     """The gradebook's students (``make students``) and those with a submission."""
-    from .batch import students
+    from .course import gradebook, students
     found = set(students(root))
     if (Path(root) / "gradebook.db").exists():
-        from .roster import _gradebook
-        with _gradebook(root) as gradebook:
-            found |= {student.id for student in gradebook.students}
+        with gradebook(root) as book:
+            found |= {student.id for student in book.students}
     return sorted(found)
 
 

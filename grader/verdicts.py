@@ -27,6 +27,7 @@ import ast
 import contextlib
 import json
 import os
+import resource
 import shutil
 import socket
 import tempfile
@@ -286,6 +287,10 @@ class ForkedChecker:
 def serve_forked(control: socket.socket, folder: str) -> None:
     """The forked checker's life (``grader.zygote``): a ``Checker`` on ``folder``, driven by ``control`` until told
     to stop or until the other end goes."""
+    # A kernel's address space at most (what a solution's kernel needs, with room): what the kernel sends is bounded
+    # per message (translab.wire), and no message may make the checker take the machine's memory.
+    from .sandbox import Limits
+    resource.setrlimit(resource.RLIMIT_AS, (Limits.address_space, Limits.address_space))
     checker = Checker(folder)
     checker.warm_up()
     replies = control.makefile("rb")

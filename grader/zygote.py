@@ -27,7 +27,6 @@ import argparse
 import importlib
 import json
 import os
-import resource
 import select
 import signal
 import socket
@@ -49,6 +48,30 @@ LATER = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "matplotlib",
          "tokenizers", "sentencepiece", "translab.plots", "translab.training", "translab.bert", "translab.mlm",
          "translab.generation", "translab.checkpoint", "translab.data", "translab.datasets", "translab.budget")
 MAX_REQUEST = 4 * 1024 ** 2
+# What a request may ask a forked child to become, by kind: named, not imported here, so that the zygote imports
+# none of its callers (the launcher's ``grader.sandbox``, the checker's ``grader.verdicts``), and a request can
+# name nothing else.
+TARGETS = {"kernel": "grader.sandbox:launch", "checker": "grader.verdicts:serve_forked"}
+
+
+def _target(kind: str):
+    module, _, name = TARGETS[kind].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+FONT_LISTS = "fontlist-v*.json"  # matplotlib's cache of the machine's fonts (font_manager), one per version
+
+
+def zygote_folder(work: Path) -> Path:
+    """The batch's zygote keeps its socket, log and matplotlib folder here (``grader.zygote``): root's or the
+    instructor's alone, and hidden from every kernel (``grader.sandbox._isolate``)."""
+    return work / "zygote"
+
+
+def font_list_folder(work: Path) -> Path:
+    """The zygote's matplotlib folder: its font lists are copied into each kernel's HOME
+    (``grader.sandbox._own_home``)."""
+    return zygote_folder(work) / "matplotlib"
 
 
 # ----------------------------------------------------------------- the batch's side
@@ -59,7 +82,6 @@ class Zygote:
     def __init__(self, work: Path, env: dict, cwd: Path, later: bool = True):
         """``later``: import ``LATER`` too, worth it for a class; one student's kernel is on the critical path
         and imports them itself, spread over its notebooks, rather than wait for all of them first."""
-        from .sandbox import font_list_folder, zygote_folder
         folder = zygote_folder(work)  # root's or the instructor's alone; outside every kernel's view
         folder.mkdir(mode=0o700, exist_ok=True)
         self.path = folder / "socket"
@@ -105,7 +127,6 @@ def _seed_font_lists(folder: Path, env: dict) -> None:
     """Copy matplotlib's font lists from the instructor's own cache (where matplotlib keeps it: $MPLCONFIGDIR, else
     $XDG_CACHE_HOME/matplotlib or ~/.cache/matplotlib) into the zygote's, which each sandboxed kernel's HOME gets a
     copy of (``sandbox._own_home``).  Without one, each kernel lists the fonts itself, as before."""
-    from .sandbox import FONT_LISTS
     cache = env.get("MPLCONFIGDIR") or Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "matplotlib"
     folder.mkdir(mode=0o700, exist_ok=True)
     for path in Path(cache).glob(FONT_LISTS):
@@ -180,7 +201,7 @@ def serve(path: Path, preload: tuple[str, ...]) -> None:
             importlib.import_module(name)
         except Exception as error:  # noqa: BLE001 - a module this lab does not have: the kernel imports it itself
             print(f"[zygote] not preloaded: {name}: {error!r}", file=sys.stderr, flush=True)
-    from . import sandbox  # noqa: F401 - the children's isolation, loaded once
+    importlib.import_module(TARGETS["kernel"].partition(":")[0])  # the children's isolation, loaded once
     sys.stdout.flush()
     sys.stderr.flush()
     kernels: dict[socket.socket, int] = {}  # a requester's connection -> the pid of its kernel (or checker)
@@ -276,8 +297,7 @@ def _become_kernel(request: dict, fds: list[int], launcher: int) -> int:
         os.close(fd)
     _fresh_process(request)
     prctl(PR_SET_DUMPABLE, 1)  # its /proc files its own again: in a user namespace it writes its uid_map
-    from .sandbox import launch
-    launch(list(request["argv"]), launcher=launcher)
+    _target("kernel")(list(request["argv"]), launcher=launcher)
     return 0
 
 
@@ -299,14 +319,9 @@ def _become_checker(request: dict, fds: list[int]) -> int:
         join(os.environ, "checker")
     except OSError as error:
         print(f"[checker] not in the student's cgroup: {error}", file=sys.stderr, flush=True)
-    # A kernel's address space at most (what a solution's kernel needs, with room): what the kernel sends is bounded
-    # per message (translab.wire), and no message may make the checker take the machine's memory.
-    from .sandbox import Limits
-    resource.setrlimit(resource.RLIMIT_AS, (Limits.address_space, Limits.address_space))
     if "torch" in sys.modules:  # imported before this environment was set: its threads as the job says
         sys.modules["torch"].set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
-    from .verdicts import serve_forked
-    serve_forked(socket.socket(fileno=control), request["checker"])
+    _target("checker")(socket.socket(fileno=control), request["checker"])
     return 0
 
 

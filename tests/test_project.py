@@ -245,3 +245,54 @@ def test_the_time_to_expect_is_stated_alike_in_each_notebook_and_the_readme_and_
                     f"({workload.WEEK // 60} h) |")
     assert rows == expected
     assert core + optional <= workload.WEEK
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """{module: the modules of translab/ and grader/ it imports}, function-local imports included (they hide a
+    circle from Python, not from a reader)."""
+    import ast
+    modules = {}
+    for package in ("translab", "grader"):
+        for path in (REPO_ROOT / package).rglob("*.py"):
+            if "tests" in path.relative_to(REPO_ROOT).parts:
+                continue
+            name = ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)
+            modules[name.removesuffix(".__init__")] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else [])) \
+                    if node.level else node.module or ""
+                submodules = {f"{base}.{alias.name}" for alias in node.names} & modules.keys()
+                found |= submodules or {base}
+        graph[name] = {target for target in found if target in modules and target != name}
+    return graph
+
+
+def test_the_import_graph_of_translab_and_the_grader_has_no_circle():
+    """Arrows point one way (issue 34): each module can be read knowing only what it imports.  A depth-first walk
+    finds any circle and names it."""
+    graph = _import_graph()
+    assert {"grader.batch", "grader.zygote", "translab.wire", "translab.contract"} <= graph.keys()
+    assert "grader.sandbox" in graph["grader.batch"] or "grader.zygote" in graph["grader.batch"]
+    state: dict[str, str] = {}
+
+    def walk(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            assert state.get(target) != "open", " -> ".join(path[path.index(target):] + [module, target]) \
+                if target in path else f"{module} -> {target}"
+            if target not in state:
+                walk(target, path + [module])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            walk(module, [])
+    assert not any(name.startswith("grader") for name in graph["translab.contract"]) and not graph["translab.contract"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .contract import FAST_ENV, GRADING_ENV
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -58,7 +60,7 @@ FAST = Budget("fast", pretrain_steps=1, pretrain_reviews=8, lm_eval_batches=1, f
 
 
 def is_fast() -> bool:
-    return bool(os.environ.get("NBGRADER_EXECUTION")) or os.environ.get("TRANSLAB_FAST", "") not in ("", "0")
+    return bool(os.environ.get(GRADING_ENV)) or os.environ.get(FAST_ENV, "") not in ("", "0")
 
 
 def get_budget() -> Budget:

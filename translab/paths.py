@@ -11,16 +11,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-HOME_ENV = "TRANSLAB_HOME"
+from .contract import CACHE_ENV, CHECKER_ENV, DATA_DIR_ENV, EXCHANGE_ENV, HOME_ENV  # noqa: F401 - named here too
+
 REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout (or student release) this package is in, if any
 LAB_HOME = Path(os.environ[HOME_ENV]).expanduser().resolve() if os.environ.get(HOME_ENV) else REPO_ROOT
 ARTIFACTS_DIR = LAB_HOME / "artifacts"
 GRADER_DIR = REPO_ROOT / "grader"
 RESULTS_DIR = LAB_HOME / "results"
-# the grader's checker socket, set in a grading kernel's environment (translab.wire); here, away from torch, so
-# the grader's processes can name it without importing torch
-CHECKER_ENV = "TRANSLAB_CHECKER"
-EXCHANGE_ENV = "TRANSLAB_EXCHANGE"  # nbgrader's exchange shared by a hub's users (hub/jupyterhub_config.py sets it)
 
 
 def exchange_root(course_root: Path | str) -> Path:
@@ -29,7 +26,7 @@ def exchange_root(course_root: Path | str) -> Path:
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("TRANSLAB_DATA_DIR", LAB_HOME / "data"))
+    return Path(os.environ.get(DATA_DIR_ENV, LAB_HOME / "data"))
 
 
 def where_to_look() -> str:
@@ -49,4 +46,4 @@ def processed_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("TRANSLAB_CACHE", data_dir() / "cache"))
+    return Path(os.environ.get(CACHE_ENV, data_dir() / "cache"))

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import torch
 
+from .contract import REFERENCES_ENV
 from .paths import GRADER_DIR, LAB_HOME, REPO_ROOT, where_to_look
 
 NAMES = ("mask", "positional_encoding", "attention", "multi_head_attention", "transformer", "heads", "model", "parameters",
@@ -77,7 +78,7 @@ def references_dir() -> Path:
     """The folder of the references: ``TRANSLAB_REFERENCES`` if set; else the course's ``grader/references``
     or a student release's ``references``, in ``LAB_HOME`` or next to this package; else the nearest one above
     the working directory (a notebook run from ``notebooks/``, ``autograded/<student>/`` or an unpacked LMS zip)."""
-    override = os.environ.get("TRANSLAB_REFERENCES")
+    override = os.environ.get(REFERENCES_ENV)
     if override:
         return Path(override)
     candidates = [LAB_HOME / "grader" / "references", LAB_HOME / "references", GRADER_DIR / "references",

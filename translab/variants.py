@@ -26,11 +26,9 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from .contract import CONFIG_ENV, STUDENT_ENV, VARIANT_ENV
 from .paths import LAB_HOME
 
-VARIANT_ENV = "TRANSLAB_VARIANT"          # the code, set by the grader (and a hub) in the kernel's environment
-STUDENT_ENV = "TRANSLAB_STUDENT_ID"       # the student's id, where the platform does not say it
-CONFIG_ENV = "TRANSLAB_CONFIG_DIR"        # where ``set_student_id`` / ``use_code`` save (default ~/.config/translab)
 TABLE_NAME = "variants.json"              # the student release's table of codes
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base 32: no I, L, O, U to misread
 CODE_LENGTH = 10

@@ -29,10 +29,11 @@ import socket
 import struct
 import sys
 import types
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
+from translab.contract import CheckFailed
 from translab.paths import CHECKER_ENV as ENV  # the checker's socket, set by the grader in the kernel's environment
 MAX_HEADER = 16 * 1024 ** 2
 MAX_BUFFERS = 1024 ** 3  # the converted MiniLM checkpoint is 90 MB
@@ -364,7 +365,6 @@ class Session:
         if kind == "result":
             return decode(header.get("value"), buffers, self)
         if kind == "fail":  # a checked call failed in the kernel: its message, as the check would raise it
-            from .checks import CheckFailed
             raise CheckFailed(str(header.get("message", ""))[:4000], str(header.get("key", ""))[:200])
         if kind == "raise":
             error = _EXCEPTIONS.get(str(header.get("type")), RuntimeError)
@@ -476,11 +476,12 @@ def _resolve(name: str):
     return found
 
 
-def serve(check: str, args: tuple, kwargs: dict, split: str) -> dict:
+def serve(check: str, args: tuple, kwargs: dict, split: str, kernel_call: Callable) -> dict:
     """Ask the checker to run ``check`` on the student's objects and answer its requests until it is done;
     returns the checker's verdict ``{"passed", "output", "message", "key"}``.  Raises ``Refused`` when the
-    checker does not grade this call."""
-    from . import checks
+    checker does not grade this call.  ``kernel_call(target, what, args, kwargs, forbidden)`` makes each call the
+    checker asks for (``translab.checks.harness._kernel_call``: the checks' own, passed in so that this transport
+    imports no check)."""
     objects: dict[int, Any] = {}
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -506,14 +507,12 @@ def serve(check: str, args: tuple, kwargs: dict, split: str) -> dict:
                 elif op == "call":
                     call_args, call_kwargs = unpack(buffers, objects)
                     targets = [_resolve(name) for name in header.get("forbid", [])]
-                    with torch.set_grad_enabled(bool(header.get("grad", True))), checks.forbid(*targets):
-                        if header.get("what") is not None:
-                            value = checks._call(str(header["what"]), target, *call_args, **call_kwargs)
-                        else:
-                            value = target(*call_args, **call_kwargs)
+                    what = str(header["what"]) if header.get("what") is not None else None
+                    with torch.set_grad_enabled(bool(header.get("grad", True))):
+                        value = kernel_call(target, what, call_args, call_kwargs, targets)
                 else:
                     raise WireError(f"an unknown request {op!r}")
-            except checks.CheckFailed as failed:
+            except CheckFailed as failed:
                 send(sock, {"op": "fail", "message": failed.message, "key": failed.key})
                 continue
             except Exception as error:  # noqa: BLE001 - the student's code raised: the check decides what it means

@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.batch import ASSIGNMENT
+from translab.contract import ASSIGNMENT
 from grader.variants import SECRET_ENV
 from translab import diagnosis, variants
 from translab.paths import REPO_ROOT

@@ -6,7 +6,7 @@ import json
 import nbformat
 
 from grader.after_grading import MODEL_ANSWER, NOTE, RemoveAfterGrading, ShowAfterGrading, after_grading, written_answer
-from grader.batch import ASSIGNMENT
+from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 

@@ -38,7 +38,7 @@ from nbconvert.exporters import HTMLExporter
 from nbformat.v4 import new_output
 
 from grader import corpus
-from grader.batch import ASSIGNMENT
+from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from grader.sanitize import SanitizeStudentContent, render_markdown
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from grader import collect as lms_zip
-from grader import batch
-from grader.batch import ASSIGNMENT
+from grader import cli
+from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 LAB = sorted(path.stem for path in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
@@ -85,7 +85,7 @@ def tree(top: Path) -> dict[str, bytes | str]:
 
 def run_collect(root: Path, archive: Path, capsys) -> tuple[int, str, list[dict]]:
     """(exit code, printed output, report rows) of ``python -m grader collect``, run in-process."""
-    code = batch.main(["--root", str(root), "collect", str(archive)])
+    code = cli.main(["--root", str(root), "collect", str(archive)])
     printed = capsys.readouterr()
     report = root / "downloaded" / ASSIGNMENT / "collect_report.csv"
     rows = list(csv.DictReader(report.open(encoding="utf-8"))) if report.exists() else []

@@ -25,7 +25,8 @@ import nbformat
 import pytest
 
 from grader import corpus, sandbox
-from grader.batch import ASSIGNMENT, REPORT_NAME
+from grader.batch import REPORT_NAME
+from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 from conftest import _run, cell_scores
@@ -347,23 +348,23 @@ def _scores(db: Path) -> dict[str, list[float]]:
 
 
 def test_merging_a_student_replaces_only_that_students_rows(tmp_path, venv_path):
-    from grader.batch import _merge_student, _sqlite_copy
+    from grader.gradebook import merge_student, sqlite_copy
     main = tmp_path / "gradebook.db"
     _tiny_gradebook(main, {"ann": 0.0, "ben": 1.0})
     copy = tmp_path / "ann.db"
-    _sqlite_copy(main, copy)
+    sqlite_copy(main, copy)
     with sqlite3.connect(copy) as connection:  # what grading ann (and, wrongly, ben) in the copy would write
         connection.execute("UPDATE grade SET auto_score = 1")
         connection.execute("UPDATE grade SET auto_score = 0 WHERE notebook_id IN (SELECT sn.id FROM submitted_notebook"
                            " sn JOIN submitted_assignment sa ON sn.assignment_id = sa.id WHERE sa.student_id = 'ben')")
     connection.close()
-    _merge_student(main, copy, "ann")
-    _merge_student(main, copy, "ann")  # idempotent: still one submission, one grade
+    merge_student(main, copy, "ann")
+    merge_student(main, copy, "ann")  # idempotent: still one submission, one grade
     assert _scores(main) == {"ann": [1.0], "ben": [1.0]}
 
 
 def test_a_failed_merge_leaves_the_gradebook_as_it_was(tmp_path, venv_path):
-    from grader.batch import _merge_student
+    from grader.gradebook import merge_student
     main = tmp_path / "gradebook.db"
     _tiny_gradebook(main, {"ann": 0.0})
     broken = tmp_path / "broken.db"
@@ -371,7 +372,7 @@ def test_a_failed_merge_leaves_the_gradebook_as_it_was(tmp_path, venv_path):
         connection.execute("CREATE TABLE student (id VARCHAR(128))")
     connection.close()
     with pytest.raises(sqlite3.Error):
-        _merge_student(main, broken, "ann")
+        merge_student(main, broken, "ann")
     assert _scores(main) == {"ann": [0.0]}
 
 

@@ -1,5 +1,5 @@
-"""The fork server that every nbgrader process of a batch is forked from (grader.batch._fork_server): it holds
-nbgrader already imported, the checks too when it forks many students, and never what grading does not use
+"""The fork server that every nbgrader process of a batch is forked from (grader.nbgrader_process.fork_server):
+it holds nbgrader already imported, the checks too when it forks many students, and never what grading does not use
 (see grader/__init__.py)."""
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import sys
 
 import pytest
 
-from grader import batch
+from grader import batch, nbgrader_process
+from grader.commands.release import release
+from grader.course import GradingError
 from translab.paths import REPO_ROOT
 
 PROBE = """\
 import json, sys
-from grader import batch
+from grader import nbgrader_process
 
 CHILD = '''
 import json, sys
@@ -25,7 +27,7 @@ json.dump({name: sys.modules.get(name) is not None for name in %r}, sys.stdout)
 if __name__ == "__main__":
     names = ["nbgrader.apps.nbgraderapp", "jsonschema", "rfc3987_syntax", "torch", "translab.checks",
              "torch.fx.experimental.symbolic_shapes"]
-    child = batch._fork_server(checker_imports=sys.argv[1] == "1").Process(target=exec, args=(CHILD % names,))
+    child = nbgrader_process.fork_server(checker_imports=sys.argv[1] == "1").Process(target=exec, args=(CHILD % names,))
     child.start()
     child.join(120)
     sys.exit(child.exitcode)
@@ -52,8 +54,8 @@ def test_autograde_starts_the_fork_server_before_the_gradebook_with_the_checks_f
     for index in range(count):
         (tmp_path / "submitted" / f"student{index}" / batch.ASSIGNMENT).mkdir(parents=True)
     calls = []
-    monkeypatch.setattr(batch, "_fork_server", lambda checker_imports=False: calls.append(("fork", checker_imports)))
-    monkeypatch.setattr(batch, "_ensure_assignment", lambda root: calls.append(("gradebook",)))
+    monkeypatch.setattr(batch, "fork_server", lambda checker_imports=False: calls.append(("fork", checker_imports)))
+    monkeypatch.setattr(batch, "ensure_assignment", lambda root: calls.append(("gradebook",)))
     monkeypatch.setattr(batch, "grade_batch", lambda root, names, **options: calls.append(("grade", len(names))))
     batch.autograde(tmp_path, sandbox=sandbox)
     assert calls == [("fork", count > 1 and not sandbox), ("gradebook",), ("grade", count)]
@@ -63,9 +65,9 @@ def test_autograde_refuses_before_anything_when_the_data_is_missing(tmp_path, mo
     (tmp_path / "submitted" / "student0" / batch.ASSIGNMENT).mkdir(parents=True)
     monkeypatch.setenv("TRANSLAB_DATA_DIR", str(tmp_path / "nowhere"))
     calls = []
-    monkeypatch.setattr(batch, "_fork_server", lambda checker_imports=False: calls.append("fork"))
+    monkeypatch.setattr(batch, "fork_server", lambda checker_imports=False: calls.append("fork"))
     monkeypatch.setattr(batch, "grade_batch", lambda root, names, **options: calls.append("grade"))
-    with pytest.raises(batch.GradingError) as refused:
+    with pytest.raises(GradingError) as refused:
         batch.autograde(tmp_path)
     assert calls == [] and "train.tsv" in str(refused.value) and "make data" in str(refused.value)
 
@@ -76,10 +78,10 @@ def test_autograde_refuses_before_anything_when_the_data_is_missing(tmp_path, mo
 def test_a_configuration_that_does_not_load_stops_the_batch_with_its_error(tmp_path, body, told):
     (tmp_path / "nbgrader_config.py").write_text(body)
     if told is None:
-        batch._check_config(tmp_path)
+        nbgrader_process.check_config(tmp_path)
         return
-    with pytest.raises(batch.GradingError) as refused:
-        batch._check_config(tmp_path)
+    with pytest.raises(GradingError) as refused:
+        nbgrader_process.check_config(tmp_path)
     assert told in str(refused.value) and "fix it and grade again" in str(refused.value)
 
 
@@ -88,6 +90,6 @@ def test_a_configuration_that_does_not_load_stops_the_release(tmp_path):
     give written answers away (grader.after_grading) would reach students."""
     (tmp_path / "solutions" / batch.ASSIGNMENT).mkdir(parents=True)
     (tmp_path / "nbgrader_config.py").write_text("raise ValueError('a typo on line 1')\n")
-    with pytest.raises(batch.GradingError) as refused:
-        batch.release(tmp_path)
+    with pytest.raises(GradingError) as refused:
+        release(tmp_path)
     assert "a typo on line 1" in str(refused.value) and not (tmp_path / "notebooks").exists()

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from grader import corpus
-from grader.batch import ASSIGNMENT
+from translab.contract import ASSIGNMENT
 from grader.execution import UNSANDBOXED
 from translab.paths import REPO_ROOT
 

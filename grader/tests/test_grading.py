@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.batch import ASSIGNMENT
+from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 from conftest import CHEAT_FAILS, MISTAKE_CELLS, MISTAKE_MESSAGES, cell_scores, hidden_test_lines, page_text
@@ -143,9 +143,9 @@ def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
     assert "calls translab&#39;s own" in text or "calls translab's own" in text
     pasted = _feedback_text(root, "mallory", "02_model_and_parameters")
     assert "these are the counts of another configuration" in pasted  # alice's numbers, pasted
-    from grader.batch import _flagged_notebooks
-    assert "02_model_and_parameters" in _flagged_notebooks(root / "gradebook.db", "mallory")  # ran as alice
-    assert "02_model_and_parameters" not in _flagged_notebooks(root / "gradebook.db", "alice")
+    from grader.gradebook import flagged_notebooks
+    assert "02_model_and_parameters" in flagged_notebooks(root / "gradebook.db", "mallory")  # ran as alice
+    assert "02_model_and_parameters" not in flagged_notebooks(root / "gradebook.db", "alice")
 
 
 def test_grades_csv_has_one_row_per_student(course):
@@ -228,7 +228,7 @@ def test_feedback_waits_for_manual_grades(course, tmp_path):
                 if grade.needs_manual_grade:  # what the formgrader's Manual Grading does on save
                     grade.manual_score, grade.needs_manual_grade = grade.max_score, False
         gradebook.db.commit()
-    from grader.batch import ungraded
+    from grader.gradebook import ungraded
     pending = {student for student, names in ungraded(copy).items() if names}
     assert "alice" not in pending and {BOB, "mallory"} <= set(pending)  # blank's unchanged answers score 0 by rule
     assert feedback().returncode == 1, "bob and mallory are still ungraded"

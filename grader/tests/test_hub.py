@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from grader import hub as hubs
-from grader.batch import ASSIGNMENT
+from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 from conftest import hidden_test_lines, page_text

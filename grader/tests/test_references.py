@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from grader import reference_margins, references
-from grader.batch import ASSIGNMENT
+from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from translab.references import EXACT, NAMES, TOLERANCES, Tolerance, tolerance
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.batch import ASSIGNMENT
+from translab.contract import ASSIGNMENT
 
 from conftest import MISTAKES, _edit, _run, cell_scores
 

@@ -70,7 +70,7 @@ def test_the_command_adds_then_updates_and_grades_csv_shows_names(course, tmp_pa
 
 
 def test_the_commands_find_the_course_from_the_current_folder(tmp_path, monkeypatch):
-    from grader.batch import course_root
+    from grader.course import course_root
     from translab.paths import REPO_ROOT
     (tmp_path / "course" / "notebooks").mkdir(parents=True)
     (tmp_path / "course" / "nbgrader_config.py").write_text("c = get_config()\n")

@@ -1,4 +1,4 @@
-"""stage_submission (grader.batch): what nbgrader grades is a copy of the submission's plain files only."""
+"""stage_submission (grader.staging): what nbgrader grades is a copy of the submission's plain files only."""
 from __future__ import annotations
 
 import os
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.batch import MAX_SUBMITTED_FILE, stage_submission
+from grader.staging import MAX_SUBMITTED_FILE, stage_submission
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from grader import student_release, withheld
-from grader.batch import ASSIGNMENT
+from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from translab.references import NAMES
 
@@ -178,7 +178,7 @@ def test_the_answers_that_are_data_are_held_back_too(stages):
     the count's coefficients down or names a checkpoint tensor beside the parameter it fills (the checks size the
     terms by inspection and find the sources by digest; their hints are rendered from what they find)."""
     import re
-    from translab import bert, diagnosis, params
+    from translab import bert, diagnosis
     config, _ = bert.load_checkpoint()
     pairs = {(re.sub(r"^encoder\.layer\.\d+\.", "", keys[0]).rsplit(".", 1)[0],
               re.sub(r"^encoder\.layers\.\d+\.", "", name).rsplit(".", 1)[0])

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from grader import variants as course_variants
-from grader.batch import ASSIGNMENT
+from translab.contract import ASSIGNMENT
 from grader.sandbox import hidden_paths
 from translab import diagnosis, variants
 from translab.paths import REPO_ROOT

@@ -206,7 +206,8 @@ def generate_square_subsequent_mask(sz):
 # Issue 30, attack 1: the kernel's translab.wire.serve, reached under a computed name, rewritten to ask for the visible
 # cases while the request names the hidden split.
 REWRITTEN_REQUEST = ("import importlib\nw = importlib.import_module('translab.' + 'wi' + 're')\nserve = w.serve\n"
-                     "w.serve = lambda name, args, kwargs, split: serve(name, args, {**kwargs, 'split': 'visible'}, split)\n")
+                     "w.serve = lambda name, args, kwargs, split, *more: serve(name, args, {**kwargs, 'split': 'visible'}, "
+                     "split, *more)\n")
 
 
 def test_a_hidden_test_runs_the_hidden_cases_whatever_split_the_kernel_asks_for(checker):

@@ -16,6 +16,7 @@ checker, outside the kernel (``translab.wire``, ``grader.verdicts``), and the ke
     harness.py   CheckFailed, _checked, _call, forbid, the comparisons every part uses
     part1.py ... part6.py   the checks of notebooks 01 ... 06
 """
+from ..contract import GRADING_ENV
 from .harness import CheckFailed, _call, _fail, capture_output, forbid, release_output
 from .part1 import (check_attention, check_attention_demo, check_mask, check_multi_head_attention,
                     check_positional_encoding)
@@ -58,7 +59,7 @@ def progress(part: int, namespace: dict) -> list[tuple[str, str | None]]:
     import io
     import os
     import sys
-    if os.environ.get("NBGRADER_EXECUTION"):
+    if os.environ.get(GRADING_ENV):
         print("your progress: not measured while nbgrader runs the notebook (the test cells are graded instead)")
         return []
     results = []

@@ -16,23 +16,7 @@ from typing import Callable, NamedTuple, NoReturn
 import torch
 
 from .. import references, wire
-
-class CheckFailed(AssertionError):
-    """A test cell's check failed; the message explains why.
-
-    ``str(error)`` (nbgrader's ``evalue``) is the message and, when the check named the misconception, a last line
-    ``[diagnosis: key ...]`` (``translab.diagnosis``; ``grader.report`` counts them).  In a notebook the error
-    renders as its message alone (IPython's ``_render_traceback_``): JupyterLab, nbgrader's Validate dialog and the
-    feedback show what was expected, what was found and the likely mistake, no traceback from inside the checker and
-    no file path.  nbgrader still records an error output, so the cell scores 0."""
-
-    def __init__(self, message: str = "", key: str = ""):
-        self.message, self.key = str(message), str(key)
-        super().__init__(self.message + (f"\n[diagnosis: {self.key}]" if self.key else ""))
-
-    def _render_traceback_(self) -> list[str]:
-        first, *rest = self.message.splitlines() or [""]
-        return [f"\x1b[0;31mCheckFailed\x1b[0m: {first}", *rest]
+from ..contract import CheckFailed  # noqa: F401 - the checks raise it; named here for them
 
 
 # "visible" or "hidden": the split of the check that is running (set by ``_checked``).  A hidden check's message
@@ -224,7 +208,7 @@ def _checked(check: Callable) -> Callable:
         try:
             if wire.grading():
                 try:
-                    verdict = wire.serve(check.__name__, args, kwargs, split)
+                    verdict = wire.serve(check.__name__, args, kwargs, split, _kernel_call)
                 except wire.Refused:
                     pass  # not a graded test cell: the check runs here, as in the lab
                 else:
@@ -403,6 +387,13 @@ def _call(what: str, function: Callable, *args, **kwargs):
         _fail(f"{what} failed an assertion{_where(error)}: {str(error)[:300]}", key="raised")
     except Exception as error:
         _fail(f"{what} raised {type(error).__name__}{_where(error)}: {str(error)[:400]}", key="raised")
+
+
+def _kernel_call(target, what: str | None, args: tuple, kwargs: dict, forbidden: list):
+    """A call the checker asks this kernel for (``wire.serve``): the student's object, translab's ``forbidden``
+    implementations switched off, a failure of it explained as ``_call`` explains it when ``what`` names it."""
+    with forbid(*forbidden):
+        return _call(what, target, *args, **kwargs) if what is not None else target(*args, **kwargs)
 
 
 def _parameters_like(module, state: dict) -> None:

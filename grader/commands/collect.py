@@ -1,0 +1,29 @@
+"""``make collect ZIP=...``: an LMS download into submitted/, and the names it carries into the gradebook."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from translab.contract import ASSIGNMENT
+
+from ..course import GradingError
+
+
+def collect(root: Path, archive: Path) -> list[str]:
+    """Unpack an LMS zip into submitted/ (``grader.collect``); the students collected.
+
+    Unsafe or unreadable entries are skipped and reported, not fatal: one odd file must not stop a class.  An
+    error only when the file is no zip or nothing in it could be collected (the wrong file, most likely).
+    """
+    from .. import collect as lms_zip
+    try:
+        report = lms_zip.collect_zip(root, Path(archive), ASSIGNMENT)
+    except lms_zip.CollectError as error:
+        raise GradingError(str(error)) from error
+    print(report.summary())
+    if not report.students:
+        raise GradingError(f"nothing could be collected from {archive}: every entry was skipped (see above)")
+    if report.names:
+        from .. import roster
+        named = roster.name_from_collect(root, report.names)
+        print(f"named {named} student(s) in the gradebook from the zip (students named by a roster keep theirs)")
+    return report.students

@@ -1,0 +1,79 @@
+"""``make grades``: grades.csv, one row per student of the roster or with a submission."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from translab.contract import ASSIGNMENT
+
+from ..course import GradingError
+
+
+def grades(root: Path, out: Path | None = None) -> Path:
+    """One row per student: id, name and e-mail (from `make students`), whether they submitted, the score of each
+    notebook, the total, the maximum, manual grading left, then one column per graded cell,
+    ``<notebook>/<grade_id>`` (empty while a written answer awaits its manual grade).  A student of the roster
+    who submitted nothing gets a row of zeros."""
+    import nbformat
+    from nbgrader.api import Gradebook, MissingEntry
+
+    def task_order(notebook: str, names: list[str]) -> list[str]:
+        """The graded cells of a notebook in the source notebook's order (by name for cells it does not have)."""
+        order: list[str] = []
+        source = root / "solutions" / ASSIGNMENT / f"{notebook}.ipynb"
+        try:
+            for cell in nbformat.read(source, as_version=4).cells if source.exists() else ():
+                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                if grade_id in names and grade_id not in order:
+                    order.append(grade_id)
+        except Exception:  # noqa: BLE001 - an unreadable source only costs the order
+            order = []
+        return order + sorted(set(names) - set(order))
+
+    out = Path(out) if out is not None else root / "grades.csv"
+    db = root / "gradebook.db"
+    if not db.exists():
+        raise GradingError("no gradebook.db yet: run `make autograde` first")
+    with Gradebook(f"sqlite:///{db}") as gradebook:
+        assignment = gradebook.find_assignment(ASSIGNMENT)
+        notebooks = sorted(nb.name for nb in assignment.notebooks)
+        tasks = [(nb.name, cell) for nb in sorted(assignment.notebooks, key=lambda nb: nb.name)
+                 for cell in task_order(nb.name, [c.name for c in nb.grade_cells])]
+        rows = []
+        for person in sorted(gradebook.students, key=lambda s: s.id):
+            student = person.id
+            row = {"student_id": student, "first_name": person.first_name or "", "last_name": person.last_name or "",
+                   "email": person.email or ""}
+            try:
+                submission = gradebook.find_submission(ASSIGNMENT, student)
+            except MissingEntry:  # on the roster (`make students`), nothing submitted: a row of zeros says so
+                rows.append({**row, "submitted": False, **{name: 0.0 for name in notebooks}, "total": 0.0,
+                             "max_score": assignment.max_score, "auto_score": 0.0, "written_score": 0.0,
+                             "needs_manual_grade": False})
+                continue
+            row["submitted"] = True
+            cells = {}
+            for name in notebooks:
+                try:
+                    notebook = gradebook.find_submission_notebook(name, ASSIGNMENT, student)
+                except MissingEntry:
+                    row[name] = 0.0
+                    continue
+                row[name] = notebook.score
+                cells.update({(name, grade.name): grade.score for grade in notebook.grades})
+            row.update(total=submission.score, max_score=submission.max_score,
+                       auto_score=submission.code_score, written_score=submission.written_score,
+                       needs_manual_grade=bool(submission.needs_manual_grade))
+            for name, cell in tasks:
+                score = cells.get((name, cell), 0.0)
+                row[f"{name}/{cell}"] = "" if score is None else score
+            rows.append(row)
+    with open(out, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["student_id", "first_name", "last_name", "email", "submitted",
+                                                    *notebooks, "total", "max_score", "auto_score",
+                                                    "written_score", "needs_manual_grade",
+                                                    *(f"{name}/{cell}" for name, cell in tasks)])
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {out} ({len(rows)} students, {len(tasks)} tasks)")
+    return out
