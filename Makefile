@@ -120,7 +120,7 @@ bench: $(INSTALLED) ## measure training throughput and autograde time into resul
 	$(PY) -m experiments.bench
 
 hub-demo: $(INSTALLED) hub/node_modules/.installed ## a JupyterHub on 127.0.0.1:8000 with the course, an instructor and STUDENTS=2 students (state in ~/.local/state/translab-hub)
-	PATH="$(BIN):$$PATH" $(PY) -m grader.hub demo --students $(or $(STUDENTS),2) --port $(or $(HUB_PORT),8000)
+	PATH="$(BIN):$$PATH" $(PY) -m grader.testing.hub demo --students $(or $(STUDENTS),2) --port $(or $(HUB_PORT),8000)
 
 clean: ## remove grading working folders (keeps .venv, data and artifacts)
 	rm -rf autograded feedback reports gradebook.db grades.csv .pytest_cache test-artifacts

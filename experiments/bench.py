@@ -46,7 +46,7 @@ GOALS = {"one_submission_s": 20, "ratio_to_floor": 2, "class_jobs_2_s": 12 * 60,
 README = REPO_ROOT / "grader" / "README.md"  # the page of how grading works, with the measured tables
 README_BEGIN, README_END = "<!-- bench tables: python -m experiments.bench --readme -->", "<!-- end of bench tables -->"
 HUB_BEGIN, HUB_END = "<!-- hub table: python -m experiments.bench --readme -->", "<!-- end of hub table -->"
-# what each step of a term on the hub is, in the order the cycle runs them (grader.hub.cycle)
+# what each step of a term on the hub is, in the order the cycle runs them (grader.testing.hub.cycle)
 HUB_STEPS = {"generate": "instructor: `python -m grader release` (nbgrader generate_assignment)",
              "student_release": "the student release students' kernels read (`TRANSLAB_HOME`)",
              "start_servers": "every user's server started (first login)",
@@ -261,8 +261,8 @@ def grading_floor(timeout: float = 600) -> dict:
 
 def build_class(submitted: Path, course: Path, students: int, full_every: int = 3) -> dict:
     """``students`` submissions: every ``full_every``-th the complete solutions (every notebook),
-    the others the corpus of broken and hostile cases in turn (``grader.corpus``).  Returns the mix."""
-    from grader import corpus
+    the others the corpus of broken and hostile cases in turn (``grader.testing.corpus``).  Returns the mix."""
+    from grader.testing import corpus
     mix = {"complete_solutions": 0, **{case: 0 for case in _class_cases()}}
     for index, case in enumerate(class_cases(students, full_every)):
         folder = submitted / f"student{index:03d}" / ASSIGNMENT
@@ -275,7 +275,7 @@ def build_class(submitted: Path, course: Path, students: int, full_every: int = 
 
 
 def _class_cases() -> list[str]:
-    from grader import corpus
+    from grader.testing import corpus
     return [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]  # those cost their budget each
 
 
@@ -482,7 +482,7 @@ def hub_table(result: dict) -> str:
     lines += [f"| {HUB_STEPS.get(step, step)} | {'under 0.1 s' if seconds < 0.05 else _seconds(seconds)} |"
               for step, seconds in cycle["seconds"].items()]
     lines += [f"| the whole term | {_seconds(cycle.get('total_s'))} |", "",
-              f"From `results/bench.json` ({result.get('cpu_count', '?')} cores; `python -m grader.hub cycle` "
+              f"From `results/bench.json` ({result.get('cpu_count', '?')} cores; `python -m grader.testing.hub cycle` "
               "as `make bench` runs it)."]
     return "\n".join(lines)
 
@@ -506,8 +506,8 @@ def update_readme(result: dict, readme: Path = README) -> bool:
 
 
 def hub_cycle(students: int) -> dict:
-    """A term on a real JupyterHub for a simulated class, step by step (grader.hub)."""
-    from grader import hub
+    """A term on a real JupyterHub for a simulated class, step by step (grader.testing.hub)."""
+    from grader.testing import hub
     reason = _grading_ready() or hub.missing()
     if reason:
         return {"students": students, "reason": reason}

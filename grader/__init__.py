@@ -7,10 +7,11 @@ Run from the course root (the folder of ``nbgrader_config.py``), never imported 
 ``cli`` maps each command to its module: ``batch`` grades a class (``staging`` copies the plain files of a
 submission, ``nbgrader_process`` runs nbgrader, ``gradebook`` merges each student's rows; one sandboxed kernel
 per student, out-of-band verdicts), ``commands`` holds release, feedback, grades and collect; ``sandbox`` is the
-kernel student code runs in, forked from the ``zygote``, judged by ``verdicts``; ``execution`` and ``sanitize``
-are the nbgrader plugins ``nbgrader_config.py`` names; ``course`` finds the course on disk; ``report`` summarises
-a class; ``corpus`` builds the submissions, honest and hostile, that the tests grade.  ``translab`` (the student
-library) never imports this package; what the processes agree on is ``translab.contract``.
+policy of the kernel student code runs in, which ``launcher`` applies, forked from the ``zygote``, judged by
+``verdicts``; ``execution`` and ``sanitize`` are the nbgrader plugins ``nbgrader_config.py`` names; ``course``
+finds the course on disk; ``report`` summarises a class; ``testing`` holds what the tests and the bench drive
+(the corpus of honest and hostile submissions, the JupyterHub driver).  ``translab`` (the student library) never
+imports this package; what the processes agree on is ``translab.contract``.
 """
 import sys
 

@@ -35,6 +35,9 @@ Rules:
   extended-timestamp field (exact UTC).
 
 Everything done or skipped goes to ``downloaded/<assignment>/collect_report.csv`` and ``CollectReport.summary``.
+
+Why one file: the rules above and the parser that applies them, entry by entry; each rule is a few lines of
+code read beside its paragraph.
 """
 from __future__ import annotations
 

@@ -29,6 +29,10 @@ graded from its own cells as in a fresh kernel.  What a notebook changed inside 
 next notebook, which is why a kernel is kept only after a notebook that ran to the end with no incident, and while
 it has most of its CPU allowance (``sandbox.Limits.cpu_seconds``) left; otherwise the next notebook starts a new
 one.  The kernel and the checker it reports to end with the nbgrader process.
+
+Why one file: ``GuardedExecute`` and the small preprocessors that read what it records (incidents, verdicts,
+the variant shown) share those records' format; one class per file, as nbgrader lays out its own, is the next
+step of issue 34.
 """
 from __future__ import annotations
 

@@ -25,6 +25,10 @@ SIGNALS_PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUI
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 PR_SET_DEATHSIG_KILL = (PR_SET_PDEATHSIG, signal.SIGKILL)  # killed when the parent goes
 CLONE_NEWPID = 0x20000000
+# mount(2) flags and the namespaces unshare(2) makes (linux/mount.h, linux/sched.h)
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+MS_NOEXEC, MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 8, 1024, 2048, 1 << 21, 1 << 24
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER, CLONE_NEWIPC = 0x00020000, 0x40000000, 0x10000000, 0x08000000
 
 
 def prctl(option: int, value: int) -> None:

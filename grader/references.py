@@ -6,6 +6,9 @@ translab at grading time, so a hidden test can forbid translab's implementation 
 ``translab.checks.forbid``) and still know the right answer.  ``visible`` entries are the ones the
 student's notebook shows; ``hidden`` entries use sizes, hyperparameters and seeds the student never
 sees, which is why this module, which holds them, is the grader's and not the student library's.
+
+Why one file: one builder per reference, each beside the configurations and seeds it draws; ``build`` and the
+staleness test walk them all, and the float64 arithmetic they share (``ExactArithmetic``) is defined once here.
 """
 from __future__ import annotations
 

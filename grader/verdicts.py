@@ -20,6 +20,9 @@ What the kernel can still do: return wrong values (it fails), refuse to answer (
 rewrites translab inside the kernel, misreport facts the check reads from the student's objects rather than
 from values computed on inputs (which parameters are trainable, whether two models share storage, which
 function it passes as the answer).  ``suspicious`` flags answers that reach for the tools of such rewrites.
+
+Why one file: the checker in both its forms (a thread of the nbgrader process, a process forked from the
+zygote) and the protocol ``GuardedExecute`` speaks to it are one contract, read together.
 """
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ once (``STARTUP`` and ``LATER``) and then forks one kernel per launch.
 
 * It holds nothing but imported modules: no submission, reference, gradebook or hidden test ever enters it (it
   reads no file of the course), and it is not dumpable, so no process of the instructor's uid can read its memory.
-* The kernelspec's launcher (``python -m grader.sandbox --zygote SOCKET ...``, which nbgrader starts) connects,
+* The kernelspec's launcher (``python -m grader.launcher --zygote SOCKET ...``, which nbgrader starts) connects,
   sends its command line, environment, folder and standard streams, and gets the kernel's pid back.
-* The forked child does what the launcher did before ``exec`` (``sandbox.launch``: limits, namespaces, views, the
+* The forked child does what the launcher did before ``exec`` (``launcher.launch``: limits, namespaces, views, the
   student's uid) and then runs ipykernel in the same process instead of exec'ing a new interpreter.
 * The launcher stays, as the process nbgrader knows: it passes the interrupt and termination signals on to the
   kernel and exits with the kernel's status.  When the launcher dies (killed by nbgrader, or with it), the zygote
@@ -49,9 +49,9 @@ LATER = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "matplotlib",
          "translab.generation", "translab.checkpoint", "translab.data", "translab.datasets", "translab.budget")
 MAX_REQUEST = 4 * 1024 ** 2
 # What a request may ask a forked child to become, by kind: named, not imported here, so that the zygote imports
-# none of its callers (the launcher's ``grader.sandbox``, the checker's ``grader.verdicts``), and a request can
+# none of its callers (``grader.launcher``, the checker's ``grader.verdicts``), and a request can
 # name nothing else.
-TARGETS = {"kernel": "grader.sandbox:launch", "checker": "grader.verdicts:serve_forked"}
+TARGETS = {"kernel": "grader.launcher:launch", "checker": "grader.verdicts:serve_forked"}
 
 
 def _target(kind: str):
@@ -64,13 +64,13 @@ FONT_LISTS = "fontlist-v*.json"  # matplotlib's cache of the machine's fonts (fo
 
 def zygote_folder(work: Path) -> Path:
     """The batch's zygote keeps its socket, log and matplotlib folder here (``grader.zygote``): root's or the
-    instructor's alone, and hidden from every kernel (``grader.sandbox._isolate``)."""
+    instructor's alone, and hidden from every kernel (``grader.launcher``)."""
     return work / "zygote"
 
 
 def font_list_folder(work: Path) -> Path:
     """The zygote's matplotlib folder: its font lists are copied into each kernel's HOME
-    (``grader.sandbox._own_home``)."""
+    (``grader.launcher``)."""
     return zygote_folder(work) / "matplotlib"
 
 
@@ -154,7 +154,7 @@ def _send(path: Path, request: dict, fds: list[int]) -> socket.socket:
 
 
 def run_through(path: Path, argv: list[str]) -> int | None:
-    """Have the zygote at ``path`` start the kernel of ``argv`` (``sandbox.launch``'s arguments); stay beside it,
+    """Have the zygote at ``path`` start the kernel of ``argv`` (``launcher.launch``'s arguments); stay beside it,
     passing signals on, and return its exit code.  None when no zygote answers: start the kernel here instead."""
     prctl(*PR_SET_DEATHSIG_KILL)  # nbgrader gone: this goes, and the zygote then ends the kernel
     try:
@@ -291,7 +291,7 @@ def _fresh_process(request: dict) -> None:
 
 def _become_kernel(request: dict, fds: list[int], launcher: int) -> int:
     """In the forked child: the launcher's streams, folder and environment, a fresh process's random state, then
-    ``sandbox.launch`` as the launcher would have run it, which runs the kernel here."""
+    ``launcher.launch`` as the launcher would have run it, which runs the kernel here."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)

@@ -3,7 +3,7 @@
 One hub on 127.0.0.1, users who are instructors (``TRANSLAB_HUB_INSTRUCTORS``) or students
 (``TRANSLAB_HUB_STUDENTS``), nbgrader's exchange in one shared folder, and each role with its own Jupyter
 configuration (``hub/instructor``, ``hub/student``: which panels and server extensions it gets, and the
-exchange settings).  Everything a deployment varies is read from the environment below; ``grader.hub`` sets it
+exchange settings).  Everything a deployment varies is read from the environment below; ``grader.testing.hub`` sets it
 for the demo.  What a real deployment changes is in the README, "Running a course on JupyterHub".
 """
 import os
@@ -43,7 +43,7 @@ c.JupyterHub.authenticator_class = "dummy"
 c.DummyAuthenticator.password = os.environ["TRANSLAB_HUB_PASSWORD"]
 c.Authenticator.allowed_users = INSTRUCTORS | STUDENTS
 c.Authenticator.admin_users = set()  # instructors need no power over students' servers: the exchange connects them
-# The demo's driver (grader.hub) starts servers and makes each user a token, as the hub's admin page would.
+# The demo's driver (grader.testing.hub) starts servers and makes each user a token, as the hub's admin page would.
 if os.environ.get("TRANSLAB_HUB_API_TOKEN"):
     c.JupyterHub.services = [{"name": "translab-demo", "api_token": os.environ["TRANSLAB_HUB_API_TOKEN"]}]
     c.JupyterHub.load_roles = [{"name": "translab-demo", "services": ["translab-demo"],

@@ -296,3 +296,16 @@ def test_the_import_graph_of_translab_and_the_grader_has_no_circle():
         if module not in state:
             walk(module, [])
     assert not any(name.startswith("grader") for name in graph["translab.contract"]) and not graph["translab.contract"]
+
+
+def test_a_long_module_of_the_grader_says_why_it_is_one_file():
+    """A newcomer holds a module of about 400 lines in their head; a longer one says why it stays one file."""
+    import ast
+    long = {}
+    for path in sorted((REPO_ROOT / "grader").rglob("*.py")):
+        if "tests" in path.relative_to(REPO_ROOT).parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > 420:
+            long[path.name] = "Why one file:" in (ast.get_docstring(ast.parse(text)) or "")
+    assert not [name for name, says in long.items() if not says], long

@@ -56,7 +56,7 @@ def test_quick_bench_writes_sane_json(tmp_path):
 
 
 def test_a_class_mixes_complete_solutions_with_every_realistic_corpus_case(tmp_path):
-    from grader import corpus
+    from grader.testing import corpus
     course = tmp_path / "course"
     bench._course_copy(course)
     realistic = [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]

@@ -37,7 +37,7 @@ import pytest
 from nbconvert.exporters import HTMLExporter
 from nbformat.v4 import new_output
 
-from grader import corpus
+from grader.testing import corpus
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from grader.sanitize import SanitizeStudentContent, render_markdown

@@ -1,7 +1,7 @@
-"""The corpus of broken and hostile submissions (grader.corpus), graded end to end with --jobs 2.
+"""The corpus of broken and hostile submissions (grader.testing.corpus), graded end to end with --jobs 2.
 
 One temporary course; every case is one student.  The scores each case must get are in
-``grader/expected_scores.csv`` (one row per case, the auto-graded points per notebook, the notebooks that must
+``grader/testing/expected_scores.csv`` (one row per case, the auto-graded points per notebook, the notebooks that must
 come out flagged for the instructor, and known holes, which are strict xfails: fixing one makes the test
 fail until the table says so).  The per-cell timeout is lowered to 20 s for this course only (the lab's 60 s
 would make the infinite-loop case cost a minute), and so are the time budgets: 40 s a notebook (the lab's 180),
@@ -24,7 +24,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import corpus, sandbox
+from grader import sandbox
+from grader.testing import corpus
 from grader.batch import REPORT_NAME
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
@@ -32,7 +33,7 @@ from translab.paths import REPO_ROOT
 from conftest import _run, cell_scores
 
 pytestmark = pytest.mark.slow
-TABLE = REPO_ROOT / "grader" / "expected_scores.csv"
+TABLE = REPO_ROOT / "grader" / "testing" / "expected_scores.csv"
 NOTEBOOKS = sorted(p.stem for p in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
 TIMEOUT_ARG = "--Execute.timeout=20"
 NOTEBOOK_BUDGET, STUDENT_BUDGET = 40, 90
@@ -210,7 +211,7 @@ def test_each_case_scores_what_the_table_says(graded, name):
     flagged = _flagged(root, name)
     if row["known_hole"]:  # a strict xfail: closing the hole fails until the table is updated
         if found == expected:
-            pytest.fail(f"{name}: the known hole is closed; update grader/expected_scores.csv")
+            pytest.fail(f"{name}: the known hole is closed; update grader/testing/expected_scores.csv")
         pytest.xfail(row["outcome"])
     assert found == expected, f"{name}: {row['outcome']}"
     assert flagged == set(row["flagged"].split()), f"{name}: flagged {flagged}"

@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import corpus
+from grader.testing import corpus
 from translab.contract import ASSIGNMENT
 from grader.execution import UNSANDBOXED
 from translab.paths import REPO_ROOT

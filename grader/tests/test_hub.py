@@ -1,7 +1,7 @@
 """The course on a real JupyterHub (hub/jupyterhub_config.py, configurable-http-proxy from npm, nbgrader's exchange):
 release -> fetch -> work -> submit -> collect -> sandboxed autograde -> manual grades -> feedback -> fetch_feedback,
 each step sent as the formgrader's buttons and the students' Assignments panel send it.  The class: two complete
-submissions, one blank, one hostile probe (``grader.hub.class_of``)."""
+submissions, one blank, one hostile probe (``grader.testing.hub.class_of``)."""
 from __future__ import annotations
 
 import re
@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import hub as hubs
+from grader.testing import hub as hubs
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 

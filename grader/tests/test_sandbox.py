@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import sandbox
+from grader import processes, sandbox
 from translab.paths import REPO_ROOT
 
 STUDENT_UID = sandbox.UID_BASE + sandbox.UID_BLOCK * sandbox.UID_BLOCKS + 7  # outside every batch's block
@@ -73,7 +73,7 @@ def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: 
     is called once the launcher has exited, before the batch's cleanup (``kill_leftovers``)."""
     root, work = course
     limits = limits or sandbox.Limits()
-    command = [*as_user, python, "-m", "grader.sandbox", "--root", str(root), "--work", str(work),
+    command = [*as_user, python, "-m", "grader.launcher", "--root", str(root), "--work", str(work),
                "--limits", json.dumps(limits.__dict__), *(["--zygote", str(zygote)] if zygote else []),
                "--", python, "-c", script, "-f", str(work / "connection.json")]
     env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(package),
@@ -335,11 +335,11 @@ def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(
     root, work = course
     outside = mine / "instructor_notes.txt"
     outside.write_text("mine")
-    if not sandbox._others_can_reach(mine) or not os.access(SYSTEM_PYTHON, os.X_OK):
+    if not sandbox.others_can_reach(mine) or not os.access(SYSTEM_PYTHON, os.X_OK):
         pytest.skip(f"{mine} is not reachable by an ordinary user here")
     as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     probe = subprocess.run([*as_nobody, SYSTEM_PYTHON, "-c", "import ctypes, sys; "
-                            f"sys.exit(ctypes.CDLL(None).unshare({sandbox.CLONE_NEWUSER}) != 0)"])
+                            f"sys.exit(ctypes.CDLL(None).unshare({processes.CLONE_NEWUSER}) != 0)"])
     if probe.returncode != 0:
         pytest.skip("this machine refuses unprivileged user namespaces (the launcher then applies the limits only)")
     for path in [mine, *mine.rglob("*")]:
@@ -432,7 +432,7 @@ def test_a_failed_start_is_reported_in_the_status_folder_not_in_the_output(cours
     """What the batch reads to tell the machine's failures from the students': the launcher's own records."""
     root, work = course
     status = work / "status" / "7"
-    command = [sys.executable, "-m", "grader.sandbox", "--root", str(root), "--work", str(work), "--",
+    command = [sys.executable, "-m", "grader.launcher", "--root", str(root), "--work", str(work), "--",
                "/nonexistent/python", "-f", str(work / "connection.json")]
     done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", capture_output=True,
                           text=True, env={**os.environ, **sandbox.student_env(STUDENT_UID, status)}, timeout=60)

@@ -38,7 +38,7 @@ def zygote(course):  # noqa: F811 - pytest's fixture, imported above
 def _start(course, zygote: Path) -> tuple[subprocess.Popen, int]:  # noqa: F811
     """The launcher of a kernel that waits, in the background, and the pid of that kernel once it waits."""
     root, work = course
-    command = [sys.executable, "-m", "grader.sandbox", "--root", str(root), "--work", str(work),
+    command = [sys.executable, "-m", "grader.launcher", "--root", str(root), "--work", str(work),
                "--zygote", str(zygote), "--", sys.executable, "-c", WAITS, "-f", str(work / "connection.json")]
     env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(REPO_ROOT)}
     launcher = subprocess.Popen(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env,
@@ -105,7 +105,7 @@ def test_without_a_zygote_the_launcher_starts_the_kernel_itself(course):  # noqa
     report = _launch(course, "import json, os; print(json.dumps({'pid': os.getpid()}))")  # no --zygote: exec'd
     missing = course[1] / "zygote" / "socket"
     root, work = course
-    command = [sys.executable, "-m", "grader.sandbox", "--root", str(root), "--work", str(work), "--zygote",
+    command = [sys.executable, "-m", "grader.launcher", "--root", str(root), "--work", str(work), "--zygote",
                str(missing), "--", sys.executable, "-c", "print('{}')", "-f", str(work / "connection.json")]
     env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env, timeout=120)

@@ -7,8 +7,12 @@ REST API to start servers, the formgrader's API for the instructor's buttons, th
 the students', the contents API for a student's edits.  ``cycle`` takes a class through release, fetch, submit,
 collect, sandboxed autograde, manual grading, feedback and fetch_feedback, and times each step.
 
-    python -m grader.hub demo              # make hub-demo: a hub to log in to, until Ctrl-C
-    python -m grader.hub cycle --students 10 [--out FILE]   # make bench keeps its figures (hub_cycle)
+    python -m grader.testing.hub demo              # make hub-demo: a hub to log in to, until Ctrl-C
+    python -m grader.testing.hub cycle --students 10 [--out FILE]   # make bench keeps its figures (hub_cycle)
+
+Why one file: ``DemoHub`` is one object that acts every user of one hub (the hub's, the formgrader's and the
+Assignments panel's APIs) for ``make hub-demo``, the cycle test and the bench; split by user, each part would
+need the others' state.
 """
 from __future__ import annotations
 
@@ -31,8 +35,8 @@ import nbformat
 from translab.contract import ASSIGNMENT, DATA_DIR_ENV, EXCHANGE_ENV, HOME_ENV
 from translab.paths import REPO_ROOT, data_dir
 
-from .course import with_venv_bin
-from .variants import SECRET_FILE_ENV, create_secret, secret_path
+from ..course import with_venv_bin
+from ..variants import SECRET_FILE_ENV, create_secret, secret_path
 
 HUB_DIR = REPO_ROOT / "hub"
 CONFIG = HUB_DIR / "jupyterhub_config.py"
@@ -410,7 +414,7 @@ def grade_written_answers(instructor: UserSession) -> int:
 
 # --- command line ---------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.hub", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m grader.testing.hub", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="start a hub to log in to (make hub-demo), until Ctrl-C")

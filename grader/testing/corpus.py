@@ -1,15 +1,19 @@
 """A corpus of broken and hostile submissions, built from the course's own notebooks.
 
-    python -m grader.corpus OUT_DIR [--root COURSE]   # writes OUT_DIR/<case>/transfer_learning/*.ipynb
+    python -m grader.testing.corpus OUT_DIR [--root COURSE]   # writes OUT_DIR/<case>/transfer_learning/*.ipynb
 
 Every case is derived from ``solutions/`` or the released ``notebooks/`` at build time, never from a
 hand-edited copy, so the corpus follows the lab when the notebooks change: a case edits cells found by
-their ``grade_id``, and fails loudly if the cell it targets no longer exists.  ``grader/expected_scores.csv``
+their ``grade_id``, and fails loudly if the cell it targets no longer exists.  ``grader/testing/expected_scores.csv``
 states what each case must score per notebook; ``grader/tests/test_corpus.py`` grades the corpus and
 compares.
 
 Most cases submit notebook 01 only (the cheapest to run): the case is confined to one notebook, the other
 notebooks are then "missing" and must score 0, which is itself one of the cases.
+
+Why one file: the cases are data, each beside the attack it stands for and the notebook cells it edits; a
+reader checks a case against its row of ``expected_scores.csv`` in one place, and no case shares code with another
+beyond the few helpers at the top.
 """
 from __future__ import annotations
 
@@ -618,7 +622,7 @@ def build(out: Path, root: Path = REPO_ROOT, names: list[str] | None = None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.corpus", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m grader.testing.corpus", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path, help="where to write <case>/transfer_learning/ (e.g. submitted/)")
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="the course whose notebooks to use")
