@@ -125,7 +125,7 @@ COURSE_IGNORE = shutil.ignore_patterns(".venv", ".git", "data", "submitted", "au
                                        "__pycache__", "*.egg-info", "results", ".pytest_cache")
 
 
-def _course_copy(dest: Path) -> dict:
+def course_copy(dest: Path) -> dict:
     """A copy of the course at ``dest`` (no data, no grading folders); returns the env that grades it."""
     shutil.copytree(REPO_ROOT, dest, ignore=COURSE_IGNORE, symlinks=True)
     # compiled, as an instructor's course is from its second run on: where PYTHONDONTWRITEBYTECODE is set (this
@@ -213,7 +213,7 @@ def _nbgrader_execution(value: str | None):
             os.environ[GRADING_ENV] = saved
 
 
-def _graded_and_needed(cells) -> list:
+def graded_and_needed(cells) -> list:
     """The answer and test cells of a notebook, with the cells that define a name they use (transitively):
     what grading must run, without the demos, plots and training runs around it."""
     from grader.demos import is_graded, needed
@@ -230,7 +230,7 @@ def _as_a_student() -> None:
 
 def grading_floor(timeout: float = 600) -> dict:
     """What grading one submission cannot go below: one kernel started once, then each solution notebook's
-    answer and test cells, with only the cells they need (``_graded_and_needed``), in that one kernel, at the
+    answer and test cells, with only the cells they need (``graded_and_needed``), in that one kernel, at the
     grading budget, checks judged in the kernel."""
     import nbformat
     from nbclient import NotebookClient
@@ -238,7 +238,7 @@ def grading_floor(timeout: float = 600) -> dict:
     _as_a_student()
     folder = REPO_ROOT / "solutions" / ASSIGNMENT
     cells = [cell for path in sorted(folder.glob("*.ipynb"))
-             for cell in _graded_and_needed(nbformat.read(path, as_version=4).cells)]
+             for cell in graded_and_needed(nbformat.read(path, as_version=4).cells)]
     for index, cell in enumerate(cells):
         cell.id = f"floor-{index}"  # cells of six notebooks: their own ids repeat
     notebook = nbformat.v4.new_notebook(cells=cells)
@@ -306,7 +306,7 @@ def _class_course(students: int, full_every: int):
     """(course, env, mix): a temporary copy of the course whose submitted/ holds ``build_class``'s class."""
     with tempfile.TemporaryDirectory(prefix="translab-bench-") as tmp:
         course = Path(tmp) / "course"
-        env = _course_copy(course)
+        env = course_copy(course)
         yield course, env, build_class(course / "submitted", course, students, full_every)
 
 

@@ -175,7 +175,7 @@ def _bottom_up_layers(model: nn.Module) -> list[list[nn.Parameter]]:
     return [embeddings] + [list(l.parameters()) for l in encoder.encoder.layers]
 
 
-class _BertForFineTune(nn.Module):
+class BertForFineTune(nn.Module):
     """A ``bert.BertClassifier`` with the lab's classifier call, ``model(inputs, padding_mask, causal=...)``,
     so that ``training.fine_tune`` drives it unchanged.  ``causal`` is ignored: BERT reads both ways."""
 
@@ -224,7 +224,7 @@ def _minilm_arm(job: dict, recipe: Recipe):
                 for b in bert.sentence_batches(tokenizer, pairs, batch_size, shuffle=shuffle, seed=seed)]
 
     encoder, _ = bert.load_minilm(max_length=MINILM_MAX_LENGTH)
-    return _BertForFineTune(bert.BertClassifier(encoder.train(), nclasses=2)), batches
+    return BertForFineTune(bert.BertClassifier(encoder.train(), nclasses=2)), batches
 
 
 def run_one(job: dict) -> dict:
@@ -279,7 +279,7 @@ def summarize(values: list[float]) -> dict:
             "per_seed": values}
 
 
-def _paired_gap(better: list[float], worse: list[float]) -> dict:
+def paired_gap(better: list[float], worse: list[float]) -> dict:
     gaps = [p - q for p, q in zip(better, worse)]
     return {**summarize(gaps), "min": min(gaps), "all_positive": all(g > 0 for g in gaps)}
 
@@ -295,9 +295,9 @@ def learning_curve(runs: list[dict], baselines: dict, sizes: list[str], seeds: l
         row = {"size": size, "n_train": by_key[size, seeds[0], inits[0]]["n_train"],
                **{init: summarize(acc[init]) for init in inits}}
         if "pretrained" in acc and "scratch" in acc:
-            row["gap"] = _paired_gap(acc["pretrained"], acc["scratch"])
+            row["gap"] = paired_gap(acc["pretrained"], acc["scratch"])
         if "minilm" in acc and "scratch" in acc:
-            row["minilm_gap"] = _paired_gap(acc["minilm"], acc["scratch"])
+            row["minilm_gap"] = paired_gap(acc["minilm"], acc["scratch"])
         if probes:
             row["minilm_frozen"] = summarize([probes[size, s]["test_accuracy"] for s in seeds])
         for kind in ("naive_bayes", "logistic_regression"):

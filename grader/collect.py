@@ -140,16 +140,16 @@ class CollectReport:
                  + ", ".join(self.students)]
         if dropped:
             lines.append(f"resubmissions: dropped {len(dropped)} older cop(ies):")
-            lines += [f"  {_shown(row.student_id)} {row.notebook}: dropped {_shown(row.entry)} ({_shown(row.reason)})"
+            lines += [f"  {shown_name(row.student_id)} {row.notebook}: dropped {shown_name(row.entry)} ({shown_name(row.reason)})"
                       for row in dropped]
         if skipped:
             lines.append(f"skipped {len(skipped)} entr(ies):")
-            lines += [f"  {_shown(row.entry) or '(no entry)'}: {_shown(row.reason)}" for row in skipped]
+            lines += [f"  {shown_name(row.entry) or '(no entry)'}: {shown_name(row.reason)}" for row in skipped]
         if self.names:
             lines.append(f"names of {len(self.names)} student(s) read from the zip")
         if self.unusable_names:
             lines.append("names not used (only letters, spaces and ' - . are shown in the formgrader): "
-                         + ", ".join(f"{_shown(student)} ({_shown(name)[:60]!r})"
+                         + ", ".join(f"{shown_name(student)} ({shown_name(name)[:60]!r})"
                                      for student, name in sorted(self.unusable_names.items())))
         if self.csv_path:
             lines.append(f"report: {self.csv_path}")
@@ -410,7 +410,7 @@ def collect_zip(root: Path, archive: Path, assignment: str) -> CollectReport:
                 _note_name(report, candidate)
         for student in _claimed_by_several(copies):
             claims = [c for notebooks in copies.pop(student).values() for c in notebooks]
-            names = sorted({_shown(c.name or "") for c in claims})
+            names = sorted({shown_name(c.name or "") for c in claims})
             for claim in claims:
                 report.add(claim.info.filename, SKIPPED, f"conflict: {len(names)} differently named folders or files "
                            f"claim student id {student} ({'; '.join(names)}): none is collected, as one of them may "
@@ -481,12 +481,12 @@ def _latest_readable(zipped: zipfile.ZipFile, copies: list[Candidate],
 
 # ----------------------------------------------------------------- showing names an LMS or a student chose
 
-def _shown(text: str) -> str:
+def shown_name(text: str) -> str:
     """``text`` with control characters escaped, so a file name cannot rewrite the instructor's terminal."""
     return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
 
 
 def _spreadsheet_safe(text: str) -> str:
     """A CSV cell a spreadsheet shows as text: a leading ``=``, ``+``, ``-`` or ``@`` would make it a formula."""
-    text = _shown(text)
+    text = shown_name(text)
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text

@@ -116,13 +116,13 @@ class _KeptKernel:
     reset_deadline: float = 0.0
 
 
-_kept: _KeptKernel | None = None  # this nbgrader process's kernel between two notebooks of its student
+kept_kernel: _KeptKernel | None = None  # this nbgrader process's kernel between two notebooks of its student
 
 
 def _take_kept(cwd: str) -> _KeptKernel | None:
     """The kept kernel if it was started for this folder (the same student and assignment) and still runs."""
-    global _kept
-    kept, _kept = _kept, None
+    global kept_kernel
+    kept, kept_kernel = kept_kernel, None
     if kept is None:
         return None
     if kept.cwd == cwd and run_sync(kept.km.is_alive)() and run_sync(_reset_done)(kept):
@@ -171,10 +171,10 @@ def _retire(km: KernelManager | None, checker: Checker | ForkedChecker | None, k
 
 
 @atexit.register
-def _retire_kept() -> None:
-    global _kept
-    if _kept is not None:
-        kept, _kept = _kept, None
+def retire_kept_kernel() -> None:
+    global kept_kernel
+    if kept_kernel is not None:
+        kept, kept_kernel = kept_kernel, None
         _retire(kept.km, kept.checker, kept.kc)
 
 
@@ -187,7 +187,7 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
 
 
-def _kernel_pid(km: KernelManager) -> int | None:
+def kernel_pid(km: KernelManager) -> int | None:
     """The kernel's own process: the one nbgrader started, or, when that is a launcher a zygote forked the kernel
     for (``grader.zygote``) or the keeper of a PID namespace (``grader.processes``), the pid the kernel's launch
     record gives for it (written before any student code, in a folder out of the kernel's reach)."""
@@ -274,12 +274,12 @@ class GuardedExecute(Execute):
         """Keep the kernel for the student's next notebook if this one ran to the end with no incident and the
         kernel has most of its CPU allowance left, sending it the reset to a fresh namespace (the next notebook
         takes it only if that worked); else end it."""
-        global _kept
+        global kept_kernel
         from .sandbox import Limits
         km, kc = self.km, self.kc
         keep = finished and self._stopped is None and km is not None and kc is not None
         if keep:
-            pid = _kernel_pid(km)
+            pid = kernel_pid(km)
             used = _cpu_seconds(pid) if pid else None
             keep = used is not None and used < KEEP_CPU_SHARE * Limits().cpu_seconds
         reset = None
@@ -290,7 +290,7 @@ class GuardedExecute(Execute):
                 keep = False
         self.kc = self.km = None
         if keep:
-            _kept = _KeptKernel(km, self._checker, cwd, kc, reset, time.monotonic() + RESET_TIMEOUT)
+            kept_kernel = _KeptKernel(km, self._checker, cwd, kc, reset, time.monotonic() + RESET_TIMEOUT)
         else:
             _retire(km, self._checker, kc)
 

@@ -578,7 +578,7 @@ def tolerance_used(found, reference, tol: Tolerance) -> tuple[float, float]:
     return (0.0, 0.0) if found == reference else (math.inf, math.inf)
 
 
-def _equal(a, b, tol: Tolerance) -> bool:
+def same_within(a, b, tol: Tolerance) -> bool:
     """The same reference, up to the tolerance of its check (integers, booleans, shapes and structure exactly)."""
     return tolerance_used(a, b, tol)[1] <= 1
 
@@ -594,7 +594,7 @@ def write_all(out_dir: Path | None = None) -> list[tuple[str, str]]:
         fresh = build(name)
         if path.exists():
             try:
-                if _equal(load_committed(name, out_dir), fresh, EXACT):
+                if same_within(load_committed(name, out_dir), fresh, EXACT):
                     report.append((name, "unchanged"))
                     continue
             except Exception:  # unreadable: rewrite it
@@ -616,6 +616,6 @@ def stale(out_dir: Path | None = None) -> list[str]:
     bad = []
     for name in NAMES:
         path = out_dir / f"{name}.pt"
-        if not path.exists() or not _equal(load_committed(name, out_dir), build(name), tolerance(name)):
+        if not path.exists() or not same_within(load_committed(name, out_dir), build(name), tolerance(name)):
             bad.append(name)
     return bad

@@ -211,7 +211,7 @@ def _plot(tasks: list[Task], top: list[Misconception]) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _similar_section(folder: Path, shown: int = 10) -> str:
+def similar_section(folder: Path, shown: int = 10) -> str:
     """The most similar pairs from ``make similarity`` (reports/similarity.csv), when it has run."""
     table = folder / "similarity.csv"
     if not table.exists():
@@ -308,7 +308,7 @@ def write(root: Path, out_dir: Path | None = None) -> list[Path]:
         for i, m in enumerate(order, 1):
             writer.writerow([i if m.kind == "misconception" else "", m.kind, _defuse(m.key), _defuse(m.description),
                              len(m.students), " ".join(sorted(m.tasks)), _defuse(m.example)])
-    (out_dir / "report.html").write_text(_html(tasks, order, students, _similar_section(out_dir)), encoding="utf-8")
+    (out_dir / "report.html").write_text(_html(tasks, order, students, similar_section(out_dir)), encoding="utf-8")
     return [out_dir / "tasks.csv", out_dir / "misconceptions.csv", out_dir / "report.html"]
 
 

@@ -119,7 +119,7 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None,
     if os.geteuid() == 0 and not others_can_reach(work.resolve().parent):
         raise OSError(f"{work.parent} is private to root: the sandboxed kernels keep their HOME below it; "
                       "point TMPDIR at a folder others may traverse (/tmp)")
-    if len(str(_socket_prefix(work, 999))) > SOCKET_PATH_MAX - 8:
+    if len(str(socket_prefix(work, 999))) > SOCKET_PATH_MAX - 8:
         raise OSError(f"{work} is too long a path for the kernels' Unix sockets ({SOCKET_PATH_MAX} bytes at most): "
                       "point TMPDIR at a short folder (/tmp)")
     kernels = work / "jupyter" / "kernels" / KERNEL_NAME
@@ -142,7 +142,7 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None,
     return {"JUPYTER_PATH": jupyter_path}, args + ([f"--GuardedExecute.zygote={zygote}"] if zygote else [])
 
 
-def _socket_prefix(work: Path, index: int) -> Path:
+def socket_prefix(work: Path, index: int) -> Path:
     return work / "ipc" / str(index) / "kernel"
 
 
@@ -194,7 +194,7 @@ def student_env(uid: int | None, status: Path | None = None, work: Path | None =
     if status is not None:
         env[SANDBOX_STATUS_ENV] = str(status)
     if work is not None:
-        env[CHECKER_DIR_ENV] = str(_socket_prefix(work, index).parent)
+        env[CHECKER_DIR_ENV] = str(socket_prefix(work, index).parent)
     return env
 
 
@@ -302,7 +302,7 @@ def leftovers(uid: int, folders: list[Path] | None = None) -> list[str]:
 def student_args(work: Path, index: int) -> list[str]:
     """Per-student nbgrader options: where its kernels' IPC sockets go (a folder the launcher gives the
     student's uid; an absolute path, since nbgrader and the kernel run in different folders)."""
-    return [f"--KernelManager.ip={_socket_prefix(work, index)}"]
+    return [f"--KernelManager.ip={socket_prefix(work, index)}"]
 
 
 def kill_leftovers(env: dict) -> None:

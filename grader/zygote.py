@@ -87,7 +87,7 @@ class Zygote:
         self.path = folder / "socket"
         self.log = folder / "zygote.log"
         fonts = font_list_folder(work)
-        _seed_font_lists(fonts, env)
+        seed_font_lists(fonts, env)
         # not JPY_PARENT_PID (a batch started from a notebook): ipykernel reads it on import, and the kernels the
         # zygote forks would take their parent, the init of their PID namespace, for init adopting an orphan
         env = {**{name: value for name, value in env.items() if name != "JPY_PARENT_PID"}, "MPLCONFIGDIR": str(fonts),
@@ -123,7 +123,7 @@ class Zygote:
         self.close()
 
 
-def _seed_font_lists(folder: Path, env: dict) -> None:
+def seed_font_lists(folder: Path, env: dict) -> None:
     """Copy matplotlib's font lists from the instructor's own cache (where matplotlib keeps it: $MPLCONFIGDIR, else
     $XDG_CACHE_HOME/matplotlib or ~/.cache/matplotlib) into the zygote's, which each sandboxed kernel's HOME gets a
     copy of (``sandbox._own_home``).  Without one, each kernel lists the fonts itself, as before."""

@@ -67,7 +67,7 @@ def test_the_layer_terms_hold_for_a_feed_forward_of_another_width():
 
 
 def test_the_reference_variants_come_from_the_catalogue_of_mistakes():
-    assert builders._equal(references.load("parameters"), builders.build("parameters"), references.EXACT), \
+    assert builders.same_within(references.load("parameters"), builders.build("parameters"), references.EXACT), \
         "run make references"
     case = references.load("parameters")["visible"][0]
     for name in builders.PARAMETER_VARIANTS:
@@ -77,7 +77,7 @@ def test_the_reference_variants_come_from_the_catalogue_of_mistakes():
 
 def test_every_mistake_changes_the_count_somewhere_in_the_probes():
     for mistake in diagnosis.COUNT_MISTAKES:
-        assert any(abs(diagnosis._count(cfg, [mistake]) - diagnosis.right_count(cfg)) > 0.5
+        assert any(abs(diagnosis.count_with_mistakes(cfg, [mistake]) - diagnosis.right_count(cfg)) > 0.5
                    for cfg in diagnosis.PROBES), mistake.key
 
 

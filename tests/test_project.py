@@ -309,3 +309,34 @@ def test_a_long_module_of_the_grader_says_why_it_is_one_file():
         if len(text.splitlines()) > 420:
             long[path.name] = "Why one file:" in (ast.get_docstring(ast.parse(text)) or "")
     assert not [name for name, says in long.items() if not says], long
+
+
+def _private_names_reached(path: Path) -> list[str]:
+    """``module._name`` and ``from module import _name`` in a test file, for modules other than itself."""
+    import ast
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    modules, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"from {node.module} import {alias.name}")
+                elif alias.name[:1].islower():
+                    modules.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                and isinstance(node.value, ast.Name) and node.value.id in modules:
+            found.append(f"{node.value.id}.{node.attr}")
+    return found
+
+
+def test_tests_reach_no_private_name_of_another_module():
+    """A test that reaches into a module's privates breaks when the module is reorganised (issue 34): what a test
+    needs is public, under a name that says what it is."""
+    files = [path for folder in ("tests", "grader/tests", "experiments/tests") for path in (REPO_ROOT / folder).glob("*.py")]
+    assert len(files) > 40
+    reached = {path.relative_to(REPO_ROOT).as_posix(): names for path in files
+               if (names := _private_names_reached(path))}
+    assert not reached, reached

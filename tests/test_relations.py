@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from translab import checks, diagnosis, relations, variants
-from translab.checks.part1 import _pe_table
+from translab.checks.part1 import pe_table
 
 PRELUDE = """
 import math
@@ -306,9 +306,9 @@ def test_the_relations_hold_only_where_they_hold():
     normalised = right.abs() / right.abs().sum(-1, keepdim=True)  # rows sum to 1, but no softmax
     assert relations.output_relation(normalised, right, same) is None
     assert "sums to 1.000" in relations.measured(normalised, right, same)
-    table = _pe_table(25, 16)
+    table = pe_table(25, 16)
     for base in (300.0, 1000.0, 3000.0, 100000.0):
-        [finding] = relations.positional_fit(_pe_table(25, 16, base=base), table)
+        [finding] = relations.positional_fit(pe_table(25, 16, base=base), table)
         assert finding.key == "pe.base" and f"base {base:,.0f}" in finding.text
     assert relations.positional_fit(table, table) == []
     assert relations.positional_fit(torch.randn(25, 16), table) == []

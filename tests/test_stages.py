@@ -60,11 +60,11 @@ def test_the_stand_ins_are_what_check_model_gets_when_the_base_is_held_back(monk
     from translab import references
     case = references.load("model")["visible"][0]
     monkeypatch.setattr(part2, "withheld", lambda obj: True)
-    base, head = part2._reference_base_and_head(case)
-    assert isinstance(base, part2._RecordedBase) and isinstance(head, part2._RecordedHead)
+    base, head = part2.reference_base_and_head(case)
+    assert isinstance(base, part2.RecordedBase) and isinstance(head, part2.RecordedHead)
     with pytest.raises(RuntimeError, match="neither None nor the causal mask"):
         base(case["src"], torch.zeros(case["src"].size(1), case["src"].size(1)))
-    assert not stages.withheld(part2._reference_base_and_head) and not stages.withheld(nn.Linear)
+    assert not stages.withheld(part2.reference_base_and_head) and not stages.withheld(nn.Linear)
 
 
 def _classifier(pool, call=lambda e, i, p, t: e(i, p, t)):

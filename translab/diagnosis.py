@@ -175,10 +175,10 @@ def right_count(cfg: dict) -> int:
 
 def mistaken_count(cfg: dict, *keys: str) -> float:
     """The count a formula with these mistakes (keys of ``COUNT_MISTAKES``) gives at ``cfg``."""
-    return _count(cfg, [MISTAKES_BY_KEY[key] for key in keys])
+    return count_with_mistakes(cfg, [MISTAKES_BY_KEY[key] for key in keys])
 
 
-def _count(cfg: dict, mistakes) -> float:
+def count_with_mistakes(cfg: dict, mistakes) -> float:
     sizes = dict(zip(TERM_KEYS, _sizes(cfg)))
     multiplier = dict.fromkeys(TERM_KEYS, 1.0)
     extra = 0.0

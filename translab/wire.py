@@ -289,7 +289,7 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):
         if type(obj) is torch.Generator:
             return _generator, (obj.get_state(),)
-        if type(obj) is torch.Tensor and _owns_its_storage(obj):
+        if type(obj) is torch.Tensor and owns_its_storage(obj):
             # torch pickles a tensor's storage through torch.save, one zip archive each: 0.25 s to pack and
             # 0.3 s to unpack the 90 MB MiniLM checkpoint, sent to the kernel three times a submission.  A plain,
             # contiguous tensor that is the whole of its storage is its bytes, out of band (``pack``): sent from
@@ -301,7 +301,7 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def _owns_its_storage(tensor: torch.Tensor) -> bool:
+def owns_its_storage(tensor: torch.Tensor) -> bool:
     if (tensor.device.type != "cpu" or tensor.layout != torch.strided or str(tensor.dtype) not in _DTYPES
             or not tensor.is_contiguous() or tensor.storage_offset() != 0 or tensor.grad_fn is not None
             or tensor.is_conj() or tensor.is_neg()):

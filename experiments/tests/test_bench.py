@@ -58,7 +58,7 @@ def test_quick_bench_writes_sane_json(tmp_path):
 def test_a_class_mixes_complete_solutions_with_every_realistic_corpus_case(tmp_path):
     from grader.testing import corpus
     course = tmp_path / "course"
-    bench._course_copy(course)
+    bench.course_copy(course)
     realistic = [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]
     students = 2 * (len(realistic) + 1) + 1
     mix = bench.build_class(course / "submitted", course, students, full_every=2)

@@ -1,7 +1,7 @@
-"""The grading floor of ``make bench``: which cells it runs (experiments.bench._graded_and_needed)."""
+"""The grading floor of ``make bench``: which cells it runs (experiments.bench.graded_and_needed)."""
 import nbformat
 
-from experiments.bench import _graded_and_needed
+from experiments.bench import graded_and_needed
 
 
 def _cell(source, **nbgrader):
@@ -20,9 +20,9 @@ def test_the_floor_keeps_graded_cells_and_what_they_read_and_drops_the_demos():
         _cell("model = train(mask)"),                                                   # defines a name only a parameter shadows
         _cell("checks.check_mask(mask)", grade=True),
     ]
-    kept = _graded_and_needed(cells)
+    kept = graded_and_needed(cells)
     assert [cells.index(c) for c in kept] == [0, 1, 3, 5]
 
 
 def test_the_floor_of_a_notebook_without_graded_cells_is_empty():
-    assert _graded_and_needed([_cell("x = 1"), _cell("print(x)")]) == []
+    assert graded_and_needed([_cell("x = 1"), _cell("print(x)")]) == []

@@ -43,7 +43,7 @@ def test_param_groups_cover_a_bert_classifier_embeddings_last():
     from translab import bert
     config = bert.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
                              intermediate_size=16, max_position_embeddings=16)
-    model = experiment._BertForFineTune(bert.BertClassifier(bert.BertEncoder(config), nclasses=2))
+    model = experiment.BertForFineTune(bert.BertClassifier(bert.BertEncoder(config), nclasses=2))
     groups = param_groups(model, Recipe(lr_head=1e-3, lr_base=1e-4, layer_decay=0.5))
     assert [g["lr"] for g in groups] == pytest.approx([1e-3, 1e-4, 5e-5, 2.5e-5])
     encoder = model.encoder
@@ -67,7 +67,7 @@ def _row(size, minilm, scratch, pretrained, nb=0.7):
     summary = lambda v: {"mean": sum(v) / len(v), "per_seed": v}  # noqa: E731
     return {"size": size, **{k: summary(v) for k, v in (("minilm", minilm), ("scratch", scratch),
                                                           ("pretrained", pretrained), ("naive_bayes", [nb] * 3))},
-            "minilm_gap": experiment._paired_gap(minilm, scratch), "gap": experiment._paired_gap(pretrained, scratch)}
+            "minilm_gap": experiment.paired_gap(minilm, scratch), "gap": experiment.paired_gap(pretrained, scratch)}
 
 
 def test_minilm_target_needs_15_points_on_every_seed_up_to_400_labels():

@@ -146,7 +146,7 @@ def page_text(page: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
 
 
-def _edit(source: Path, dest: Path, replacements: dict) -> None:
+def edit_notebook(source: Path, dest: Path, replacements: dict) -> None:
     notebook = nbformat.read(source, as_version=4)
     seen = set()
     for cell in notebook.cells:
@@ -170,7 +170,7 @@ def _shows_variant(path: Path, student: str) -> None:
     nbformat.write(notebook, path)
 
 
-def _run(root: Path, *args: str) -> str:
+def run_grader(root: Path, *args: str) -> str:
     process = subprocess.run([sys.executable, "-m", "grader", "--root", str(root), *args],
                              text=True, capture_output=True)
     output = process.stdout + process.stderr
@@ -187,7 +187,7 @@ def course(tmp_path_factory):
     shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
     timings = {}
     start = time.time()
-    _run(root, "release")
+    run_grader(root, "release")
     timings["release"] = time.time() - start
 
     solutions = root / "solutions" / ASSIGNMENT
@@ -199,23 +199,23 @@ def course(tmp_path_factory):
     for path in sorted(solutions.glob("*.ipynb")):
         # alice: a flat, Canvas-style file name; bob: a Moodle-style folder per student
         shutil.copy(path, lms / f"alice_4711_9001_{path.name}")
-        _edit(path, lms / "Bob Smith_12345_assignsubmission_file_" / path.name, MISTAKES.get(path.stem, {}))
+        edit_notebook(path, lms / "Bob Smith_12345_assignsubmission_file_" / path.name, MISTAKES.get(path.stem, {}))
     CHEATS["02_model_and_parameters"]["numbers_answer"] = stated_numbers("alice")  # pasted from a classmate
     for stem, replacements in CHEATS.items():
-        _edit(solutions / f"{stem}.ipynb", submitted / "mallory" / ASSIGNMENT / f"{stem}.ipynb", replacements)
+        edit_notebook(solutions / f"{stem}.ipynb", submitted / "mallory" / ASSIGNMENT / f"{stem}.ipynb", replacements)
     _shows_variant(submitted / "mallory" / ASSIGNMENT / "02_model_and_parameters.ipynb", "alice")  # ran as alice
     archive = root / "download.zip"
     with zipfile.ZipFile(archive, "w") as handle:
         for path in sorted(lms.rglob("*.ipynb")):
             handle.write(path, path.relative_to(lms))
     shutil.rmtree(lms)
-    _run(root, "collect", str(archive))
+    run_grader(root, "collect", str(archive))
 
     start = time.time()
-    _run(root, "autograde")
+    run_grader(root, "autograde")
     timings["autograde"] = time.time() - start
-    _run(root, "feedback", "--force")  # written answers stay ungraded here: test_feedback_waits_for_manual_grades
-    _run(root, "grades")
+    run_grader(root, "feedback", "--force")  # written answers stay ungraded here: test_feedback_waits_for_manual_grades
+    run_grader(root, "grades")
     return root, timings
 
 

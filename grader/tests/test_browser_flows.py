@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _run, course_copy, page_of, submission_id
+from conftest import run_grader, course_copy, page_of, submission_id
 from test_lab_servers import TOKEN, served
 from translab.paths import REPO_ROOT
 
@@ -102,7 +102,7 @@ def graded_course(tmp_path_factory) -> Path:
     """A course with two students' notebook 01 autograded: alice's right, bob's with a wrong mask."""
     import nbformat
     root = course_copy(tmp_path_factory.mktemp("instructor_course"), "solutions")
-    _run(root, "release")
+    run_grader(root, "release")
     solution = nbformat.read(root / "solutions" / "transfer_learning" / f"{NB1}.ipynb", as_version=4)
     for student, mask in (("alice", None), ("bob", WRONG_MASK)):
         notebook = nbformat.from_dict(json.loads(json.dumps(solution)))
@@ -112,7 +112,7 @@ def graded_course(tmp_path_factory) -> Path:
         folder = root / "submitted" / student / "transfer_learning"
         folder.mkdir(parents=True)
         nbformat.write(notebook, folder / f"{NB1}.ipynb")
-    _run(root, "autograde")
+    run_grader(root, "autograde")
     return root
 
 

@@ -42,7 +42,7 @@ from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from grader.sanitize import SanitizeStudentContent, render_markdown
 
-from conftest import _run, page_of, submission_id
+from conftest import run_grader, page_of, submission_id
 
 CASE = "script_injection"
 NB1 = corpus.NB1
@@ -155,10 +155,10 @@ def injected_course(chromium, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("injected_course")
     shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
     shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
-    _run(root, "release")
+    run_grader(root, "release")
     corpus.build(root / "submitted", root, [CASE])
-    _run(root, "autograde")
-    _run(root, "feedback", "--force")  # written answers stay ungraded here: test_feedback_waits_for_manual_grades
+    run_grader(root, "autograde")
+    run_grader(root, "feedback", "--force")  # written answers stay ungraded here: test_feedback_waits_for_manual_grades
     return root
 
 

@@ -174,9 +174,9 @@ def test_unsafe_names_are_skipped_and_nothing_is_written_outside_submitted(cours
     outside = [path for path in new if not path.startswith("course/submitted/")]
     assert outside == [f"course/downloaded/{ASSIGNMENT}/collect_report.csv"]
     skipped = reasons(rows)
-    assert set(skipped) == {lms_zip._shown(name) for name in unsafe}
+    assert set(skipped) == {lms_zip.shown_name(name) for name in unsafe}
     for name, why in unsafe.items():
-        assert why in skipped[lms_zip._shown(name)], (name, skipped[lms_zip._shown(name)])
+        assert why in skipped[lms_zip.shown_name(name)], (name, skipped[lms_zip.shown_name(name)])
     assert "\x1b" not in output and "\\x1b[2J" in output  # the name is shown escaped, not sent to the terminal
 
 

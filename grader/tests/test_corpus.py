@@ -30,7 +30,7 @@ from grader.batch import REPORT_NAME
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
-from conftest import _run, cell_scores
+from conftest import run_grader, cell_scores
 
 pytestmark = pytest.mark.slow
 TABLE = REPO_ROOT / "grader" / "testing" / "expected_scores.csv"
@@ -77,7 +77,7 @@ def _hashes(folder: Path) -> dict[str, str]:
 def _course(root: Path) -> None:
     shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
     shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
-    _run(root, "release")
+    run_grader(root, "release")
 
 
 @pytest.fixture(scope="module")
@@ -280,7 +280,7 @@ def test_the_gradebook_holds_one_consistent_row_per_student(graded):
             assert len(submissions) == 1, name
             notebooks = {nb.name: {grade.name for grade in nb.grades} for nb in submissions[0].notebooks}
             assert notebooks == cells, f"{name}: the submission's notebooks or grades are incomplete"
-    _run(root, "grades")
+    run_grader(root, "grades")
     with open(root / "grades.csv", newline="", encoding="utf-8") as handle:
         rows = [row["student_id"] for row in csv.DictReader(handle)]
     assert sorted(rows) == GRADED
@@ -382,7 +382,7 @@ def test_make_report_on_the_corpus_counts_every_student_and_the_wrong_masks(grad
     task, and ranks the mask of 1s (the wrong mask of six cases whose mask tests ran) first among the
     misconceptions (a task's top reason may be another kind: a notebook not submitted)."""
     root, *_ = graded
-    _run(root, "report")
+    run_grader(root, "report")
     with open(root / "reports" / "tasks.csv", newline="", encoding="utf-8") as handle:
         tasks = {(row["notebook"], row["task"]): row for row in csv.DictReader(handle)}
     mask = tasks[("01_mask_and_positional_encoding", "mask_visible")]

@@ -18,12 +18,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(autouse=True)
 def _own_kernel():
     """Each test grades as a student of its own: no kernel kept from another test's notebook."""
-    execution._retire_kept()
+    execution.retire_kept_kernel()
     yield
-    execution._retire_kept()
+    execution.retire_kept_kernel()
 
 
-def _run(sources: list[str], path: str = ".", demos: tuple[int, ...] = (), **traits) -> tuple[list, list[str], float]:
+def run_grader(sources: list[str], path: str = ".", demos: tuple[int, ...] = (), **traits) -> tuple[list, list[str], float]:
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     for index in demos:
         notebook.cells[index].metadata[DEMO_KEY] = {"demo": True}
@@ -39,7 +39,7 @@ def _errors(cell) -> list[str]:
 
 
 def test_an_ordinary_notebook_runs_as_with_nbgrader():
-    cells, incidents, _ = _run(["x = 1", "print(x + 1)", "raise ValueError('student bug')", "x"], notebook_budget=60)
+    cells, incidents, _ = run_grader(["x = 1", "print(x + 1)", "raise ValueError('student bug')", "x"], notebook_budget=60)
     assert incidents == []
     assert [_errors(c) for c in cells] == [[], [], ["ValueError"], []]
     assert cells[1].outputs[0].text == "2\n"
@@ -47,7 +47,7 @@ def test_an_ordinary_notebook_runs_as_with_nbgrader():
 
 @pytest.mark.parametrize("skip_demos", [True, False])
 def test_a_demo_no_cell_needs_is_left_out_and_says_so_unless_asked_to_run_it(skip_demos):
-    cells, incidents, _ = _run(["x = 1", "raise RuntimeError('a training run')", "print(x)"], demos=(1,),
+    cells, incidents, _ = run_grader(["x = 1", "raise RuntimeError('a training run')", "print(x)"], demos=(1,),
                                notebook_budget=60, skip_demos=skip_demos)
     assert incidents == [] and _errors(cells[0]) == [] and cells[2].outputs[0].text == "1\n"
     if skip_demos:
@@ -59,7 +59,7 @@ def test_a_demo_no_cell_needs_is_left_out_and_says_so_unless_asked_to_run_it(ski
 def test_the_notebook_budget_stops_the_cells_after_it():
     # The budget's clock starts before the kernel does, which takes 1 s on a quiet machine and up to 4 s on a busy
     # 2-core one: 12 s leaves the first two cells room on any of them, and the third can never fit.
-    cells, incidents, seconds = _run(["import time\npassed = 1", "time.sleep(2)", "time.sleep(60)", "passed"],
+    cells, incidents, seconds = run_grader(["import time\npassed = 1", "time.sleep(2)", "time.sleep(60)", "passed"],
                                      notebook_budget=12, timeout=120)
     assert [_errors(c) for c in (cells[0], cells[1], cells[3])] == [[], [], ["CellNotRun"]]
     assert _errors(cells[2])[-1] == "TimeBudgetExceeded"  # after the interrupt's KeyboardInterrupt
@@ -69,14 +69,14 @@ def test_the_notebook_budget_stops_the_cells_after_it():
 
 
 def test_a_dead_kernel_keeps_what_ran_before():
-    cells, incidents, _ = _run(["earned = 1", "import os\nos._exit(1)", "earned", "print('after')"], notebook_budget=60)
+    cells, incidents, _ = run_grader(["earned = 1", "import os\nos._exit(1)", "earned", "print('after')"], notebook_budget=60)
     assert [_errors(c) for c in cells] == [[], ["DeadKernelError"], ["CellNotRun"], ["CellNotRun"]]
     assert "kernel died" in cells[2].outputs[0].evalue
     assert len(incidents) == 1 and incidents[0].startswith("cell 1:")
 
 
 def test_a_kernel_that_ignores_the_interrupt_is_given_up():
-    cells, incidents, seconds = _run(["earned = 1", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    cells, incidents, seconds = run_grader(["earned = 1", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                                       "while True:\n    pass", "earned"], notebook_budget=60, timeout=3)
     assert _errors(cells[0]) == [] and _errors(cells[2]) == ["CellNotRun"]
     assert _errors(cells[1])[-1] == "UnresponsiveKernel"
@@ -95,35 +95,35 @@ def _pid_and_names(cells, index: int = -1) -> tuple[str, str]:
 
 
 def test_the_next_notebook_in_the_same_folder_reuses_the_kernel_reset_to_a_fresh_namespace(tmp_path):
-    first, incidents, _ = _run(["import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+    first, incidents, _ = run_grader(["import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
                                 "plt.figure()\nleft_over = 1\nos_dir = __import__('os').chdir('/')", PID_AND_STATE],
                                path=str(tmp_path), notebook_budget=60)
     assert incidents == []
-    client = execution._kept.kc
-    second, _, _ = _run(["import os, matplotlib.pyplot as plt\nprint(os.getcwd(), len(plt.get_fignums()))",
+    client = execution.kept_kernel.kc
+    second, _, _ = run_grader(["import os, matplotlib.pyplot as plt\nprint(os.getcwd(), len(plt.get_fignums()))",
                          PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
     assert _pid_and_names(second)[0] == _pid_and_names(first)[0], "the kernel was not kept"
-    assert execution._kept.kc is client, "a new client waited for the kept kernel to settle again"
+    assert execution.kept_kernel.kc is client, "a new client waited for the kept kernel to settle again"
     assert "left_over" not in _pid_and_names(second)[1]
     assert second[0].outputs[0].text == f"{tmp_path} 0\n"  # its own folder, no figure of the last notebook
     assert second[0].execution_count == 1
-    elsewhere, _, _ = _run([PID_AND_STATE], path=str(tmp_path.parent), notebook_budget=60)
+    elsewhere, _, _ = run_grader([PID_AND_STATE], path=str(tmp_path.parent), notebook_budget=60)
     assert _pid_and_names(elsewhere)[0] != _pid_and_names(second)[0], "another folder (student) got the kernel"
 
 
 def test_a_kernel_whose_reset_fails_is_not_passed_on(tmp_path):
-    first, incidents, _ = _run([PID_AND_STATE, "get_ipython().reset = None  # the reset between notebooks raises"],
+    first, incidents, _ = run_grader([PID_AND_STATE, "get_ipython().reset = None  # the reset between notebooks raises"],
                                path=str(tmp_path), notebook_budget=60)
-    assert incidents == [] and execution._kept is not None and execution._kept.reset is not None
-    second, _, _ = _run([PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
+    assert incidents == [] and execution.kept_kernel is not None and execution.kept_kernel.reset is not None
+    second, _, _ = run_grader([PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
     assert _pid_and_names(second)[0] != _pid_and_names(first, 0)[0], "a kernel that was not reset was reused"
 
 
 def test_a_notebook_cut_short_does_not_pass_its_kernel_on(tmp_path):
-    first, incidents, _ = _run([PID_AND_STATE, "import time\ntime.sleep(30)"], path=str(tmp_path),
+    first, incidents, _ = run_grader([PID_AND_STATE, "import time\ntime.sleep(30)"], path=str(tmp_path),
                                notebook_budget=3, timeout=60)
     assert len(incidents) == 1
-    second, _, _ = _run([PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
+    second, _, _ = run_grader([PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
     assert _pid_and_names(second)[0] != _pid_and_names(first, 0)[0]
 
 

@@ -39,7 +39,7 @@ def _press_autograde(root: Path, student: str, env: dict | None = None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _run(root: Path, *args: str) -> None:
+def run_grader(root: Path, *args: str) -> None:
     done = subprocess.run([sys.executable, "-m", "grader", "--root", str(root), *args], capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
@@ -54,7 +54,7 @@ def course(tmp_path_factory) -> tuple[Path, Path]:
     shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
     (root / "solutions" / ASSIGNMENT).mkdir(parents=True)
     shutil.copy(REPO_ROOT / "solutions" / ASSIGNMENT / f"{corpus.NB1}.ipynb", root / "solutions" / ASSIGNMENT)
-    _run(root, "release")
+    run_grader(root, "release")
     for student in ("alice", "probe"):
         (root / "submitted" / student / ASSIGNMENT).mkdir(parents=True)
     solution = root / "solutions" / ASSIGNMENT / f"{corpus.NB1}.ipynb"
@@ -63,7 +63,7 @@ def course(tmp_path_factory) -> tuple[Path, Path]:
     answer = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "mask_answer")
     answer.source = f"open({str(marker)!r}, 'w').write('ran')\n" + answer.source
     nbformat.write(notebook, root / "submitted" / "probe" / ASSIGNMENT / f"{corpus.NB1}.ipynb")
-    _run(root, "autograde", "--student", "alice")
+    run_grader(root, "autograde", "--student", "alice")
     return root, marker
 
 

@@ -189,10 +189,10 @@ def test_grades_csv_has_one_column_per_task(course):
 
 def test_grading_commands_are_idempotent(course):
     """A second `grades` run rewrites the same CSV; a second release leaves the notebooks unchanged."""
-    from conftest import _run
+    from conftest import run_grader
     root, _ = course
     before = (root / "grades.csv").read_text()
-    _run(root, "grades")
+    run_grader(root, "grades")
     assert (root / "grades.csv").read_text() == before
 
 

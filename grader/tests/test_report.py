@@ -12,7 +12,7 @@ import pytest
 
 from translab.contract import ASSIGNMENT
 
-from conftest import MISTAKES, _edit, _run, cell_scores
+from conftest import MISTAKES, edit_notebook, run_grader, cell_scores
 
 pytestmark = pytest.mark.slow
 BOB = "12345"
@@ -36,9 +36,9 @@ def reported(course, tmp_path_factory):
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns("reports", "*.sock", ".translab-*"))
     for student, notebooks in EXTRA.items():
         for stem, replacements in notebooks.items():
-            _edit(copy / "solutions" / ASSIGNMENT / f"{stem}.ipynb",
+            edit_notebook(copy / "solutions" / ASSIGNMENT / f"{stem}.ipynb",
                   copy / "submitted" / student / ASSIGNMENT / f"{stem}.ipynb", replacements)
-        _run(copy, "autograde", "--student", student)
+        run_grader(copy, "autograde", "--student", student)
     # a student controls what their code raises: the report must treat every message as data
     path = copy / "autograded" / BOB / ASSIGNMENT / f"{MASK}.ipynb"
     notebook = json.loads(path.read_text(encoding="utf-8"))
@@ -48,7 +48,7 @@ def reported(course, tmp_path_factory):
                 if output.get("output_type") == "error":
                     output["evalue"] = HOSTILE + "\n" + output["evalue"]
     path.write_text(json.dumps(notebook), encoding="utf-8")
-    output = _run(copy, "report")
+    output = run_grader(copy, "report")
     return copy, output
 
 

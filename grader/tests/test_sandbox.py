@@ -60,12 +60,12 @@ def _course(tmp_path: Path):
     sandbox.status_folder(work, 7)
     # as nbgrader writes it with the IPC transport (sandbox.student_args): sockets below the batch folder
     (work / "connection.json").write_text(json.dumps({"key": "secret", "transport": "ipc",
-                                                      "ip": str(sandbox._socket_prefix(work, 7))}))
+                                                      "ip": str(sandbox.socket_prefix(work, 7))}))
     os.chmod(work / "connection.json", 0o600)
     return root, work
 
 
-def _launch(course, script: str, limits: sandbox.Limits | None = None, timeout: float = 120,
+def launch_kernel(course, script: str, limits: sandbox.Limits | None = None, timeout: float = 120,
             python: str = sys.executable, as_user: list[str] = (), package: Path = REPO_ROOT,
             zygote: Path | None = None, extra_env: dict | None = None, after=None) -> dict:
     """Run ``script`` as the sandboxed kernel of student alice (the launcher imported from ``package``; with
@@ -134,14 +134,14 @@ print(json.dumps(report))
 
 @pytest.fixture(params=["exec", "zygote"])
 def launch(request, course):
-    """``_launch`` on the fake course, the kernel either exec'd by the launcher or forked by the batch's zygote
+    """``launch_kernel`` on the fake course, the kernel either exec'd by the launcher or forked by the batch's zygote
     (``grader.zygote``): both must hold it in the same sandbox."""
     if request.param == "exec":
-        yield lambda script, limits=None, env=None, after=None: _launch(course, script, limits, extra_env=env, after=after)
+        yield lambda script, limits=None, env=None, after=None: launch_kernel(course, script, limits, extra_env=env, after=after)
         return
     from grader.zygote import Zygote
     with Zygote(course[1], {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT) as zygote:
-        yield lambda script, limits=None, env=None, after=None: _launch(course, script, limits, zygote=zygote.path,
+        yield lambda script, limits=None, env=None, after=None: launch_kernel(course, script, limits, zygote=zygote.path,
                                                                         extra_env=env, after=after)
 
 
@@ -196,7 +196,7 @@ def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(course, launch
 def test_memory_bomb_gets_memory_error(course):
     script = ("import json\ntry:\n    hog = [bytearray(2**30) for _ in range(40)]\n    result = 'allocated'\n"
               "except MemoryError:\n    result = 'MemoryError'\nprint(json.dumps({'result': result}))\n")
-    assert _launch(course, script, sandbox.Limits(address_space=3 * sandbox.GB))["result"] == "MemoryError"
+    assert launch_kernel(course, script, sandbox.Limits(address_space=3 * sandbox.GB))["result"] == "MemoryError"
 
 
 @ROOT_ONLY
@@ -217,7 +217,7 @@ def test_fork_storm_is_bounded_and_cleaned_up(launch):
 
 def test_the_kernel_joins_the_students_cgroup_and_is_killed_with_it(course, launch):
     """A busy process in a session of its own, left by the kernel: in the student's group, gone with its kill
-    (``kill_leftovers``, which ``_launch`` calls as the batch does)."""
+    (``kill_leftovers``, which ``launch_kernel`` calls as the batch does)."""
     from grader import cgroups
     with cgroups.Cgroups(memory=sandbox.Limits.memory, tasks=sandbox.Limits.tasks) as groups:
         if groups.problem:
@@ -344,7 +344,7 @@ def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(
         pytest.skip("this machine refuses unprivileged user namespaces (the launcher then applies the limits only)")
     for path in [mine, *mine.rglob("*")]:
         os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
-    report = _launch(course, PROBE, python=SYSTEM_PYTHON, as_user=as_nobody, package=package)
+    report = launch_kernel(course, PROBE, python=SYSTEM_PYTHON, as_user=as_nobody, package=package)
     if report["uid"] != NOBODY:
         pytest.fail(f"the kernel ran as {report['uid']}")
     assert report["gradebook"] == "", "the gradebook must look empty to student code"
@@ -467,7 +467,7 @@ print(json.dumps({"text": copy.read_text(), "owner": copy.stat().st_uid, "uid": 
 
 
 def test_the_kernel_starts_with_a_copy_of_the_batchs_font_list(course, launch):
-    """matplotlib's list of the machine's fonts, which the batch's zygote keeps (``zygote._seed_font_lists``): each
+    """matplotlib's list of the machine's fonts, which the batch's zygote keeps (``zygote.seed_font_lists``): each
     kernel gets a copy of its own in its private HOME, so that its first plot does not list the fonts again."""
     fonts = course[1] / "zygote" / "matplotlib"
     fonts.mkdir(parents=True, exist_ok=True)

@@ -321,11 +321,11 @@ def test_an_answer_copied_from_translabs_own_code_is_found(tmp_path):
 
 
 def test_make_report_shows_the_most_similar_pairs(reported):
-    from grader.report import _similar_section
+    from grader.report import similar_section
     root, _ = reported
-    section = _similar_section(root / "reports")
+    section = similar_section(root / "reports")
     assert "dana</td><td>eli_verbatim" in section and section.count("<tr>") == 11
-    assert "Not computed yet" in _similar_section(root / "nothing-here")
+    assert "Not computed yet" in similar_section(root / "nothing-here")
 
 
 @pytest.mark.slow

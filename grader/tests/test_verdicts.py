@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader.tests.test_zygote import _gone
+from grader.tests.test_zygote import process_gone
 from grader.verdicts import Call, Checker, CheckerGone, ForkedChecker, expected_calls, suspicious
 from grader.zygote import Zygote
 from translab import wire
@@ -133,8 +133,8 @@ def test_the_checkers_big_tensors_reach_the_kernel_as_their_bytes_and_views_as_t
     shared = torch.randn(800, 800)
     value = {"big": big, "grad": grad, "ints": ints, "transposed": shared.t(), "row": shared[1],
              "small": torch.ones(3), "parameter": torch.nn.Parameter(torch.randn(600, 600))}
-    assert wire._owns_its_storage(big) and not wire._owns_its_storage(shared.t())
-    assert not wire._owns_its_storage(shared[1]) and not wire._owns_its_storage(torch.ones(3))
+    assert wire.owns_its_storage(big) and not wire.owns_its_storage(shared.t())
+    assert not wire.owns_its_storage(shared[1]) and not wire.owns_its_storage(torch.ones(3))
     back = wire.unpack(wire.pack(value), {})
     for name, tensor in value.items():
         assert type(back[name]) is type(tensor) and back[name].dtype == tensor.dtype, name
@@ -270,7 +270,7 @@ def test_a_forked_checker_ends_when_its_nbgrader_process_does(zygote, tmp_path):
     pid = _forked_checker_pid(zygote, before)
     for stream in (forked._replies, forked._control, forked._zygote):  # what this process's death closes
         stream.close()
-    assert _gone(pid), "a forked checker outlived the process it served"
+    assert process_gone(pid), "a forked checker outlived the process it served"
 
 
 def test_a_forked_checker_has_a_kernels_address_space_at_most(zygote, tmp_path):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from grader import sandbox
-from grader.execution import _kernel_pid
-from grader.tests.test_sandbox import STUDENT_UID, _launch, course  # noqa: F401 - the fixture
+from grader.execution import kernel_pid
+from grader.tests.test_sandbox import STUDENT_UID, launch_kernel, course  # noqa: F401 - the fixture
 from grader.zygote import Zygote
 from translab.paths import REPO_ROOT
 
@@ -54,7 +54,7 @@ def _start(course, zygote: Path) -> tuple[subprocess.Popen, int]:  # noqa: F811
     raise AssertionError(f"the kernel never started: {sandbox.launch_records(work / 'status' / '7')}")
 
 
-def _gone(pid: int, within: float = 10) -> bool:
+def process_gone(pid: int, within: float = 10) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         try:
@@ -73,14 +73,14 @@ def test_an_interrupt_sent_to_the_launcher_reaches_the_kernel(course, zygote):  
     os.killpg(launcher.pid, signal.SIGINT)  # what jupyter_client does to interrupt a kernel
     assert launcher.wait(30) == 0, "the launcher exits with its kernel's status"
     assert json.dumps({"signal": int(signal.SIGINT)}) in sandbox.kernel_output_tail(course[1] / "status" / "7")
-    assert _gone(kernel)
+    assert process_gone(kernel)
 
 
 def test_a_killed_launcher_takes_its_kernel_with_it(course, zygote):  # noqa: F811
     launcher, kernel = _start(course, zygote.path)
     os.killpg(launcher.pid, signal.SIGKILL)  # nbgrader's shutdown_kernel(now=True), or its own death
     launcher.wait(30)
-    assert _gone(kernel), "the kernel outlived its launcher"
+    assert process_gone(kernel), "the kernel outlived its launcher"
 
 
 def test_the_kernels_end_with_the_zygote_and_it_holds_nothing_of_the_course(course, zygote):  # noqa: F811
@@ -89,7 +89,7 @@ def test_the_kernels_end_with_the_zygote_and_it_holds_nothing_of_the_course(cour
     assert not [path for path in opened if str(course[0]) in path or str(REPO_ROOT / "grader" / "references") in path], \
         opened
     zygote.close()
-    assert _gone(kernel), "a kernel outlived the batch's zygote"
+    assert process_gone(kernel), "a kernel outlived the batch's zygote"
     launcher.wait(30)
 
 
@@ -97,12 +97,12 @@ def test_a_kernel_dies_with_a_killed_zygote(course, zygote):  # noqa: F811
     launcher, kernel = _start(course, zygote.path)
     zygote.process.kill()  # what follows when the batch itself is killed (the zygote's PDEATHSIG)
     zygote.process.wait()
-    assert _gone(kernel), "a kernel outlived its killed zygote"
+    assert process_gone(kernel), "a kernel outlived its killed zygote"
     launcher.wait(30)
 
 
 def test_without_a_zygote_the_launcher_starts_the_kernel_itself(course):  # noqa: F811
-    report = _launch(course, "import json, os; print(json.dumps({'pid': os.getpid()}))")  # no --zygote: exec'd
+    report = launch_kernel(course, "import json, os; print(json.dumps({'pid': os.getpid()}))")  # no --zygote: exec'd
     missing = course[1] / "zygote" / "socket"
     root, work = course
     command = [sys.executable, "-m", "grader.launcher", "--root", str(root), "--work", str(work), "--zygote",
@@ -126,9 +126,9 @@ def test_the_kept_kernel_is_measured_by_its_own_pid_not_its_launchers(tmp_path, 
         json.dumps({"pid": 99, "ok": True, "launcher": 5}) + "\n" + json.dumps({"pid": 222, "ok": True, "launcher": 111})
         + "\n" + json.dumps({"pid": 333, "ok": False, "launcher": 111}) + "\n")
     monkeypatch.setenv("TRANSLAB_SANDBOX_STATUS", str(tmp_path))
-    assert _kernel_pid(Manager()) == 222
+    assert kernel_pid(Manager()) == 222
     (tmp_path / sandbox.LAUNCH_RECORDS).write_text(json.dumps({"pid": 111, "ok": True, "mode": "root"}) + "\n")
-    assert _kernel_pid(Manager()) == 111, "a kernel exec'd by its launcher is the launcher's pid"
+    assert kernel_pid(Manager()) == 111, "a kernel exec'd by its launcher is the launcher's pid"
 
 
 def test_a_zygote_that_cannot_start_says_why(tmp_path):

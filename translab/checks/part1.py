@@ -128,7 +128,7 @@ def check_attention_demo(weights: torch.Tensor) -> None:
     _ok("every weight above the diagonal is exactly 0 and every row sums to 1")
 
 
-def _pe_table(max_len: int, d_model: int, base: float = 10000.0, exponent_halved: bool = False,
+def pe_table(max_len: int, d_model: int, base: float = 10000.0, exponent_halved: bool = False,
               swapped: bool = False, halves: bool = False, first_position: int = 0) -> torch.Tensor:
     position = torch.arange(first_position, first_position + max_len, dtype=torch.float32).unsqueeze(1)
     two_i = torch.arange(0, d_model, 2).float()
@@ -148,14 +148,14 @@ def _pe_variants(table: torch.Tensor, d_model: int, max_len: int) -> dict:
     """{key: (what a student reads, table)} of the usual positional-encoding mistakes.  Numerically identical
     ones (base 100 with 2i/d_model is 10000 with i/d_model) are all listed: the check states them together."""
     return {
-        "pe.sin_cos_swapped": ("sin and cos swapped (cos on even dimensions)", _pe_table(max_len, d_model, swapped=True)),
-        "pe.base_100": ("base 100 instead of 10000", _pe_table(max_len, d_model, base=100.0)),
+        "pe.sin_cos_swapped": ("sin and cos swapped (cos on even dimensions)", pe_table(max_len, d_model, swapped=True)),
+        "pe.base_100": ("base 100 instead of 10000", pe_table(max_len, d_model, base=100.0)),
         "pe.exponent_i": ("an exponent of i/d_model instead of 2i/d_model",
-                          _pe_table(max_len, d_model, exponent_halved=True)),
+                          pe_table(max_len, d_model, exponent_halved=True)),
         "pe.halves": ("sin in the first half of the dimensions and cos in the second, instead of interleaved (sin on "
-                      "even dimensions, cos on odd ones)", _pe_table(max_len, d_model, halves=True)),
+                      "even dimensions, cos on odd ones)", pe_table(max_len, d_model, halves=True)),
         "pe.positions_from_1": ("positions counted from 1 instead of 0 (the first row must be sin(0) = 0, cos(0) = 1)",
-                                _pe_table(max_len, d_model, first_position=1)),
+                                pe_table(max_len, d_model, first_position=1)),
     }
 
 

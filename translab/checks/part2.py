@@ -221,12 +221,12 @@ def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = 
         "classifier reads each sentence's last real token, never padding")
 
 
-def _reference_base_and_head(case: dict) -> tuple[nn.Module, nn.Module]:
+def reference_base_and_head(case: dict) -> tuple[nn.Module, nn.Module]:
     """The reference base and LM head that check_model gives Model: translab's, with the case's weights; in a
     release that holds part 2's answers back (``translab.stages``), stand-ins that replay their stored outputs."""
     m = _model_module()
     if withheld(m.TransformerModel) or withheld(m.LanguageModelHead):
-        return _RecordedBase(case), _RecordedHead({(i, given): out for i, out in enumerate(case["lm_outputs"])
+        return RecordedBase(case), RecordedHead({(i, given): out for i, out in enumerate(case["lm_outputs"])
                                                    for given in (True, False)}, case, case["head_state"])  # reads no padding
     base = m.TransformerModel.from_config(m.ModelConfig.pick(case["config"], dropout=0.1))
     head = m.LanguageModelHead(case["config"]["nhid"], case["config"]["ntoken"])
@@ -240,7 +240,7 @@ def _reference_base_and_head(case: dict) -> tuple[nn.Module, nn.Module]:
 RECORDED_CALLS = (("causal", "padding"), ("none", "padding"), ("causal", "none"), ("none", "none"))
 
 
-class _RecordedBase(nn.Module):
+class RecordedBase(nn.Module):
     """Stands for the reference base in check_model where part 2's answers are held back: it answers the calls
     Model should make with the reference base's stored outputs (``RECORDED_CALLS``), and raises, saying what it
     was given, on any other (a mask of the batch's size gets PyTorch's own error).  Its parameters are the
@@ -279,7 +279,7 @@ class _RecordedBase(nn.Module):
         return self.outputs[(mask, padding)].clone()
 
 
-class _RecordedHead(nn.Module):
+class RecordedHead(nn.Module):
     """Stands for a reference head in check_model where part 2's answers are held back: the reference head's
     parameters (``state``), and for the base output it is given (by its place in ``RECORDED_CALLS``) and whether
     the padding mask came with it, the reference head's stored output."""
@@ -306,7 +306,7 @@ def check_model(Model: type, split: str = "visible") -> None:
     tol = references.tolerance("model")
     for case in cases:
         cfg = case["config"]
-        base, head = _reference_base_and_head(case)
+        base, head = reference_base_and_head(case)
         with forbid(m.Model, m.build_language_model, m.build_classifier):
             model = _call("Model(base, head)", Model, base, head)
             if not isinstance(model, nn.Module):
@@ -369,7 +369,7 @@ def _check_padding_reaches_the_head(Model: type, base: nn.Module, case: dict, to
     classification head reads it (each sentence's last real token)."""
     m = _model_module()
     if withheld(m.ClassificationHead):
-        head = _RecordedHead({(0, True): case["cls_expected"], (0, False): case["cls_padding_not_to_head"]}, case,
+        head = RecordedHead({(0, True): case["cls_expected"], (0, False): case["cls_padding_not_to_head"]}, case,
                              case["cls_state"])
     else:
         head = m.ClassificationHead(case["config"]["nhid"], 3)
