@@ -1,5 +1,5 @@
-"""The course on disk, as every command finds it: its root folder, its students' submissions, its gradebook, and
-the PATH its nbgrader processes run with.  Low in the graph: it imports nothing else of the grader."""
+"""The course on disk, as every command finds it: its root folder, its students' submissions, and the PATH its
+nbgrader processes run with.  Low in the graph: it imports nothing else of the grader."""
 from __future__ import annotations
 
 import os
@@ -31,14 +31,6 @@ def with_venv_bin(path: str) -> str:
     migrations) from PATH, and it must be this venv's."""
     bin_dir = str(Path(sys.executable).parent)
     return path if path.split(os.pathsep)[:1] == [bin_dir] else os.pathsep.join([bin_dir, path])
-
-
-def gradebook(root: Path):
-    """The course's gradebook through nbgrader's API (a new one runs nbgrader's migrations: ``alembic`` from this
-    venv, ``with_venv_bin``)."""
-    from nbgrader.api import Gradebook
-    os.environ["PATH"] = with_venv_bin(os.environ.get("PATH", ""))
-    return Gradebook(f"sqlite:///{Path(root) / 'gradebook.db'}")
 
 
 class GradingError(RuntimeError):

@@ -9,12 +9,29 @@ equals what sequential grading writes.
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
 from translab.contract import ASSIGNMENT
 
-from .course import GradingError
+from .course import GradingError, with_venv_bin
+
+
+def open_gradebook(db: Path):
+    """nbgrader's API on the gradebook ``db`` (a new one runs nbgrader's migrations: ``alembic`` from this venv,
+    ``with_venv_bin``)."""
+    from nbgrader.api import Gradebook
+    os.environ["PATH"] = with_venv_bin(os.environ.get("PATH", ""))
+    return Gradebook(f"sqlite:///{db}")
+
+
+def autograded_gradebook(root: Path):
+    """The course's gradebook, which ``make autograde`` makes: a command that reads grades refuses without one."""
+    db = root / "gradebook.db"
+    if not db.exists():
+        raise GradingError("no gradebook.db yet: run `make autograde` first")
+    return open_gradebook(db)
 
 
 def sqlite_copy(source: Path, dest: Path) -> None:
@@ -88,8 +105,8 @@ def gradebook_has_assignment(root: Path) -> bool:
         return bool(gradebook_notebooks(db))
     except sqlite3.Error:
         pass
-    from nbgrader.api import Gradebook, MissingEntry
-    with Gradebook(f"sqlite:///{db}") as gradebook:
+    from nbgrader.api import MissingEntry
+    with open_gradebook(db) as gradebook:
         try:
             return len(gradebook.find_assignment(ASSIGNMENT).notebooks) > 0
         except MissingEntry:
@@ -120,8 +137,7 @@ def zero_and_flag(db: Path, student: str, notebooks: list[str], reason: str) -> 
 def add_submission(db: Path, student: str) -> None:
     """An empty submission (every notebook, every grade unset), as nbgrader would have created it."""
     import warnings
-    from nbgrader.api import Gradebook
-    with Gradebook(f"sqlite:///{db}") as gradebook, warnings.catch_warnings():
+    with open_gradebook(db) as gradebook, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SQLAlchemy's "not in session" noise, harmless (nbgrader's own too)
         gradebook.update_or_create_student(student)
         gradebook.add_submission(ASSIGNMENT, student)
@@ -141,13 +157,8 @@ def flagged_notebooks(db: Path, student: str) -> list[str]:
 def ungraded(root: Path) -> dict[str, list[str]]:
     """{student: ["<notebook>/<grade_id>", ...]} for every student who submitted: the answers still waiting for
     a manual grade (an empty list once all are graded)."""
-    from nbgrader.api import Gradebook
-
-    db = root / "gradebook.db"
-    if not db.exists():
-        raise GradingError("no gradebook.db yet: run `make autograde` first")
     pending: dict[str, list[str]] = {}
-    with Gradebook(f"sqlite:///{db}") as gradebook:
+    with autograded_gradebook(root) as gradebook:
         for submission in gradebook.find_assignment(ASSIGNMENT).submissions:
             pending[submission.student.id] = sorted(f"{notebook.name}/{grade.name}" for notebook in submission.notebooks
                                                     for grade in notebook.grades if grade.needs_manual_grade)

@@ -119,12 +119,14 @@ def _test_cell_outputs(notebook: dict) -> dict:
 
 def collect(root: Path) -> tuple[list[Task], dict[str, Misconception]]:
     """Tasks (autograded test cells) with each student's score and diagnosed misconceptions."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
+
+    from .gradebook import open_gradebook
     db = root / "gradebook.db"
     if not db.exists():
         raise FileNotFoundError("no gradebook.db yet: run `make autograde` first")
     tasks: dict[tuple[str, str], Task] = {}
-    with Gradebook(f"sqlite:///{db}") as gradebook:
+    with open_gradebook(db) as gradebook:
         assignment = gradebook.find_assignment(ASSIGNMENT)
         for notebook in sorted(assignment.notebooks, key=lambda nb: nb.name):
             for cell in notebook.grade_cells:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .collect import MAX_NAME, PERSON_NAME, STUDENT_ID, split_name
-from .course import gradebook
+from .gradebook import open_gradebook
 
 COLUMNS = {
     "id": ("id", "student_id", "student id", "username", "user name", "login", "login id", "id number", "sis user id"),
@@ -98,7 +98,7 @@ def import_roster(root: Path, path: Path) -> tuple[int, int]:
 
     students = read(path)
     added = updated = 0
-    with gradebook(root) as book:
+    with open_gradebook(Path(root) / "gradebook.db") as book:
         for student in students:
             try:
                 book.find_student(student.id)
@@ -116,7 +116,7 @@ def name_from_collect(root: Path, names: dict[str, str]) -> int:
     from nbgrader.api import MissingEntry
 
     named = 0
-    with gradebook(root) as book:
+    with open_gradebook(Path(root) / "gradebook.db") as book:
         for student_id, name in sorted(names.items()):
             try:
                 known = book.find_student(student_id)

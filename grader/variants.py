@@ -85,10 +85,11 @@ def release_table(student_ids: list[str], root: Path) -> dict:
 
 def known_students(root: Path) -> list[str]:
     """The gradebook's students (``make students``) and those with a submission."""
-    from .course import gradebook, students
+    from .course import students
+    from .gradebook import open_gradebook
     found = set(students(root))
     if (Path(root) / "gradebook.db").exists():
-        with gradebook(root) as book:
+        with open_gradebook(Path(root) / "gradebook.db") as book:
             found |= {student.id for student in book.students}
     return sorted(found)
 

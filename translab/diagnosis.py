@@ -2,8 +2,8 @@
 
 Parameter counts are diagnosed by structure.  The right count is the sum of ``translab.params.TERMS``, sized by
 inspection (``params.inspected_sizes``: the formula itself is part 2's answer, not shipped before its deadline);
-the usual mistakes (``COUNT_MISTAKES``) leave terms out, count extra ones, scale some by nlayers or nhead or size them with
-the wrong variable.  ``explain_counts`` finds the smallest combinations of mistakes that give exactly the numbers a
+the usual mistakes (``COUNT_MISTAKES``) leave terms out, count extra ones, scale some by nlayers or nhead or size
+them with the wrong variable.  ``explain_counts`` finds the smallest combinations of mistakes that give exactly the numbers a
 student's formula gives at several configurations (``PROBES``: sizes chosen so that the terms separate), and
 returns every combination of that size: numerically identical explanations are stated together.
 
@@ -634,15 +634,14 @@ def configurations_counting(lm: float, classifier: float, exclude: dict | None =
     found = []
     for nhid in range(8, 1025, 8):
         for nlayers in range(1, 25):
-            def count(ntoken, nclasses):
-                return right_count(dict(ntoken=ntoken, nhid=nhid, nlayers=nlayers, nhead=1, dim_feedforward=nhid,
-                                        nclasses=nclasses))
+            shape = dict(nhid=nhid, nlayers=nlayers, nhead=1, dim_feedforward=nhid)
             # both counts are linear in ntoken and nclasses: solved for them from the counts at 0 and 1
-            fixed = count(0, 0)
-            ntoken, left = divmod(lm - fixed, count(1, None) - fixed)
+            fixed = right_count({**shape, "ntoken": 0, "nclasses": 0})
+            ntoken, left = divmod(lm - fixed, right_count({**shape, "ntoken": 1, "nclasses": None}) - fixed)
             if left or ntoken < 2:
                 continue
-            nclasses, left = divmod(classifier - count(int(ntoken), 0), count(0, 1) - fixed)
+            nclasses, left = divmod(classifier - right_count({**shape, "ntoken": int(ntoken), "nclasses": 0}),
+                                    right_count({**shape, "ntoken": 0, "nclasses": 1}) - fixed)
             cfg = dict(ntoken=int(ntoken), nhid=nhid, nlayers=nlayers, nclasses=int(nclasses))
             if not left and 2 <= nclasses <= 64 and cfg != {k: (exclude or {}).get(k) for k in cfg}:
                 found.append(cfg)

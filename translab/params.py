@@ -6,7 +6,8 @@ LayerNorms, each a weight and a bias, and the head.  ``TERMS`` says which tensor
 formula (``term_sizes``, ``count_parameters_formula``) is part 2's answer, held back from a staged student release
 (``grader.withheld``).  What the checks' diagnosis of a wrong count needs (``translab.diagnosis``) it takes by
 inspection: ``inspected_shapes`` reads the shapes of PyTorch's own modules, built on the meta device (no memory),
-``monomials`` writes each shape as a product of the sizes, and ``inspected_sizes`` evaluates them.  A test holds the formula and the inspection equal.
+``monomials`` writes each shape as a product of the sizes, and ``inspected_sizes`` evaluates them.  A test holds
+the formula and the inspection equal.
 """
 from __future__ import annotations
 
@@ -62,7 +63,15 @@ TERMS: tuple[Term, ...] = (
 TERM_KEYS = tuple(term.key for term in TERMS)
 
 
-@functools.lru_cache(maxsize=512)
+def _sizes(ntoken: int, nhid: int, nhead: int, dim_feedforward: int | None, nclasses: int | None) -> dict[str, int]:
+    """The sizes a count multiplies: the feed-forward as wide as nhid unless given, the head's outputs ntoken for the
+    language-model head (``nclasses=None``)."""
+    if nhid % nhead:
+        raise ValueError(f"nhid={nhid} must be divisible by nhead={nhead}")
+    return {"ntoken": ntoken, "nhid": nhid, "dim_feedforward": nhid if dim_feedforward is None else dim_feedforward,
+            "outputs": ntoken if nclasses is None else nclasses}
+
+
 def inspected_shapes(ntoken: int, nhid: int, nhead: int, dim_feedforward: int, outputs: int) -> dict[str, tuple]:
     """{term key: shape} read from PyTorch's own modules of these sizes (meta device: no memory, no arithmetic):
     counting by inspection, as ``count_trainable_parameters`` does for a built model."""
@@ -80,10 +89,7 @@ def inspected_sizes(ntoken: int, nhid: int, nlayers: int, nhead: int, dim_feedfo
                     nclasses: int | None = None) -> dict[str, int]:
     """{term key: parameters} of ``Model``: the inspected shapes' ``monomials`` at these sizes (a product of sizes
     is exact at any size, and quick enough for the diagnosis's searches); equal to ``term_sizes``, a test holds it."""
-    if nhid % nhead:
-        raise ValueError(f"nhid={nhid} must be divisible by nhead={nhead}")
-    values = {"ntoken": ntoken, "nhid": nhid, "dim_feedforward": nhid if dim_feedforward is None else dim_feedforward,
-              "outputs": ntoken if nclasses is None else nclasses}
+    values = _sizes(ntoken, nhid, nhead, dim_feedforward, nclasses)
     return {term.key: coefficient * math.prod(values[name] for name in variables) * (nlayers if term.per_layer else 1)
             for term in TERMS for coefficient, variables in [monomials()[term.key]]}
 
@@ -121,10 +127,8 @@ def formula_text(*keys: str) -> str:
 def term_sizes(ntoken: int, nhid: int, nlayers: int, nhead: int, dim_feedforward: int | None = None,
                nclasses: int | None = None) -> dict[str, int]:
     """{term key: parameters} of ``Model`` for this configuration; they sum to ``count_parameters_formula``."""
-    if nhid % nhead:
-        raise ValueError(f"nhid={nhid} must be divisible by nhead={nhead}")
-    ff = nhid if dim_feedforward is None else dim_feedforward
-    outputs = ntoken if nclasses is None else nclasses
+    sizes = _sizes(ntoken, nhid, nhead, dim_feedforward, nclasses)
+    ff, outputs = sizes["dim_feedforward"], sizes["outputs"]
     layer = {"in_proj.weight": 3 * nhid * nhid, "in_proj.bias": 3 * nhid,  # Q, K, V packed; nhead splits, not adds
              "out_proj.weight": nhid * nhid, "out_proj.bias": nhid,
              "linear1.weight": nhid * ff, "linear1.bias": ff, "linear2.weight": ff * nhid, "linear2.bias": nhid,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from translab.contract import ASSIGNMENT
 
-from ..course import GradingError
+from ..gradebook import autograded_gradebook
 
 
 def grades(root: Path, out: Path | None = None) -> Path:
@@ -15,7 +15,7 @@ def grades(root: Path, out: Path | None = None) -> Path:
     ``<notebook>/<grade_id>`` (empty while a written answer awaits its manual grade).  A student of the roster
     who submitted nothing gets a row of zeros."""
     import nbformat
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     def task_order(notebook: str, names: list[str]) -> list[str]:
         """The graded cells of a notebook in the source notebook's order (by name for cells it does not have)."""
@@ -31,10 +31,7 @@ def grades(root: Path, out: Path | None = None) -> Path:
         return order + sorted(set(names) - set(order))
 
     out = Path(out) if out is not None else root / "grades.csv"
-    db = root / "gradebook.db"
-    if not db.exists():
-        raise GradingError("no gradebook.db yet: run `make autograde` first")
-    with Gradebook(f"sqlite:///{db}") as gradebook:
+    with autograded_gradebook(root) as gradebook:
         assignment = gradebook.find_assignment(ASSIGNMENT)
         notebooks = sorted(nb.name for nb in assignment.notebooks)
         tasks = [(nb.name, cell) for nb in sorted(assignment.notebooks, key=lambda nb: nb.name)
