@@ -11,11 +11,16 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteCells,
                                     OverwriteKernelspec, SaveAutoGrades)
 
-from grader.after_grading import RemoveAfterGrading, ShowAfterGrading
-from grader.execution import (ClearOutputsAfterHiddenTests, FlagIncidents, GuardedExecute, HideHiddenTestTracebacks,
-                              RecordVariantShown, SandboxedOnlyExporter)
 from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
-from grader.sanitize import SanitizeStudentContent
+from grader.nbgrader_plugins.clear_outputs_after_hidden_tests import ClearOutputsAfterHiddenTests
+from grader.nbgrader_plugins.flag_incidents import FlagIncidents
+from grader.nbgrader_plugins.guarded_execute import GuardedExecute
+from grader.nbgrader_plugins.hide_hidden_test_tracebacks import HideHiddenTestTracebacks
+from grader.nbgrader_plugins.record_variant_shown import RecordVariantShown
+from grader.nbgrader_plugins.remove_after_grading import RemoveAfterGrading
+from grader.nbgrader_plugins.sandboxed_only_exporter import SandboxedOnlyExporter
+from grader.nbgrader_plugins.sanitize_student_content import SanitizeStudentContent
+from grader.nbgrader_plugins.show_after_grading import ShowAfterGrading
 from translab.paths import exchange_root
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
@@ -54,7 +59,7 @@ c.Execute.shutdown_kernel = "immediate"
 c.GuardedExecute.skip_demos = True
 c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, FlagIncidents, AssignLatePenalties, CheckCellMetadata,
-                                       SanitizeStudentContent]  # last: no live student HTML on disk (sanitize.py)
+                                       SanitizeStudentContent]  # last: no live student HTML on disk
 
 # Before ClearOutput empties them: the variant code the submission's outputs show (part 2's configuration), which
 # GuardedExecute compares with the one it derives from the student's id (a mismatch is flagged, never scored).

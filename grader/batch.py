@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from translab.contract import ASSIGNMENT, DATA_DIR_ENV, SANDBOX_STATUS_ENV
+from translab.contract import ASSIGNMENT, DATA_DIR_ENV, SANDBOX_STATUS_ENV, UNSANDBOXED_ENV
 
 from .course import GradingError, students
 from .gradebook import (add_submission, flagged_notebooks, gradebook_has_assignment, gradebook_notebooks,
@@ -307,8 +307,7 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
 
         def student_settings(index: int) -> tuple[dict, list[str], Path | None]:
             if not sandbox:  # asked for (--no-sandbox): the nbgrader config refuses it otherwise
-                from .execution import UNSANDBOXED
-                return nbgrader_env({UNSANDBOXED: "1"}), options([]), None
+                return nbgrader_env({UNSANDBOXED_ENV: "1"}), options([]), None
             status = kernel_sandbox.status_folder(work, index)
             env = nbgrader_env({**extra_env, **kernel_sandbox.student_env(uids.uid(index), status, work, index),
                                  **groups.student(index)})

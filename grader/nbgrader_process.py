@@ -5,6 +5,7 @@ started.  Its configuration file is loaded first, in a child too: nbgrader only 
 from __future__ import annotations
 
 import os
+import pkgutil
 import signal
 import sys
 import tempfile
@@ -33,12 +34,16 @@ def nbgrader_env(extra: dict | None = None) -> dict:
     return env
 
 
+# nbgrader_config.py's plugins, every one of them
+PLUGINS = [f"grader.nbgrader_plugins.{module.name}"
+           for module in pkgutil.iter_modules([str(Path(__file__).parent / "nbgrader_plugins")])]
+
 # What every nbgrader process of a batch imports (nbgrader with its server extensions, nbclient, the config's
 # plugins): about 1 CPU-second a student, loaded once in a fork server instead (multiprocessing's forkserver: a
 # clean single-threaded process, never the batch's threads), whose children run nbgrader.  Nothing of a student is
 # in it: it only imported modules.
-WARM_IMPORTS = ["grader.nbgrader_process", "grader.execution", "grader.verdicts", "grader.sanitize",
-                "grader.mathml", "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors"]
+WARM_IMPORTS = ["grader.nbgrader_process", *PLUGINS, "grader.verdicts", "grader.mathml", "nbgrader.apps.nbgraderapp",
+                "nbgrader.preprocessors", "nbconvert.preprocessors"]
 
 
 _forks = None

@@ -139,7 +139,7 @@ def write_report(root: Path, student_ids: list[str] | None = None) -> tuple[Path
     return path, table
 
 
-SHOWN_KEY = "variant_shown"  # the notebook metadata (``translab``) that grader.execution.RecordVariantShown leaves
+SHOWN_KEY = "variant_shown"  # the notebook metadata (``translab``) that nbgrader_plugins.record_variant_shown leaves
 
 
 def variant_in_outputs(notebook) -> str | None:

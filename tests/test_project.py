@@ -311,6 +311,28 @@ def test_a_long_module_of_the_grader_says_why_it_is_one_file():
     assert not [name for name, says in long.items() if not says], long
 
 
+def test_each_nbgrader_plugin_is_one_class_in_a_file_named_after_it():
+    """As nbgrader lays out its own preprocessors (issue 34): the class ``nbgrader_config.py`` lists is the one class
+    of ``grader/nbgrader_plugins/<its name in snake case>.py`` (its private records and the exceptions it raises aside), and every file there
+    holds one the config uses."""
+    import ast
+    import re
+    config = (REPO_ROOT / "nbgrader_config.py").read_text(encoding="utf-8")
+    imported = {alias.name: node.module for node in ast.walk(ast.parse(config)) if isinstance(node, ast.ImportFrom)
+                for alias in node.names if (node.module or "").startswith("grader.nbgrader_plugins")}
+    folder = REPO_ROOT / "grader" / "nbgrader_plugins"
+    files = {path.stem for path in folder.glob("*.py") if path.stem != "__init__"}
+    for name, module in imported.items():
+        assert module == f"grader.nbgrader_plugins.{re.sub(r'(?<!^)(?=[A-Z])', '_', name).lower()}", (name, module)
+        assert re.search(rf"\b{name}\b", config.split(f"import {name}", 1)[1]), f"{name} imported but not used"
+    assert {module.rsplit(".", 1)[1] for module in imported.values()} == files
+    for stem in files:
+        tree = ast.parse((folder / f"{stem}.py").read_text(encoding="utf-8"))
+        classes = [node.name for node in tree.body if isinstance(node, ast.ClassDef) and not node.name.startswith("_")
+                   and not any(getattr(base, "id", "").endswith(("Error", "Exception")) for base in node.bases)]
+        assert len(classes) == 1 and classes[0] in imported, (stem, classes)
+
+
 def _private_names_reached(path: Path) -> list[str]:
     """``module._name`` and ``from module import _name`` in a test file, for modules other than itself."""
     import ast

@@ -28,6 +28,7 @@ SANDBOX_STATUS_ENV = "TRANSLAB_SANDBOX_STATUS"  # the batch's file where the lau
 VARIANT_ENV = "TRANSLAB_VARIANT"               # the student's variant code, set by the grader (and a hub)
 STUDENT_ENV = "TRANSLAB_STUDENT_ID"            # the student's id, where the platform does not say it
 CONFIG_ENV = "TRANSLAB_CONFIG_DIR"             # where a student's saved id or code lives (default ~/.config/translab)
+UNSANDBOXED_ENV = "TRANSLAB_UNSANDBOXED"       # "1": grading without the sandbox was asked for (--no-sandbox)
 
 # --- the diagnosis tag: a failed check's error value ends with the keys of the misconceptions it named
 

@@ -10,13 +10,13 @@ import json
 import pytest
 import torch
 
-from experiments import bench
+from experiments.bench import cli, grading, tables, throughput
 from translab.model import ModelConfig, build_language_model
 from translab.training import set_seed, train_steps
 
 
 def test_bare_loop_and_translab_loop_train_identically():
-    batches = bench.make_batches(3, batch_size=4, seq_len=16)
+    batches = throughput.make_batches(3, batch_size=4, seq_len=16)
     set_seed(0)
     model = build_language_model(ModelConfig(4000, nhid=16, nlayers=2, nhead=2, dropout=0.1))
     twin = copy.deepcopy(model)
@@ -25,20 +25,20 @@ def test_bare_loop_and_translab_loop_train_identically():
     torch.manual_seed(1)
     ours = train_steps(model, batches, opt_a, None, clip=1.0, progress=False)
     torch.manual_seed(1)
-    bare = bench.bare_loop(twin, batches, opt_b, clip=1.0, bf16=False)
+    bare = throughput.bare_loop(twin, batches, opt_b, clip=1.0, bf16=False)
     assert ours == pytest.approx(bare, rel=1e-5), "the two loops must do the same work"
     for p, q in zip(model.parameters(), twin.parameters()):
         assert torch.allclose(p, q, atol=1e-6)
 
 
 def test_autograde_time_is_a_number_or_null_with_reason(monkeypatch, tmp_path):
-    monkeypatch.setattr(bench, "REPO_ROOT", tmp_path)
-    result = bench.autograde_time()
+    monkeypatch.setattr(grading, "REPO_ROOT", tmp_path)
+    result = grading.autograde_time()
     assert result["seconds"] is None and "grader/batch.py" in result["reason"]
 
 
 def test_quick_bench_writes_sane_json(tmp_path):
-    assert bench.main(["--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert cli.main(["--quick", "--out", str(tmp_path), "--no-progress"]) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
     for precision in ("fp32", "bf16"):
         for loop in ("translab", "bare"):
@@ -58,10 +58,10 @@ def test_quick_bench_writes_sane_json(tmp_path):
 def test_a_class_mixes_complete_solutions_with_every_realistic_corpus_case(tmp_path):
     from grader.testing import corpus
     course = tmp_path / "course"
-    bench.course_copy(course)
+    grading.course_copy(course)
     realistic = [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]
     students = 2 * (len(realistic) + 1) + 1
-    mix = bench.build_class(course / "submitted", course, students, full_every=2)
+    mix = grading.build_class(course / "submitted", course, students, full_every=2)
     folders = sorted((course / "submitted").iterdir())
     assert len(folders) == students == sum(mix.values())
     assert mix["complete_solutions"] == students // 2 + 1
@@ -76,23 +76,23 @@ def test_a_class_mixes_complete_solutions_with_every_realistic_corpus_case(tmp_p
 
 def test_the_readme_tables_are_rendered_from_the_committed_bench_json():
     from translab.paths import RESULTS_DIR
-    text = bench.README.read_text()
-    assert bench.README_BEGIN in text and bench.README_END in text
-    shown = text.split(bench.README_BEGIN, 1)[1].split(bench.README_END, 1)[0].strip()
+    text = tables.README.read_text()
+    assert tables.README_BEGIN in text and tables.README_END in text
+    shown = text.split(tables.README_BEGIN, 1)[1].split(tables.README_END, 1)[0].strip()
     result = json.loads((RESULTS_DIR / "bench.json").read_text())
-    assert shown == bench.readme_tables(result), "the README's bench tables are stale: run `python -m experiments.bench --readme`"
-    assert bench.HUB_BEGIN in text and bench.HUB_END in text
-    shown = text.split(bench.HUB_BEGIN, 1)[1].split(bench.HUB_END, 1)[0].strip()
-    assert shown == bench.hub_table(result), "the README's hub table is stale: run `python -m experiments.bench --readme`"
+    assert shown == tables.readme_tables(result), "the README's bench tables are stale: run `python -m experiments.bench --readme`"
+    assert tables.HUB_BEGIN in text and tables.HUB_END in text
+    shown = text.split(tables.HUB_BEGIN, 1)[1].split(tables.HUB_END, 1)[0].strip()
+    assert shown == tables.hub_table(result), "the README's hub table is stale: run `python -m experiments.bench --readme`"
 
 
 def test_the_hub_table_lists_each_step_of_the_term():
     result = {"cpu_count": 2, "hub_cycle": {"students": 10, "mix": {"complete": 5, "blank": 3, "probe": 2},
                                             "seconds": {"release": 0.4, "autograde": 120.0}, "total_s": 120.4}}
-    table = bench.hub_table(result)
+    table = tables.hub_table(result)
     assert "| step, a class of 10 (5 complete, 3 blank, 2 probe) | time |" in table
-    assert f"| {bench.HUB_STEPS['autograde']} | 120.0 s |" in table and "| the whole term | 120.4 s |" in table
-    assert bench.hub_table({"hub_cycle": {"reason": "no proxy"}}) == "Not measured: no proxy."
+    assert f"| {tables.HUB_STEPS['autograde']} | 120.0 s |" in table and "| the whole term | 120.4 s |" in table
+    assert tables.hub_table({"hub_cycle": {"reason": "no proxy"}}) == "Not measured: no proxy."
 
 
 def test_the_readme_tables_judge_each_figure_by_its_goal():
@@ -101,7 +101,7 @@ def test_the_readme_tables_judge_each_figure_by_its_goal():
               "class_autograde": {"students": 100, "mix": {"complete_solutions": 34},
                                   "runs": {"jobs_2": {"seconds": 750.0}}},
               "notebooks": {"01": {"student_s": 100.0, "nbgrader_s": 5.0}, "02": {"student_s": 130.0, "nbgrader_s": 4.0}}}
-    table = bench.readme_tables(result)
+    table = tables.readme_tables(result)
     assert "| one complete submission, gradebook ready (median of 3) | 19.0 s | met (at most 20 s) |" in table
     assert ("| ratio to the floor (medians) and each run's to the floor run after it | 3.80 (3.60, 3.80, 5.00) "
             "| not met (at most 2) |") in table
@@ -112,23 +112,23 @@ def test_the_readme_tables_judge_each_figure_by_its_goal():
 
 def test_readme_rewrites_only_the_marked_block(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text(f"before\n{bench.README_BEGIN}\nold table\n{bench.README_END}\nafter\n")
-    assert bench.update_readme({"autograde": {"seconds": 12.0}}, readme)
+    readme.write_text(f"before\n{tables.README_BEGIN}\nold table\n{tables.README_END}\nafter\n")
+    assert tables.update_readme({"autograde": {"seconds": 12.0}}, readme)
     text = readme.read_text()
-    assert text.startswith("before\n") and text.endswith(f"{bench.README_END}\nafter\n") and "old table" not in text
+    assert text.startswith("before\n") and text.endswith(f"{tables.README_END}\nafter\n") and "old table" not in text
     assert "| 12.0 s | met (at most 20 s) |" in text
     (tmp_path / "plain.md").write_text("no markers\n")
-    assert not bench.update_readme({}, tmp_path / "plain.md")
+    assert not tables.update_readme({}, tmp_path / "plain.md")
 
 
 def test_a_class_s_seconds_are_summed_by_what_each_student_submitted(tmp_path):
     from grader.batch import REPORT_NAME
-    kinds = bench.class_cases(5)
+    kinds = grading.class_cases(5)
     assert kinds[0] == kinds[3] == "complete_solutions" and "complete_solutions" not in (kinds[1], kinds[2], kinds[4])
     (tmp_path / "autograded").mkdir()
     rows = ["student_id,status,seconds"] + [f"student{i:03d},ok,{10 * (i + 1)}" for i in range(5)]
     (tmp_path / "autograded" / REPORT_NAME).write_text("\n".join(rows) + "\n")
-    totals = bench.seconds_by_case(tmp_path, 5)
+    totals = grading.seconds_by_case(tmp_path, 5)
     assert totals["complete_solutions"] == 10 + 40
     assert sum(totals.values()) == 150
     assert list(totals.values()) == sorted(totals.values(), reverse=True)
@@ -148,11 +148,11 @@ def test_each_submission_run_is_paired_with_a_floor_run_right_after_it(monkeypat
         return next(seconds), ""
 
     floors = iter([3.0, 3.5, 3.0])
-    monkeypatch.setattr(bench, "_class_course", course)
-    monkeypatch.setattr(bench, "_autograde", autograde)
-    monkeypatch.setattr(bench, "grading_floor", lambda: order.append("floor") or {"seconds": next(floors)})
-    monkeypatch.setattr(bench, "SETTLE_S", 0)
-    result = bench.autograde_time()
+    monkeypatch.setattr(grading, "_class_course", course)
+    monkeypatch.setattr(grading, "_autograde", autograde)
+    monkeypatch.setattr(grading, "grading_floor", lambda: order.append("floor") or {"seconds": next(floors)})
+    monkeypatch.setattr(grading, "SETTLE_S", 0)
+    result = grading.autograde_time()
     assert order == ["first", "run", "floor", "run", "floor", "run", "floor"]
     assert result["seconds"] == 7.0 and result["floor"]["seconds"] == 3.0 and result["ratio_to_floor"] == 2.33
     assert result["paired_ratios"] == [2.0, 2.0, 3.0]

@@ -7,7 +7,7 @@ import re
 import nbformat
 import pytest
 
-from experiments.bench import ESTIMATE, training_cells
+from experiments.bench.notebooks import ESTIMATE, training_cells
 from translab import budget as budget_module
 from translab.paths import REPO_ROOT
 

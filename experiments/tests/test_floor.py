@@ -1,7 +1,7 @@
-"""The grading floor of ``make bench``: which cells it runs (experiments.bench.graded_and_needed)."""
+"""The grading floor of ``make bench``: which cells it runs (experiments.bench.grading.graded_and_needed)."""
 import nbformat
 
-from experiments.bench import graded_and_needed
+from experiments.bench.grading import graded_and_needed
 
 
 def _cell(source, **nbgrader):

@@ -422,7 +422,7 @@ case("reach_zygote", "the mask answer (right) first looks for the batch's kernel
 
 # The attack measured on the formgrader and the feedback: student HTML, rendered live, runs in the instructor's
 # browser with the instructor's Jupyter session.  Every vector sets a marker and PUTs a file named after itself
-# into the course root through the Jupyter REST API (the measured script got HTTP 201); grader.sanitize must
+# into the course root through the Jupyter REST API (the measured script got HTTP 201); sanitize_student_content.py must
 # leave none of them live (grader/tests/test_browser_sanitize.py renders this case in Chromium).
 INJECTED_TEXT = "Answer of script_injection"  # visible text of the written answer, and of the HTML output
 INJECTED_FILE = "pwned_by_html_{vector}.txt"

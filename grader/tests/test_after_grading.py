@@ -5,7 +5,9 @@ import json
 
 import nbformat
 
-from grader.after_grading import MODEL_ANSWER, NOTE, RemoveAfterGrading, ShowAfterGrading, after_grading, written_answer
+from grader.after_grading import MODEL_ANSWER, NOTE, after_grading, written_answer
+from grader.nbgrader_plugins.remove_after_grading import RemoveAfterGrading
+from grader.nbgrader_plugins.show_after_grading import ShowAfterGrading
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 

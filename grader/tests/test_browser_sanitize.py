@@ -1,4 +1,4 @@
-"""Student HTML never runs in the instructor's browser (grader.sanitize), checked in a real browser.
+"""Student HTML never runs in the instructor's browser (sanitize_student_content.py), in a real browser.
 
 The corpus case ``script_injection`` (notebook 01 right; its written answer and the outputs of its code carry
 ``<script>``, ``<img onerror>``, SVG with script and ``javascript:`` links, each setting ``window.__pwned`` and
@@ -40,7 +40,7 @@ from nbformat.v4 import new_output
 from grader.testing import corpus
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
-from grader.sanitize import SanitizeStudentContent, render_markdown
+from grader.nbgrader_plugins.sanitize_student_content import SanitizeStudentContent, render_markdown
 
 from conftest import run_grader, page_of, submission_id
 
@@ -268,7 +268,7 @@ def _click_the_links(page) -> None:
 
 def _plots(root: Path, before_hidden_tests: bool) -> int:
     """The plots of the case's autograded notebook 01: all of them (what the instructor sees), or those of the cells
-    before its first hidden test (what the feedback shows: grader.execution.ClearOutputsAfterHiddenTests)."""
+    before its first hidden test (what the feedback shows: grader.nbgrader_plugins.clear_outputs_after_hidden_tests)."""
     notebook = nbformat.read(root / "autograded" / CASE / ASSIGNMENT / f"{NB1}.ipynb", as_version=4)
     count = 0
     for cell in notebook.cells:
@@ -352,5 +352,5 @@ def test_the_checks_see_an_unsanitized_answer_run(jupyter, browser, tmp_path):
     ("javascript:alert(1)", False), ("JaVaScRiPt&#58;alert(1)", False),
 ])
 def test_links_to_the_labs_notebooks_stay_and_other_relative_links_go(href, kept):
-    from grader.sanitize import kept_attribute
+    from grader.nbgrader_plugins.sanitize_student_content import kept_attribute
     assert kept_attribute("a", "href", href) is kept

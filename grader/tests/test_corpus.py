@@ -27,7 +27,7 @@ import pytest
 from grader import sandbox
 from grader.testing import corpus
 from grader.batch import REPORT_NAME
-from translab.contract import ASSIGNMENT
+from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 from translab.paths import REPO_ROOT
 
 from conftest import run_grader, cell_scores
@@ -292,7 +292,7 @@ def plain(tmp_path_factory):
     root = tmp_path_factory.mktemp("plain")
     _course(root)
     corpus.build(root / "submitted", root, PLAIN)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRANSLAB_UNSANDBOXED": "1",  # the config refuses it otherwise
+    env = {**os.environ, "OMP_NUM_THREADS": "1", UNSANDBOXED_ENV: "1",  # the config refuses it otherwise
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force", TIMEOUT_ARG],
                           cwd=root, env=env, text=True, capture_output=True)

@@ -14,8 +14,7 @@ import nbformat
 import pytest
 
 from grader.testing import corpus
-from translab.contract import ASSIGNMENT
-from grader.execution import UNSANDBOXED
+from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 from translab.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -89,7 +88,7 @@ def test_the_probe_would_run_without_the_refusal(course):
     """The control: asked for explicitly (what `--no-sandbox` sets), nbgrader runs the probe, so the tests above
     could fail."""
     root, marker = course
-    result = _press_autograde(root, "probe", env={**os.environ, UNSANDBOXED: "1"})
+    result = _press_autograde(root, "probe", env={**os.environ, UNSANDBOXED_ENV: "1"})
     assert result["success"] is True, result.get("error", "")[-2000:]
     assert marker.read_text() == "ran"
     marker.unlink()

@@ -101,6 +101,6 @@ def test_the_variant_a_notebook_shows_is_read_back_and_a_mismatch_explained():
     other = variants.derive_code(b"another secret", "alice")
     assert "the secret changed since the release" in course_variants.mismatch(code, other)
     notebook.metadata["translab"] = {course_variants.SHOWN_KEY: "forged"}
-    from grader.execution import RecordVariantShown
+    from grader.nbgrader_plugins.record_variant_shown import RecordVariantShown
     recorded, _ = RecordVariantShown().preprocess(notebook, {})
     assert recorded.metadata["translab"][course_variants.SHOWN_KEY] == code

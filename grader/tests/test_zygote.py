@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader import sandbox
-from grader.execution import kernel_pid
+from grader.nbgrader_plugins.guarded_execute import kernel_pid
 from grader.tests.test_sandbox import STUDENT_UID, launch_kernel, course  # noqa: F401 - the fixture
 from grader.zygote import Zygote
 from translab.paths import REPO_ROOT

@@ -13,7 +13,7 @@ the tests that had already passed score 0.
 
 and in both cases marks every code cell it did not run with an error output saying why, so nbgrader scores
 those test cells 0 (a code cell with no error output would score full marks) while the cells that ran keep
-their points.  ``FlagIncidents`` then flags the notebook in the gradebook, so the instructor sees where
+their points.  ``FlagIncidents`` (``flag_incidents.py``) then flags the notebook in the gradebook, so the instructor sees where
 grading was cut short and which cells it cost.
 
 It also decides the test cells' verdicts outside the kernel (``grader.verdicts``): a checker listens for the
@@ -29,10 +29,6 @@ graded from its own cells as in a fresh kernel.  What a notebook changed inside 
 next notebook, which is why a kernel is kept only after a notebook that ran to the end with no incident, and while
 it has most of its CPU allowance (``sandbox.Limits.cpu_seconds``) left; otherwise the next notebook starts a new
 one.  The kernel and the checker it reports to end with the nbgrader process.
-
-Why one file: ``GuardedExecute`` and the small preprocessors that read what it records (incidents, verdicts,
-the variant shown) share those records' format; one class per file, as nbgrader lays out its own, is the next
-step of issue 34.
 """
 from __future__ import annotations
 
@@ -44,46 +40,19 @@ from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_hook, run_sync
-import nbformat
 from nbformat.notebooknode import NotebookNode
-from nbconvert.exporters import NotebookExporter
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Unicode
 
 from jupyter_client.manager import KernelManager
 
-from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, SANDBOX_STATUS_ENV, VARIANT_ENV, tagged, untagged
+from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, SANDBOX_STATUS_ENV, VARIANT_ENV, tagged
 
-from .demos import NOT_RUN, left_out
-from .variants import SECRET_ENVS
-from .verdicts import Checker, ForkedChecker, expected_calls, suspicious
+from ..demos import NOT_RUN, left_out
+from ..variants import SECRET_ENVS
+from ..verdicts import Checker, ForkedChecker, expected_calls, suspicious
 
-INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short
-UNSANDBOXED = "TRANSLAB_UNSANDBOXED"  # "1": grading without the sandbox was asked for (`--no-sandbox`)
-
-
-class SandboxedAutograde(RuntimeError):
-    """Autograding was started where student code would run without ``grader.sandbox``."""
-
-
-class SandboxedOnlyExporter(NotebookExporter):
-    """nbgrader's exporter for ``Autograde`` (``c.Autograde.exporter_class``), which refuses to be made unless the
-    notebooks will run in the sandbox kernel (``python -m grader autograde`` selects it) or grading without it
-    was asked for (``--no-sandbox``).  The formgrader's Autograde button and a plain ``nbgrader autograde`` would
-    otherwise run student code as the instructor, with the gradebook, the solutions and the network in reach.
-    nbgrader makes the exporter before it touches a submission, so a refusal removes nothing already graded."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        from .sandbox import KERNEL_NAME
-        kernel = GuardedExecute(config=self.config).kernel_name  # as the config and command line set it
-        if kernel != KERNEL_NAME and os.environ.get(UNSANDBOXED) != "1":
-            raise SandboxedAutograde(
-                f"translab grades only in its sandbox, and this autograde would run student code in the kernel "
-                f"{kernel!r}, as you, with your files, the gradebook and the network (the formgrader's Autograde "
-                "button and plain `nbgrader autograde` start it that way). Nothing was graded or removed. Grade with "
-                "`make autograde` in the course folder, or `python -m grader autograde --student STUDENT_ID` for one "
-                "student, then reload this page. Trusted notebooks only: `python -m grader autograde --no-sandbox`.")
+INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short (read by FlagIncidents)
 
 
 # Run in a kept kernel before the student's next notebook, silently (no output, no history).  reset() comes last:
@@ -194,7 +163,7 @@ def kernel_pid(km: KernelManager) -> int | None:
     pid = getattr(km.provisioner, "pid", None)
     status = os.environ.get(SANDBOX_STATUS_ENV)
     if pid and status:
-        from .sandbox import launch_records
+        from ..sandbox import launch_records
         for record in reversed(launch_records(Path(status))):
             started_by = (record.get("launcher"), record.get("keeper"))
             if record.get("ok") and pid in started_by and isinstance(record.get("pid"), int):
@@ -230,8 +199,8 @@ class GuardedExecute(Execute):
         self._stopped: str | None = None  # why the remaining cells are not run
         self._left_out = left_out(nb.cells) if self.skip_demos else set()
         resources = resources if resources is not None else {}
-        from .course import course_root
-        from .variants import SHOWN_KEY, grading_code, mismatch
+        from ..course import course_root
+        from ..variants import SHOWN_KEY, grading_code, mismatch
         self._variant = grading_code((resources.get("nbgrader") or {}).get("student"), course_root())
         shown = (nb.metadata.get("translab") or {}).pop(SHOWN_KEY, None)  # RecordVariantShown's, before ClearOutput
         why = mismatch(shown if isinstance(shown, str) else None, self._variant)
@@ -275,7 +244,7 @@ class GuardedExecute(Execute):
         kernel has most of its CPU allowance left, sending it the reset to a fresh namespace (the next notebook
         takes it only if that worked); else end it."""
         global kept_kernel
-        from .sandbox import Limits
+        from ..sandbox import Limits
         km, kc = self.km, self.kc
         keep = finished and self._stopped is None and km is not None and kc is not None
         if keep:
@@ -397,78 +366,3 @@ def _apply_verdict(cell: NotebookNode, record) -> None:
             outputs.append(NotebookNode(output_type="error", ename="CheckFailed", evalue=evalue,
                                         traceback=[f"CheckFailed: {first}", *rest]))
     cell.outputs = outputs
-
-
-class RecordVariantShown(NbGraderPreprocessor):
-    """Autograde's first sanitize step (``nbgrader_config.py``, before ClearOutput removes them): the variant code
-    the submission's outputs show goes into the notebook's metadata, where ``GuardedExecute`` compares it with the
-    one it derives and flags a mismatch.  It decides no score."""
-
-    def preprocess(self, nb, resources):
-        from .variants import SHOWN_KEY, variant_in_outputs
-        meta = nb.metadata.setdefault("translab", {})
-        meta.pop(SHOWN_KEY, None)  # whatever the submission says there itself
-        shown = variant_in_outputs(nb)
-        if shown is not None:
-            meta[SHOWN_KEY] = shown
-        return nb, resources
-
-
-class FlagIncidents(NbGraderPreprocessor):
-    """Flag, in the gradebook, a notebook whose grading ``GuardedExecute`` cut short (after ``SaveAutoGrades``)."""
-
-    def preprocess(self, nb, resources):
-        incidents = resources.get(INCIDENTS)
-        if incidents:
-            from nbgrader.api import Gradebook
-            info = resources["nbgrader"]
-            with Gradebook(info["db_url"]) as gradebook:
-                notebook = gradebook.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
-                notebook.flagged = True
-                gradebook.db.commit()
-            self.log.warning("flagged %s for review: %s", info["notebook"], "; ".join(incidents))
-        return nb, resources
-
-
-class HideHiddenTestTracebacks(NbGraderPreprocessor):
-    """Feedback preprocessor: a failing hidden test keeps only its error message.
-
-    ``ClearHiddenTests`` removes the hidden source, but an error's traceback quotes the failing line
-    of the cell, i.e. the hidden test.  Runs before ``ClearHiddenTests`` (which removes the markers).
-    """
-
-    def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and "BEGIN HIDDEN TESTS" in cell.source:
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    # the message only; its machine-readable diagnosis line is for `make report`, not the student
-                    message, _ = untagged(output.get("evalue", ""))
-                    output["traceback"] = [f"{output.get('ename', 'Error')}: {message}"]
-        return cell, resources
-
-
-HIDDEN_AFTER_NOTE = ("[Output not shown in feedback: this cell ran after a hidden test, so what it printed could show "
-                     "the hidden test's inputs. Your instructor sees it.]\n")
-
-
-class ClearOutputsAfterHiddenTests(NbGraderPreprocessor):
-    """Feedback preprocessor: no output of a student's cell that ran after a hidden test.
-
-    A hidden test's inputs necessarily reach the kernel (the checker runs the student's code on them), so a cell
-    that runs later can print them (an answer that records its arguments, printed in a cell of the student's
-    own), and the feedback would hand them to the class.  Every code cell after the first hidden test shows a
-    note instead of its outputs, except test cells: their source is the gradebook's and their outputs are the
-    checker's record.  The autograded notebook keeps everything for the instructor.  Runs before
-    ``ClearHiddenTests`` (which removes the markers)."""
-
-    def preprocess(self, nb, resources):
-        after_hidden = False
-        for cell in nb.cells:
-            if cell.cell_type != "code":
-                continue
-            metadata = cell.metadata.get("nbgrader", {})
-            is_test = metadata.get("grade", False) and not metadata.get("solution", False)
-            if after_hidden and not is_test and cell.get("outputs"):
-                cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=HIDDEN_AFTER_NOTE)]
-            after_hidden = after_hidden or (is_test and "BEGIN HIDDEN TESTS" in cell.source)
-        return nb, resources

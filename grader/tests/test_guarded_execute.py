@@ -1,4 +1,4 @@
-"""GuardedExecute (grader.execution) on tiny notebooks in a plain python3 kernel: a notebook's budget, a
+"""GuardedExecute on tiny notebooks in a plain python3 kernel: a notebook's budget, a
 kernel that dies, a kernel that ignores the interrupt.  The cells that ran keep their outputs; every code
 cell that did not run carries an error output (so nbgrader scores it 0, never full marks)."""
 from __future__ import annotations
@@ -8,9 +8,10 @@ import time
 import nbformat
 import pytest
 
-from grader import execution
+from grader.nbgrader_plugins import guarded_execute
+from grader.nbgrader_plugins.clear_outputs_after_hidden_tests import HIDDEN_AFTER_NOTE, ClearOutputsAfterHiddenTests
 from grader.demos import DEMO_KEY, NOT_RUN
-from grader.execution import INCIDENTS, GuardedExecute
+from grader.nbgrader_plugins.guarded_execute import INCIDENTS, GuardedExecute
 
 pytestmark = pytest.mark.slow
 
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(autouse=True)
 def _own_kernel():
     """Each test grades as a student of its own: no kernel kept from another test's notebook."""
-    execution.retire_kept_kernel()
+    guarded_execute.retire_kept_kernel()
     yield
-    execution.retire_kept_kernel()
+    guarded_execute.retire_kept_kernel()
 
 
 def run_grader(sources: list[str], path: str = ".", demos: tuple[int, ...] = (), **traits) -> tuple[list, list[str], float]:
@@ -99,11 +100,11 @@ def test_the_next_notebook_in_the_same_folder_reuses_the_kernel_reset_to_a_fresh
                                 "plt.figure()\nleft_over = 1\nos_dir = __import__('os').chdir('/')", PID_AND_STATE],
                                path=str(tmp_path), notebook_budget=60)
     assert incidents == []
-    client = execution.kept_kernel.kc
+    client = guarded_execute.kept_kernel.kc
     second, _, _ = run_grader(["import os, matplotlib.pyplot as plt\nprint(os.getcwd(), len(plt.get_fignums()))",
                          PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
     assert _pid_and_names(second)[0] == _pid_and_names(first)[0], "the kernel was not kept"
-    assert execution.kept_kernel.kc is client, "a new client waited for the kept kernel to settle again"
+    assert guarded_execute.kept_kernel.kc is client, "a new client waited for the kept kernel to settle again"
     assert "left_over" not in _pid_and_names(second)[1]
     assert second[0].outputs[0].text == f"{tmp_path} 0\n"  # its own folder, no figure of the last notebook
     assert second[0].execution_count == 1
@@ -114,7 +115,7 @@ def test_the_next_notebook_in_the_same_folder_reuses_the_kernel_reset_to_a_fresh
 def test_a_kernel_whose_reset_fails_is_not_passed_on(tmp_path):
     first, incidents, _ = run_grader([PID_AND_STATE, "get_ipython().reset = None  # the reset between notebooks raises"],
                                path=str(tmp_path), notebook_budget=60)
-    assert incidents == [] and execution.kept_kernel is not None and execution.kept_kernel.reset is not None
+    assert incidents == [] and guarded_execute.kept_kernel is not None and guarded_execute.kept_kernel.reset is not None
     second, _, _ = run_grader([PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
     assert _pid_and_names(second)[0] != _pid_and_names(first, 0)[0], "a kernel that was not reset was reused"
 
@@ -185,7 +186,7 @@ def test_feedback_shows_no_output_of_a_student_cell_that_ran_after_a_hidden_test
         cell("print(seen)", "[7, 13]"),
     ])
     notebook.cells.insert(4, nbformat.v4.new_markdown_cell("prose"))
-    done, _ = execution.ClearOutputsAfterHiddenTests().preprocess(notebook, {})
+    done, _ = ClearOutputsAfterHiddenTests().preprocess(notebook, {})
     shown = [[output.text for output in c.outputs] for c in done.cells if c.cell_type == "code"]
-    note = [execution.HIDDEN_AFTER_NOTE]
+    note = [HIDDEN_AFTER_NOTE]
     assert shown == [["before"], ["visible checked"], ["hidden checked"], note, ["later test"], note]

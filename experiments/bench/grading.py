@@ -1,0 +1,258 @@
+"""How long grading takes: one submission against its floor, a class of 100 with ``--jobs N``, what the sandbox
+adds, ``make similarity`` on the class and a term on a real JupyterHub, each on a temporary copy of the course
+(``python -m grader``, as an instructor runs it), or null with the reason when that cannot be done."""
+from __future__ import annotations
+
+import compileall
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from translab.contract import ASSIGNMENT, DATA_DIR_ENV
+from translab.paths import REPO_ROOT
+
+from .notebooks import as_a_student, nbgrader_execution
+from .tables import GOALS
+
+COURSE_IGNORE = shutil.ignore_patterns(".venv", ".git", "data", "submitted", "autograded", "feedback", "gradebook.db",
+                                       "__pycache__", "*.egg-info", "results", ".pytest_cache")
+
+
+def course_copy(dest: Path) -> dict:
+    """A copy of the course at ``dest`` (no data, no grading folders); returns the env that grades it."""
+    shutil.copytree(REPO_ROOT, dest, ignore=COURSE_IGNORE, symlinks=True)
+    # compiled, as an instructor's course is from its second run on: where PYTHONDONTWRITEBYTECODE is set (this
+    # machine's shells set it) every process of every run would compile grader and translab again (0.1 s)
+    for package in ("grader", "translab"):
+        compileall.compile_dir(dest / package, quiet=2)
+    return {**os.environ, DATA_DIR_ENV: str(Path(os.environ.get(DATA_DIR_ENV, REPO_ROOT / "data")))}
+
+
+def _grading_ready() -> str | None:
+    """Why grading cannot be measured here, or None."""
+    if not (REPO_ROOT / "grader" / "batch.py").exists():
+        return "grader/batch.py does not exist yet"
+    missing = [name for name in ("nbgrader_config.py", "solutions", "grader") if not (REPO_ROOT / name).exists()]
+    return f"course files missing: {', '.join(missing)}" if missing else None
+
+
+def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str,
+               keep_gradebook: bool = False) -> tuple[float | None, str]:
+    """Wall time of ``grader.batch autograde --jobs N [options]`` on the course from an empty gradebook (or the
+    one a previous run left, with ``keep_gradebook``), or (None, reason)."""
+    for leftover in ("autograded", "feedback") if keep_gradebook else ("gradebook.db", "autograded", "feedback"):
+        path = course / leftover
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "grader", "autograde", "--jobs", str(jobs), *options],
+                          cwd=course, env=env, capture_output=True, text=True, timeout=timeout)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return None, f"autograde exited {done.returncode}: {' | '.join(tail)}"
+    return round(seconds, 1), ""
+
+
+SETTLE_S = 2  # before each timed run: the last one's processes (a zygote unmapping torch, a kernel) have exited
+
+
+def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
+    """Wall time of ``python -m grader autograde`` on one submission (the solutions), in a temporary copy of
+    the course: ``first_run_s`` from an empty gradebook (it also records the assignment), then ``repeats`` times
+    with the gradebook ready, as every later submission is graded, whose median is ``seconds`` (one run on a
+    shared VM was seen 1.5x off); plus the floor (median of as many) and their ratio.  Each run of the
+    submission is followed by one of the floor, so that both see the same minutes of a VM whose speed drifts
+    (the same code measured 2.1 and 2.8 an hour apart when they ran in two blocks).  Null with a reason if it
+    cannot run."""
+    reason = _grading_ready()
+    if reason:
+        return {"seconds": None, "reason": reason}
+    runs, floors = [], []
+    with _class_course(students=1, full_every=1) as (course, env, _):
+        first, reason = _autograde(course, env, 1, timeout)
+        if first is None:
+            return {"seconds": None, "reason": reason}
+        for _ in range(repeats):
+            time.sleep(SETTLE_S)
+            seconds, reason = _autograde(course, env, 1, timeout, keep_gradebook=True)
+            if seconds is None:
+                return {"seconds": None, "reason": reason}
+            runs.append(seconds)
+            time.sleep(SETTLE_S)
+            floors.append(grading_floor())
+    measured = [f for f in floors if f.get("seconds")] or floors[:1]
+    floor = sorted(measured, key=lambda f: f.get("seconds") or 0)[len(measured) // 2]
+    floor["runs_s"] = [f["seconds"] for f in measured]
+    seconds = statistics.median(runs)
+    paired = [round(run / f["seconds"], 2) for run, f in zip(runs, floors) if f.get("seconds")]
+    return {"seconds": seconds, "runs_s": runs, "first_run_s": first, "floor": floor,
+            "ratio_to_floor": round(seconds / floor["seconds"], 2) if floor.get("seconds") else None,
+            "paired_ratios": paired, "goal_s": GOALS["one_submission_s"],
+            "submission": "the solution notebooks, one student", "command": "python -m grader autograde"}
+
+
+def graded_and_needed(cells) -> list:
+    """The answer and test cells of a notebook, with the cells that define a name they use (transitively):
+    what grading must run, without the demos, plots and training runs around it."""
+    from grader.demos import is_graded, needed
+    code = [cell for cell in cells if cell.cell_type == "code"]
+    return [cell for cell, run in zip(code, needed(code, [is_graded(cell) for cell in code])) if run]
+
+
+def grading_floor(timeout: float = 600) -> dict:
+    """What grading one submission cannot go below: one kernel started once, then each solution notebook's
+    answer and test cells, with only the cells they need (``graded_and_needed``), in that one kernel, at the
+    grading budget, checks judged in the kernel."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    as_a_student()
+    folder = REPO_ROOT / "solutions" / ASSIGNMENT
+    cells = [cell for path in sorted(folder.glob("*.ipynb"))
+             for cell in graded_and_needed(nbformat.read(path, as_version=4).cells)]
+    for index, cell in enumerate(cells):
+        cell.id = f"floor-{index}"  # cells of six notebooks: their own ids repeat
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    try:
+        with nbgrader_execution("autograde"):
+            start = time.perf_counter()
+            client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
+                                    resources={"metadata": {"path": str(folder)}})
+            with client.setup_kernel():
+                started = time.perf_counter()
+                for index, cell in enumerate(notebook.cells):
+                    client.execute_cell(cell, index)
+            ran = time.perf_counter()
+    except Exception as error:  # a failing cell is a finding, not a crash of the bench
+        return {"seconds": None, "reason": f"{type(error).__name__}: {str(error)[:300]}"}
+    return {"seconds": round(ran - start, 1), "kernel_start_s": round(started - start, 1),
+            "cells_s": round(ran - started, 1), "cells": len(cells),
+            "what": "one kernel; every notebook's answer and test cells and the cells they need"}
+
+
+def build_class(submitted: Path, course: Path, students: int, full_every: int = 3) -> dict:
+    """``students`` submissions: every ``full_every``-th the complete solutions (every notebook),
+    the others the corpus of broken and hostile cases in turn (``grader.testing.corpus``).  Returns the mix."""
+    from grader.testing import corpus
+    mix = {"complete_solutions": 0, **{case: 0 for case in _class_cases()}}
+    for index, case in enumerate(class_cases(students, full_every)):
+        folder = submitted / f"student{index:03d}" / ASSIGNMENT
+        if case == "complete_solutions":
+            shutil.copytree(course / "solutions" / ASSIGNMENT, folder)
+        else:
+            corpus.build_case(case, folder, course)
+        mix[case] += 1
+    return mix
+
+
+def _class_cases() -> list[str]:
+    from grader.testing import corpus
+    return [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]  # those cost their budget each
+
+
+def class_cases(students: int, full_every: int = 3) -> list[str]:
+    """What student ``i`` of ``build_class``'s class submitted: ``complete_solutions`` or a corpus case."""
+    cases = _class_cases()
+    return ["complete_solutions" if index % full_every == 0 else cases[(index - index // full_every - 1) % len(cases)]
+            for index in range(students)]
+
+
+def seconds_by_case(course: Path, students: int, full_every: int = 3) -> dict:
+    """From the batch's report: the seconds each kind of submission took to grade, summed over the class (where
+    a class's time goes), most first."""
+    import csv
+
+    from grader.batch import REPORT_NAME
+    kind = {f"student{index:03d}": case for index, case in enumerate(class_cases(students, full_every))}
+    totals: dict[str, float] = {}
+    with open(course / "autograded" / REPORT_NAME, encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            case = kind.get(row["student_id"], "other")
+            totals[case] = round(totals.get(case, 0.0) + float(row["seconds"] or 0), 1)
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
+
+
+@contextmanager
+def _class_course(students: int, full_every: int):
+    """(course, env, mix): a temporary copy of the course whose submitted/ holds ``build_class``'s class."""
+    with tempfile.TemporaryDirectory(prefix="translab-bench-") as tmp:
+        course = Path(tmp) / "course"
+        env = course_copy(course)
+        yield course, env, build_class(course / "submitted", course, students, full_every)
+
+
+def similarity_time(students: int, full_every: int = 3) -> dict:
+    """``make similarity`` on ``build_class``'s class: every pair of students' answers compared, the CSV and the
+    page written (no grading needed: it reads submitted/)."""
+    import subprocess
+    with _class_course(students, full_every) as (course, env, mix):
+        started = time.time()
+        done = subprocess.run([sys.executable, "-m", "grader", "--root", str(course), "similarity"], env=env,
+                              capture_output=True, text=True)
+        seconds = time.time() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"make similarity failed: {done.stderr[-2000:]}")
+        import csv
+        with open(course / "reports" / "similarity.csv", newline="", encoding="utf-8") as handle:
+            pairs = len({(row["student_a"], row["student_b"]) for row in csv.DictReader(handle)})
+        page = (course / "reports" / "similarity.html").stat().st_size
+    return {"students": students, "seconds": round(seconds, 1), "pairs_with_matches": pairs,
+            "page_bytes": page, "mix": mix}
+
+
+def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600) -> dict:
+    """Wall time of grading a class of ``students`` (complete solutions mixed with the corpus) with each
+    ``--jobs`` value, each from an empty gradebook, sandboxed as ``make autograde`` grades."""
+    reason = _grading_ready()
+    if reason:
+        return {"students": students, "reason": reason}
+    result = {"students": students, "command": "python -m grader autograde --jobs N", "runs": {}}
+    with _class_course(students, full_every=3) as (course, env, result["mix"]):
+        for count in jobs:
+            seconds, reason = _autograde(course, env, count, timeout)
+            result["runs"][f"jobs_{count}"] = ({"seconds": seconds, "per_student_s": round(seconds / students, 1),
+                                                "student_seconds_by_case": seconds_by_case(course, students)}
+                                               if seconds is not None else {"seconds": None, "reason": reason})
+    return result
+
+
+def isolation_overhead(students: int = 2, rounds: int = 2, timeout: float = 3600) -> dict:
+    """What the sandbox costs a submission: the same ``students`` complete submissions graded with --jobs 1,
+    sandboxed (as ``make autograde``) and with ``--no-sandbox`` (plain nbgrader kernels), alternately for
+    ``rounds`` rounds (a difference of a few seconds a minute is within run-to-run noise: the rounds show it)."""
+    reason = _grading_ready()
+    if reason:
+        return {"students": students, "reason": reason}
+    runs = {"sandboxed": [], "no_sandbox": []}
+    with _class_course(students, full_every=1) as (course, env, _):
+        for _ in range(rounds):
+            for name, options in (("sandboxed", ()), ("no_sandbox", ("--no-sandbox",))):
+                seconds, reason = _autograde(course, env, 1, timeout, *options)
+                if seconds is None:
+                    return {"students": students, "reason": f"{name}: {reason}"}
+                runs[name].append(seconds)
+    sandboxed, plain = statistics.median(runs["sandboxed"]), statistics.median(runs["no_sandbox"])
+    return {"students": students, "rounds": rounds, "submission": "the solution notebooks", "jobs": 1,
+            "seconds": runs, "overhead_per_submission_s": round((sandboxed - plain) / students, 1),
+            "overhead_ratio": round(sandboxed / plain, 3),
+            "isolation": ("rlimits; mount, IPC and network namespaces (IPC transport); read-only filesystem, "
+                          "hidden paths, 256 MB tmpfs for HOME and /tmp; a uid per student, checked for leftovers"
+                          if os.geteuid() == 0 else
+                          "rlimits; a user namespace with mount, IPC and network namespaces: read-only filesystem, "
+                          "hidden paths, tmpfs HOME and /tmp, no network (where the machine allows user "
+                          "namespaces; rlimits only where it refuses them)")}
+
+
+def hub_cycle(students: int) -> dict:
+    """A term on a real JupyterHub for a simulated class, step by step (grader.testing.hub)."""
+    from grader.testing import hub
+    reason = _grading_ready() or hub.missing()
+    if reason:
+        return {"students": students, "reason": reason}
+    return hub.measure_cycle(students, jobs=2)

@@ -1,0 +1,123 @@
+"""The measured figures as the tables of ``grader/README.md``, rendered from ``results/bench.json`` (the README
+quotes no figure of its own: ``--readme`` rewrites them, and a test checks they agree)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from translab.paths import REPO_ROOT
+
+# issue 16's targets on a 2-core machine: what the grader README's tables judge the measured figures by
+GOALS = {"one_submission_s": 20, "ratio_to_floor": 2, "class_jobs_2_s": 12 * 60, "lab_student_s": 4 * 60}
+
+
+README = REPO_ROOT / "grader" / "README.md"  # the page of how grading works, with the measured tables
+
+
+README_BEGIN, README_END = "<!-- bench tables: python -m experiments.bench --readme -->", "<!-- end of bench tables -->"
+
+
+HUB_BEGIN, HUB_END = "<!-- hub table: python -m experiments.bench --readme -->", "<!-- end of hub table -->"
+
+
+# what each step of a term on the hub is, in the order the cycle runs them (grader.testing.hub.cycle)
+HUB_STEPS = {"generate": "instructor: `python -m grader release` (nbgrader generate_assignment)",
+             "student_release": "the student release students' kernels read (`TRANSLAB_HOME`)",
+             "start_servers": "every user's server started (first login)",
+             "release": "instructor: Release (formgrader)", "fetch": "students: Fetch (Assignments panel)",
+             "work": "students: answers saved (contents API)", "submit": "students: Submit (Assignments panel)",
+             "collect": "instructor: Collect (formgrader)",
+             "autograde": "instructor: `python -m grader autograde --jobs 2` (sandboxed)",
+             "manual_grading": "instructor: written answers graded (formgrader)",
+             "feedback": "instructor: `python -m grader feedback`",
+             "release_feedback": "instructor: Release feedback (formgrader)",
+             "fetch_feedback": "students: Fetch feedback (Assignments panel)"}
+
+
+def _seconds(value) -> str:
+    return "not measured" if value is None else f"{value:,.1f} s"
+
+
+def readme_tables(result: dict) -> str:
+    """The README's tables of grading and notebook times, rendered from a bench.json (the README quotes no
+    figure of its own: ``--readme`` rewrites these from the file, and a test checks they agree)."""
+    auto, floor = result.get("autograde") or {}, (result.get("autograde") or {}).get("floor") or {}
+    runs = (result.get("class_autograde") or {}).get("runs") or {}
+    mix = (result.get("class_autograde") or {}).get("mix") or {}
+    overhead = result.get("isolation_overhead") or {}
+
+    def judged(value, goal, shown=None):
+        return "" if value is None else f"{'met' if value <= goal else 'not met'} (at most {shown or goal})"
+
+    repeats = len(auto.get("runs_s") or [])
+    rows = [("one complete submission, gradebook ready" + (f" (median of {repeats})" if repeats > 1 else ""),
+             _seconds(auto.get("seconds")), judged(auto.get("seconds"), GOALS["one_submission_s"], "20 s")),
+            ("the first submission (empty gradebook)", _seconds(auto.get("first_run_s")), ""),
+            (f"its floor: one kernel, the {floor.get('cells', '?')} answer and test cells and the cells they read",
+             _seconds(floor.get("seconds")), ""),
+            ("ratio to the floor (medians)" + (" and each run's to the floor run after it"
+                                               if auto.get("paired_ratios") else ""),
+             "not measured" if auto.get("ratio_to_floor") is None else f"{auto['ratio_to_floor']:.2f}"
+             + (f" ({', '.join(f'{r:.2f}' for r in auto['paired_ratios'])})" if auto.get("paired_ratios") else ""),
+             judged(auto.get("ratio_to_floor"), GOALS["ratio_to_floor"]))]
+    students = (result.get("class_autograde") or {}).get("students")
+    complete = mix.get("complete_solutions")
+    for jobs in ("jobs_1", "jobs_2"):
+        if jobs in runs:
+            seconds = runs[jobs].get("seconds")
+            rows.append((f"a class of {students} ({complete} complete, the rest corpus cases), "
+                         f"`JOBS={jobs[-1]}`", "not measured" if seconds is None else
+                         f"{seconds:,.0f} s ({seconds / 60:.1f} min)",
+                         judged(seconds, GOALS["class_jobs_2_s"], "12 min") if jobs == "jobs_2" else ""))
+    if overhead.get("overhead_per_submission_s") is not None:
+        rows.append(("what the sandbox adds to a submission (median of "
+                     f"{overhead.get('rounds')} rounds)", f"{overhead['overhead_per_submission_s']:.1f} s", ""))
+    lines = ["| grading, measured by `make bench` | time | goal |", "| --- | ---: | --- |"]
+    lines += [f"| {what} | {value} | {goal} |" for what, value, goal in rows]
+    notebooks = {name: row for name, row in (result.get("notebooks") or {}).items() if isinstance(row, dict)}
+    if notebooks:
+        lines += ["", "| notebook | student budget | grading budget (`NBGRADER_EXECUTION`) |", "| --- | ---: | ---: |"]
+        lines += [f"| {name} | {_seconds(row.get('student_s'))} | {_seconds(row.get('nbgrader_s'))} |"
+                  for name, row in sorted(notebooks.items())]
+        student = [row.get("student_s") for row in notebooks.values()]
+        grading = [row.get("nbgrader_s") for row in notebooks.values()]
+        total_student = None if None in student else sum(student)
+        lines.append(f"| the whole lab, student budget {judged(total_student, GOALS['lab_student_s'], '4 min')} | "
+                     f"{_seconds(total_student)} | {_seconds(None if None in grading else sum(grading))} |")
+    measured = result.get("autograde_measured") or {}
+    lines += ["", f"From `results/bench.json` ({result.get('cpu_count', '?')} cores; "
+              f"`{(result.get('command') or 'python -m experiments.bench').strip()}`"
+              + (f", one submission again by `{measured['command']}`" if measured else "") + ")."]
+    return "\n".join(lines)
+
+
+def hub_table(result: dict) -> str:
+    """The README's table of a term on the course hub, step by step, rendered from a bench.json."""
+    cycle = result.get("hub_cycle") or {}
+    if not cycle.get("seconds"):
+        return f"Not measured: {cycle.get('reason', 'run `python -m experiments.bench --only-hub`')}."
+    mix = ", ".join(f"{count} {kind}" for kind, count in (cycle.get("mix") or {}).items())
+    lines = [f"| step, a class of {cycle['students']} ({mix}) | time |", "| --- | ---: |"]
+    lines += [f"| {HUB_STEPS.get(step, step)} | {'under 0.1 s' if seconds < 0.05 else _seconds(seconds)} |"
+              for step, seconds in cycle["seconds"].items()]
+    lines += [f"| the whole term | {_seconds(cycle.get('total_s'))} |", "",
+              f"From `results/bench.json` ({result.get('cpu_count', '?')} cores; `python -m grader.testing.hub cycle` "
+              "as `make bench` runs it)."]
+    return "\n".join(lines)
+
+
+def _fill(text: str, begin_mark: str, end_mark: str, body: str) -> str | None:
+    begin, end = text.find(begin_mark), text.find(end_mark)
+    if begin < 0 or end < begin:
+        return None
+    return text[:begin + len(begin_mark)] + "\n" + body + "\n" + text[end:]
+
+
+def update_readme(result: dict, readme: Path = README) -> bool:
+    """Rewrite the README's bench tables (grading, and a term on the hub) from ``result``; False if the README
+    has no place for them."""
+    text = _fill(readme.read_text(encoding="utf-8"), README_BEGIN, README_END, readme_tables(result))
+    if text is None:
+        return False
+    text = _fill(text, HUB_BEGIN, HUB_END, hub_table(result)) or text
+    readme.write_text(text, encoding="utf-8")
+    return True
