@@ -83,8 +83,9 @@ autograde: $(INSTALLED) ## grade every submission in submitted/ (JOBS=N in paral
 feedback: $(INSTALLED) ## HTML feedback in feedback/ (hidden tests removed); refuses while written answers are ungraded (ARGS=--graded-only or --force)
 	$(PY) -m grader feedback $(ARGS)
 
-grades: $(INSTALLED) ## export the gradebook to grades.csv (per notebook and per task)
-	$(PY) -m grader grades
+grades: $(INSTALLED) ## grades.csv (per notebook and per task); FORMAT=canvas CANVAS_COLUMN="Title (id)" or FORMAT=moodle MOODLE_WORKSHEET=file.csv: the LMS's import file
+	$(PY) -m grader grades $(if $(FORMAT),--format "$(FORMAT)") $(if $(CANVAS_COLUMN),--canvas-column "$(CANVAS_COLUMN)") \
+		$(if $(MOODLE_WORKSHEET),--moodle-worksheet "$(MOODLE_WORKSHEET)") $(ARGS)
 
 report: $(INSTALLED) ## what to re-teach: reports/ (per task passed, misconceptions ranked; CSV and HTML)
 	$(PY) -m grader report
@@ -123,4 +124,4 @@ hub-demo: $(INSTALLED) hub/node_modules/.installed ## a JupyterHub on 127.0.0.1:
 	PATH="$(BIN):$$PATH" $(PY) -m grader.testing.hub demo --students $(or $(STUDENTS),2) --port $(or $(HUB_PORT),8000)
 
 clean: ## remove grading working folders (keeps .venv, data and artifacts)
-	rm -rf autograded feedback reports gradebook.db grades.csv .pytest_cache test-artifacts
+	rm -rf autograded feedback reports gradebook.db grades*.csv .pytest_cache test-artifacts

@@ -12,13 +12,14 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     OverwriteKernelspec, SaveAutoGrades)
 
 from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
+from grader.nbgrader_plugins.batch_autograde_exporter import BatchAutogradeExporter
 from grader.nbgrader_plugins.clear_outputs_after_hidden_tests import ClearOutputsAfterHiddenTests
+from grader.nbgrader_plugins.feedback_gate_exporter import FeedbackGateExporter
 from grader.nbgrader_plugins.flag_incidents import FlagIncidents
 from grader.nbgrader_plugins.guarded_execute import GuardedExecute
 from grader.nbgrader_plugins.hide_hidden_test_tracebacks import HideHiddenTestTracebacks
 from grader.nbgrader_plugins.record_variant_shown import RecordVariantShown
 from grader.nbgrader_plugins.remove_after_grading import RemoveAfterGrading
-from grader.nbgrader_plugins.sandboxed_only_exporter import SandboxedOnlyExporter
 from grader.nbgrader_plugins.sanitize_student_content import SanitizeStudentContent
 from grader.nbgrader_plugins.show_after_grading import ShowAfterGrading
 from translab.paths import exchange_root
@@ -66,9 +67,12 @@ c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetad
 c.Autograde.sanitize_preprocessors = [RecordVariantShown, ClearOutput, DeduplicateIds, OverwriteKernelspec,
                                       OverwriteCells, CheckCellMetadata]
 
-# Autograding runs only in grader.sandbox's kernel, which `python -m grader autograde` (make autograde) selects: the
-# formgrader's Autograde button and plain `nbgrader autograde` get a message saying so, before anything is touched.
-c.Autograde.exporter_class = SandboxedOnlyExporter
+# Student code runs only in grader.sandbox's kernel.  The formgrader's Autograde button and plain `nbgrader autograde`
+# (its --student, --force, --create, --Execute.timeout=...) hand the submissions nbgrader selected to translab's batch,
+# which grades them as `make autograde` does; TRANSLAB_UNSANDBOXED=1 in nbgrader's environment opts out, for trusted
+# notebooks only.  jobs: students at a time when a whole class is handed over (make autograde's JOBS).
+c.Autograde.exporter_class = BatchAutogradeExporter
+c.BatchAutogradeExporter.jobs = 1
 
 # Student notebooks: answers replaced by stubs; solution notebooks carry no outputs.  The cells that would give a
 # written answer away (summaries) and the self-check answers are not released; the feedback shows them
@@ -83,6 +87,11 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # SanitizeStudentContent again, for notebooks autograded before it was in the pipeline above.
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearOutputsAfterHiddenTests, ClearHiddenTests,
                                     SanitizeStudentContent, ShowAfterGrading, CSSHTMLHeaderPreprocessor]
+# Nor an answer still awaiting its manual grade, shown as 0: plain `nbgrader generate_feedback` and the formgrader's
+# Generate Feedback buttons refuse, naming whose, as `make feedback` does (grader/feedback_rule.py).  "graded-only"
+# releases the fully graded students, "force" everyone.
+c.GenerateFeedback.exporter_class = FeedbackGateExporter
+c.FeedbackGateExporter.release = "complete"
 
 # Formgrader and feedback pages: formulas as MathML made when the page is built, and no MathJax from a CDN, so
 # both read right offline (grader/mathml.py).  nbgrader's own templates stay second in the search path.

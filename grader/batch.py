@@ -48,17 +48,19 @@ def ensure_assignment(root: Path) -> None:
                       f"--CourseDirectory.release_directory={scratch}")
 
 
-def autograde(root: Path, jobs: int = 1, student: str | None = None, extra_args: tuple[str, ...] = (),
+def autograde(root: Path, jobs: int = 1, only: list[str] | None = None, extra_args: tuple[str, ...] = (),
               sandbox: bool = True, student_timeout: float = STUDENT_BUDGET) -> "BatchReport":
-    """Grade every submission (or one student's), ``jobs`` students at a time (see ``grade_batch``)."""
+    """Grade every submission (or only these students'), ``jobs`` students at a time (see ``grade_batch``)."""
     names = students(root)
     if not names:
         raise GradingError(f"nothing to grade: put submissions in {root / 'submitted'}/<student>/{ASSIGNMENT}/ "
                            "(or `make collect ZIP=...`)")
-    if student is not None:
-        if student not in names:
-            raise GradingError(f"no submission for {student!r} in {root / 'submitted'}")
-        names = [student]
+    if only:
+        absent = [student for student in only if student not in names]
+        if absent:
+            raise GradingError(f"no submission for {', '.join(map(repr, absent))} in {root / 'submitted'}; "
+                               "nothing was graded")
+        names = list(dict.fromkeys(only))
     from translab.data import FIX_HINT, missing
     absent = missing()
     if absent:

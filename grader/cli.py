@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
                                          "against its check's tolerance (results/reference_margins.json)")
     grade = commands.add_parser("autograde", help="grade every submission in submitted/")
     grade.add_argument("--jobs", type=int, default=1, help="grade N students at a time (the Makefile's JOBS=N)")
-    grade.add_argument("--student", help="grade only this student")
+    grade.add_argument("--student", action="append", help="grade only this student (again for more)")
     grade.add_argument("--no-sandbox", action="store_true",
                        help="run student code in a plain kernel, without grader.sandbox's limits")
     grade.add_argument("--student-timeout", type=float, default=STUDENT_BUDGET,
@@ -52,8 +52,14 @@ def main(argv: list[str] | None = None) -> int:
                               help="release only the students whose every answer is graded")
     release_mode.add_argument("--force", action="store_true",
                               help="release everyone; answers not graded yet show as 0")
-    export = commands.add_parser("grades", help="write grades.csv, one row per student")
+    export = commands.add_parser("grades", help="write grades.csv, one row per student, or an LMS's import file")
     export.add_argument("--out", type=Path)
+    export.add_argument("--format", default="csv", choices=("csv", "canvas", "moodle"),
+                        help="canvas: Canvas's gradebook import; moodle: Moodle's grading worksheet, filled in")
+    export.add_argument("--canvas-column", help='the assignment as Canvas heads its column: "Title (4242)"')
+    export.add_argument("--moodle-worksheet", type=Path, help="the grading worksheet downloaded from Moodle")
+    export.add_argument("--grade-column", help="the worksheet's grade column, where its language is not known")
+    export.add_argument("--feedback-column", help="the worksheet's feedback comments column, likewise")
     commands.add_parser("report", help="reports/: per task who passed, the diagnosed misconceptions ranked (CSV, HTML)")
     similar = commands.add_parser("similarity", help="reports/similarity.*: pairs of students whose answers match")
     similar.add_argument("--past", type=Path, help="a past year's submitted/ folder to compare with too")
@@ -102,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"feedback {page.relative_to(root)}")
         elif args.command == "grades":
             from .commands.grades import grades
-            grades(root, args.out)
+            grades(root, args.out, args.format, args.canvas_column, args.moodle_worksheet, args.grade_column,
+                   args.feedback_column)
         elif args.command == "report":
             from . import report
             try:

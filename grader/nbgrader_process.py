@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from translab.contract import GRADING_ENV
+from translab.contract import GRADER_RUN_ENV, GRADING_ENV, HOME_ENV
 
 from .course import GradingError, with_venv_bin
 
@@ -25,11 +25,17 @@ CONFIG_TIMEOUT = 120     # seconds for nbgrader_config.py to load before the bat
 def nbgrader_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env.pop(GRADING_ENV, None)
+    # a student release's folder (a hub gives every server one, the instructor's too, where the formgrader's Autograde
+    # button starts the batch): grading reads the course's own files
+    env.pop(HOME_ENV, None)
     # One torch thread per grading kernel: measured on 2 cores, a training step in a Jupyter kernel took
     # 3.9 s with PyTorch's default 2 threads while the other core was busy, 0.37 s with one thread.
     # Grading is throughput work (one submission per core), so this is also the faster choice.
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PATH"] = with_venv_bin(env.get("PATH", ""))
+    # nbgrader run by translab's commands, which did what plain nbgrader's entry points do through the plugins
+    # (grader.nbgrader_plugins.batch_autograde_exporter, feedback_gate_exporter)
+    env[GRADER_RUN_ENV] = "1"
     env.update(extra or {})
     return env
 

@@ -6,12 +6,18 @@ participants export is read as it comes: the header names its columns (``id``, `
 ``email``, "Email address"...), in any case and order, comma- or semicolon-separated.  Ids follow the rule
 ``make collect`` applies to submissions (``collect.STUDENT_ID``), so a roster row and a submission meet.
 The whole file is checked before anything is written: one bad row and nothing changes.
+
+Canvas's gradebook export (``Student,ID,SIS User ID,SIS Login ID,Section,...``) is a roster too: its students get
+the id Canvas writes in front of each file of a submissions zip, which ``make collect`` takes (the sortable name
+"Doe, Jane" as ``doejane``: lower-case letters and digits), their names from "Last, First", and their Canvas user
+id (``ID``) kept in nbgrader's ``lms_user_id``, where ``make grades FORMAT=canvas`` finds it.
 """
 from __future__ import annotations
 
 import csv
 import io
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +29,16 @@ COLUMNS = {
     "first_name": ("first_name", "first name", "firstname", "given name", "given_name", "first"),
     "last_name": ("last_name", "last name", "lastname", "surname", "family name", "family_name", "last"),
     "email": ("email", "e-mail", "email address", "e-mail address", "mail"),
+    "lms_user_id": ("lms user id",),
 }
 
 
 class RosterError(ValueError):
     """The roster cannot be read as a class list; the message says which rows and what to do."""
+
+
+CANVAS_COLUMNS = ("student", "id", "sis user id", "sis login id")  # the head of Canvas's gradebook export
+POINTS_POSSIBLE = "points possible"  # the row of maxima in Canvas's export
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,30 @@ class Student:
     first_name: str | None
     last_name: str | None
     email: str | None
+    lms_user_id: str | None = None
+
+
+def canvas_key(sortable_name: str) -> str:
+    """The id Canvas writes in front of a student's files in a submissions zip: the sortable name, lower case,
+    letters and digits only ("Doe, Jane" -> "doejane")."""
+    ascii_name = unicodedata.normalize("NFKD", sortable_name).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]", "", ascii_name.lower())
+
+
+def _canvas_rows(header: list[str], rows: list[list[str]]) -> list[list[str]] | None:
+    """Canvas's gradebook export as a plain roster (id, first name, last name, Canvas id), or None if it is not one."""
+    if header[:4] != list(CANVAS_COLUMNS):
+        return None
+    plain = [["id", "first name", "last name", "lms user id"]]
+    for row in rows[1:]:
+        cells = row + [""] * (2 - len(row))
+        sortable, canvas_id = cells[0].strip(), cells[1].strip()
+        if not sortable or _normal(sortable) == POINTS_POSSIBLE:
+            plain.append([])  # skipped, and the lines after it keep their numbers
+            continue
+        last, _, first = sortable.partition(",")
+        plain.append([canvas_key(sortable), first.strip(), last.strip(), canvas_id])
+    return plain
 
 
 def read(path: Path) -> list[Student]:
@@ -52,6 +87,9 @@ def read(path: Path) -> list[Student]:
     if not rows:
         raise RosterError(f"{path} is empty")
     header = [_normal(cell) for cell in rows[0]]
+    canvas = _canvas_rows(header, rows)
+    if canvas is not None:
+        rows, header = canvas, canvas[0]
     where = {}
     for field, names in COLUMNS.items():
         found = [i for i, cell in enumerate(header) if cell in names]
@@ -84,7 +122,11 @@ def read(path: Path) -> list[Student]:
             problems.append(f"line {line}: the name {odd[0][:60]!r} has characters other than letters, spaces and "
                             "' - . (the formgrader shows names as they are; correct it in the file)")
             continue
-        students.append(Student(student_id, value("first_name"), value("last_name"), email))
+        lms_user_id = value("lms_user_id")
+        if canvas is not None and not (lms_user_id or "").isdigit():
+            problems.append(f"line {line}: Canvas id {lms_user_id!r} is not a number (the export's ID column)")
+            continue
+        students.append(Student(student_id, value("first_name"), value("last_name"), email, lms_user_id))
     if problems:
         raise RosterError(f"{path}: nothing imported, {len(problems)} row(s) to fix:\n  " + "\n  ".join(problems[:20]))
     if not students:
@@ -105,8 +147,9 @@ def import_roster(root: Path, path: Path) -> tuple[int, int]:
                 updated += 1
             except MissingEntry:
                 added += 1
+            known = {"lms_user_id": student.lms_user_id} if student.lms_user_id else {}
             book.update_or_create_student(student.id, first_name=student.first_name,
-                                               last_name=student.last_name, email=student.email)
+                                          last_name=student.last_name, email=student.email, **known)
     return added, updated
 
 

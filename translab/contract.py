@@ -29,6 +29,7 @@ VARIANT_ENV = "TRANSLAB_VARIANT"               # the student's variant code, set
 STUDENT_ENV = "TRANSLAB_STUDENT_ID"            # the student's id, where the platform does not say it
 CONFIG_ENV = "TRANSLAB_CONFIG_DIR"             # where a student's saved id or code lives (default ~/.config/translab)
 UNSANDBOXED_ENV = "TRANSLAB_UNSANDBOXED"       # "1": grading without the sandbox was asked for (--no-sandbox)
+GRADER_RUN_ENV = "TRANSLAB_GRADER_RUN"       # "1": an nbgrader process translab's own commands started
 
 # --- the diagnosis tag: a failed check's error value ends with the keys of the misconceptions it named
 

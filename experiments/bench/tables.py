@@ -26,9 +26,9 @@ HUB_STEPS = {"generate": "instructor: `python -m grader release` (nbgrader gener
              "release": "instructor: Release (formgrader)", "fetch": "students: Fetch (Assignments panel)",
              "work": "students: answers saved (contents API)", "submit": "students: Submit (Assignments panel)",
              "collect": "instructor: Collect (formgrader)",
-             "autograde": "instructor: `python -m grader autograde --jobs 2` (sandboxed)",
+             "autograde": "instructor: Autograde (formgrader), each submission: graded in the sandbox",
              "manual_grading": "instructor: written answers graded (formgrader)",
-             "feedback": "instructor: `python -m grader feedback`",
+             "feedback": "instructor: Generate Feedback (formgrader)",
              "release_feedback": "instructor: Release feedback (formgrader)",
              "fetch_feedback": "students: Fetch feedback (Assignments panel)"}
 
@@ -51,6 +51,8 @@ def readme_tables(result: dict) -> str:
     repeats = len(auto.get("runs_s") or [])
     rows = [("one complete submission, gradebook ready" + (f" (median of {repeats})" if repeats > 1 else ""),
              _seconds(auto.get("seconds")), judged(auto.get("seconds"), GOALS["one_submission_s"], "20 s")),
+            ("the same by plain `nbgrader autograde` (the formgrader's Autograde button's path)",
+             _seconds(auto.get("nbgrader_autograde_s")), ""),
             ("the first submission (empty gradebook)", _seconds(auto.get("first_run_s")), ""),
             (f"its floor: one kernel, the {floor.get('cells', '?')} answer and test cells and the cells they read",
              _seconds(floor.get("seconds")), ""),

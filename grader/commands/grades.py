@@ -1,15 +1,24 @@
-"""``make grades``: grades.csv, one row per student of the roster or with a submission."""
+"""``make grades``: grades.csv, one row per student of the roster or with a submission; ``FORMAT=canvas`` or
+``FORMAT=moodle``: the file that LMS's grade import takes (``grader.lms``)."""
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 
 from translab.contract import ASSIGNMENT
 
+from .. import lms
+from ..course import GradingError
 from ..gradebook import autograded_gradebook
 
 
-def grades(root: Path, out: Path | None = None) -> Path:
+FORMATS = ("csv", "canvas", "moodle")
+
+
+def grades(root: Path, out: Path | None = None, form: str = "csv", canvas_column: str | None = None,
+           moodle_worksheet: Path | None = None, grade_column: str | None = None,
+           feedback_column: str | None = None) -> Path:
     """One row per student: id, name and e-mail (from `make students`), whether they submitted, the score of each
     notebook, the total, the maximum, manual grading left, then one column per graded cell,
     ``<notebook>/<grade_id>`` (empty while a written answer awaits its manual grade).  A student of the roster
@@ -30,7 +39,11 @@ def grades(root: Path, out: Path | None = None) -> Path:
             order = []
         return order + sorted(set(names) - set(order))
 
-    out = Path(out) if out is not None else root / "grades.csv"
+    if form not in FORMATS:
+        raise GradingError(f"FORMAT={form}: choose one of {', '.join(FORMATS)}")
+    default = {"csv": "grades.csv", "canvas": "grades_canvas.csv", "moodle": "grades_moodle.csv"}[form]
+    out = Path(out) if out is not None else root / default
+    lms_ids = {}
     with autograded_gradebook(root) as gradebook:
         assignment = gradebook.find_assignment(ASSIGNMENT)
         notebooks = sorted(nb.name for nb in assignment.notebooks)
@@ -39,6 +52,7 @@ def grades(root: Path, out: Path | None = None) -> Path:
         rows = []
         for person in sorted(gradebook.students, key=lambda s: s.id):
             student = person.id
+            lms_ids[student] = person.lms_user_id or ""
             row = {"student_id": student, "first_name": person.first_name or "", "last_name": person.last_name or "",
                    "email": person.email or ""}
             try:
@@ -65,6 +79,8 @@ def grades(root: Path, out: Path | None = None) -> Path:
                 score = cells.get((name, cell), 0.0)
                 row[f"{name}/{cell}"] = "" if score is None else score
             rows.append(row)
+    if form != "csv":
+        return _to_lms(rows, lms_ids, form, out, canvas_column, moodle_worksheet, grade_column, feedback_column)
     with open(out, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=["student_id", "first_name", "last_name", "email", "submitted",
                                                     *notebooks, "total", "max_score", "auto_score",
@@ -74,3 +90,28 @@ def grades(root: Path, out: Path | None = None) -> Path:
         writer.writerows(rows)
     print(f"wrote {out} ({len(rows)} students, {len(tasks)} tasks)")
     return out
+
+
+def _to_lms(rows: list[dict], lms_ids: dict[str, str], form: str, out: Path, canvas_column: str | None,
+            moodle_worksheet: Path | None, grade_column: str | None, feedback_column: str | None) -> Path:
+    class_grades = [lms.StudentGrade(row["student_id"], row["first_name"], row["last_name"], lms_ids[row["student_id"]],
+                                     row["submitted"], row["total"], row["max_score"], row["auto_score"],
+                                     row["written_score"], row["needs_manual_grade"]) for row in rows]
+    waiting = sorted(g.id for g in class_grades if g.needs_manual_grade)
+    if waiting:
+        print(f"warning: {len(waiting)} student(s) have written answers not graded yet, counted as 0: "
+              f"{', '.join(waiting[:20])}", file=sys.stderr)
+    if form == "canvas":
+        written, left_out = lms.canvas(class_grades, canvas_column, out)
+        print(f"wrote {written} for Canvas (Grades > Import): {len(class_grades) - len(left_out)} students")
+        if left_out:
+            print(f"warning: not in the file, no Canvas id (import Canvas's gradebook export with `make students "
+                  f"ROSTER=...`): {', '.join(left_out[:20])}", file=sys.stderr)
+    else:
+        written, unlisted = lms.moodle(class_grades, moodle_worksheet, out, grade_column, feedback_column)
+        print(f"wrote {written} for Moodle (Upload grading worksheet): the worksheet's columns, grades and comments "
+              "filled in")
+        if unlisted:
+            print(f"warning: graded here but not in the worksheet (no participant with that number): "
+                  f"{', '.join(unlisted[:20])}", file=sys.stderr)
+    return written

@@ -17,7 +17,8 @@ them renders it (``nbgrader_config.py`` runs it at the end of autograding and ag
 * the notebook's widget state (``metadata.widgets``) is dropped.
 
 Kept markup is an allow-list: formatting, lists, headings, tables, code (pygments' classes only), links to
-http(s)/mailto/#anchors and to the lab's notebooks by bare name, images from ``data:image/png|jpeg|gif`` or a plain relative path of the submission.
+http(s)/mailto/#anchors and to the lab's notebooks by bare name (followed only when clicked), images only
+inline as ``data:image/png`` or ``data:image/jpeg``: nothing on a page fetches a URL a student chose.
 No ``style`` attribute or element, no ``id`` but nbconvert's heading anchors (and none that nbgrader's pages
 use), no event handlers, iframes, objects, forms, SVG or MathML.  (Formulas written as TeX stay TeX here; the
 pages typeset them as MathML when they are built, through their own allow-list: ``grader/mathml.py``.)
@@ -61,8 +62,7 @@ KEPT_ATTRIBUTES = {
     **{heading: {"id"} for heading in HEADINGS},
 }
 LINK_SCHEMES = frozenset({"http", "https", "mailto"})
-DATA_IMAGE_PREFIXES = ("data:image/png;", "data:image/jpeg;", "data:image/gif;")
-RELATIVE_IMAGE = re.compile(r"\w[\w./-]*")  # no scheme, host, leading slash, %-escape or backslash
+DATA_IMAGE_PREFIXES = ("data:image/png;", "data:image/jpeg;")  # what matplotlib draws; it loads nothing
 LAB_NOTEBOOK = re.compile(r"\d\d_[a-z0-9_]+\.ipynb")  # the notebooks' links to the previous and next part
 # Ids of nbgrader's own page elements; the formgrader's script finds a cell's score box by its grade_id
 # ($("#" + grade_id)), so a student heading with that id, earlier on the page, would take the box's place.
@@ -77,12 +77,10 @@ def _is_safe_link(url: str) -> bool:
 
 
 def _is_safe_image(src: str) -> bool:
-    """An image that loads nothing but itself: embedded PNG/JPEG/GIF, or a file of the submission's folder
-    (a plain relative path without ``..``, so it cannot reach the Jupyter API)."""
-    src = html.unescape(src).strip()
-    if src.lower().startswith(DATA_IMAGE_PREFIXES):
-        return True
-    return bool(RELATIVE_IMAGE.fullmatch(src)) and ".." not in src.split("/")
+    """An image that loads nothing but itself: embedded PNG or JPEG.  Any URL, a relative one too, would be fetched
+    by the instructor's browser as the page renders: a tracking pixel that tells the student when and from where
+    the grading happened, or a GET with the instructor's cookies (``/formgrader/submissions/<id>/x``)."""
+    return html.unescape(src).strip().lower().startswith(DATA_IMAGE_PREFIXES)
 
 
 def kept_attribute(tag: str, name: str, value: str) -> bool:

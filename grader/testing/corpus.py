@@ -442,6 +442,34 @@ def injected_svg(vector: str) -> str:
             f'<script>{injected_js(vector + "_script")}</script></svg>')
 
 
+# Issue 35: markup that makes the instructor's browser fetch a URL the student chose, with no script at all: a tracking
+# pixel tells the student when and from where the grading happened; a same-origin path is a GET with the instructor's
+# cookies.  Each URL carries CHOSEN_URL_MARK, which no request of a rendered page may.
+CHOSEN_URL_MARK = "translab-student-chosen"
+
+
+def chosen_urls(where: str) -> str:
+    """One element per way HTML fetches a URL by itself, each URL named after the vector."""
+    def url(vector: str, absolute: bool = True) -> str:
+        return (f"https://tracker.example/{CHOSEN_URL_MARK}-{where}-{vector}.png" if absolute
+                else f"{CHOSEN_URL_MARK}-{where}-{vector}.png")
+    return (f'<img src="{url("img_src")}" alt="pixel">'
+            f'<img src="{url("img_relative", absolute=False)}" alt="pixel">'
+            f'<img src="data:image/jpeg;base64,/9j/" srcset="{url("img_srcset")} 1x" alt="pixel">'
+            f'<picture><source srcset="{url("source_srcset")}"><img alt="pixel"></picture>'
+            f'<div style="background-image: url({url("style_url")})">styled</div>'
+            f'<style>@import url("{url("style_import")}"); p {{ background: url({url("style_rule")}) }}</style>'
+            f'<link rel="stylesheet" href="{url("link_stylesheet")}">'
+            f'<link rel="prefetch" href="{url("link_prefetch")}">'
+            f'<base href="/{CHOSEN_URL_MARK}-{where}-base/">'  # same origin: the other vectors' fetches still land'
+            f'<meta http-equiv="refresh" content="600;url={url("meta_refresh")}">'
+            f'<video poster="{url("video_poster")}"></video>'
+            f'<input type="image" src="{url("input_image")}">'
+            f'<object data="{url("object_data")}"></object>'
+            f'<iframe src="{url("iframe_src")}"></iframe>'
+            f'<table background="{url("table_background")}"><tr><td>cell</td></tr></table>')
+
+
 INJECTED_ANSWER = (
     f"**(a)** {INJECTED_TEXT}: the mask holds `0` where `j <= i` and `-inf` where `j > i`, so that after the "
     "softmax a position gives the tokens after it a weight of exactly 0 and cannot read what it must predict. "
@@ -450,13 +478,15 @@ INJECTED_ANSWER = (
     f"<script>{injected_js('md_script')}</script>\n\n"
     f'<img src="x" onerror="{injected_js("md_img_onerror")}">\n\n'
     f"{injected_svg('md_svg')}\n\n"
-    f'<a href="javascript:{injected_js("md_javascript_link")}">my sources</a>\n')
+    f'<a href="javascript:{injected_js("md_javascript_link")}">my sources</a>\n\n'
+    f"{chosen_urls('md')}\n")
 INJECTED_HTML_OUTPUT = (
     f"<p><b>{INJECTED_TEXT}</b>, as a table:</p><table><tr><th>j &lt;= i</th><th>j &gt; i</th></tr>"
     "<tr><td>0</td><td>-inf</td></tr></table>"
     f"<script>{injected_js('out_script')}</script>"
     f'<img src="x" onerror="{injected_js("out_img_onerror")}">'
-    f'<a href="javascript:{injected_js("out_javascript_link")}">my sources</a>')
+    f'<a href="javascript:{injected_js("out_javascript_link")}">my sources</a>'
+    f"{chosen_urls('out')}")
 INJECTED_OUTPUTS = ("from IPython.display import HTML, SVG, Javascript, display\n"
                     f"display(HTML({INJECTED_HTML_OUTPUT!r}))\n"
                     f"display(SVG({injected_svg('out_svg')!r}))\n"

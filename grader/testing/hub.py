@@ -350,7 +350,7 @@ def _each(function, items, workers: int = 4) -> list:
         return list(pool.map(function, items))
 
 
-def cycle(hub: DemoHub, kinds: dict[str, str], jobs: int = 2) -> dict:
+def cycle(hub: DemoHub, kinds: dict[str, str]) -> dict:
     """release -> fetch -> (work) -> submit -> collect -> autograde -> manual grades -> feedback -> release
     feedback -> fetch_feedback, through the running ``hub``; returns each step's seconds and what each user saw."""
     timings: dict[str, float] = {}
@@ -381,11 +381,13 @@ def cycle(hub: DemoHub, kinds: dict[str, str], jobs: int = 2) -> dict:
     timed("submit", _each, lambda name: students[name].assignment_action("submit"), names)
 
     timed("collect", instructor.formgrader_action, "collect")
-    # the formgrader's Autograde button would grade outside the sandbox: it must refuse
-    button = instructor.formgrader("POST", f"submission/{ASSIGNMENT}/{names[0]}/autograde")
-    timed("autograde", hub._grader, "autograde", "--jobs", str(jobs))
+    # no terminal: the formgrader's Autograde button, once per submission, grades in the sandbox (the batch, through
+    # nbgrader_plugins/batch_autograde_exporter.py), and Generate Feedback follows `make feedback`'s rule
+    pressed = timed("autograde", lambda: [instructor.formgrader("POST", f"submission/{ASSIGNMENT}/{name}/autograde")
+                                          for name in names])
+    early = instructor.formgrader("POST", f"assignment/{ASSIGNMENT}/generate_feedback")  # answers await their grade
     timed("manual_grading", grade_written_answers, instructor)
-    timed("feedback", hub._grader, "feedback")
+    timed("feedback", instructor.formgrader_action, "generate_feedback")
     timed("release_feedback", instructor.formgrader_action, "release_feedback")
     timed("fetch_feedback", _each, lambda name: students[name].assignment_action("fetch_feedback"), names)
 
@@ -393,8 +395,9 @@ def cycle(hub: DemoHub, kinds: dict[str, str], jobs: int = 2) -> dict:
               for row in instructor.formgrader("GET", f"submissions/{ASSIGNMENT}")}
     feedback = {name: sorted((hub.homes / name / ASSIGNMENT / "feedback").glob("*/*.html")) for name in names}
     return {"students": len(names), "mix": {kind: list(kinds.values()).count(kind) for kind in KINDS},
-            "jobs": jobs, "seconds": timings,
-            "autograde_button": button, "scores": scores, "feedback": feedback}
+            "seconds": timings,
+            "autograde_buttons": dict(zip(names, pressed)), "early_feedback": early, "scores": scores,
+            "feedback": feedback}
 
 
 def grade_written_answers(instructor: UserSession) -> int:
@@ -425,7 +428,6 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--port", type=int, default=8000)
     run = commands.add_parser("cycle", help="take a simulated class through the whole cycle and time each step")
     run.add_argument("--students", type=int, default=10)
-    run.add_argument("--jobs", type=int, default=2)
     run.add_argument("--state", type=Path, default=None, help="default: a temporary folder, removed afterwards")
     run.add_argument("--out", type=Path, default=None, help="write the timings as JSON here")
     args = parser.parse_args(argv)
@@ -458,7 +460,7 @@ def _demo(args) -> int:
     return 0
 
 
-def measure_cycle(students: int = 10, jobs: int = 2, state: Path | None = None) -> dict:
+def measure_cycle(students: int = 10, state: Path | None = None) -> dict:
     """A term for a simulated class of ``students`` on a new hub (in ``state``, else a temporary folder): the
     cycle's result, with the set-up steps' seconds and each student's count of feedback pages."""
     import tempfile
@@ -467,18 +469,20 @@ def measure_cycle(students: int = 10, jobs: int = 2, state: Path | None = None) 
         hub = DemoHub(Path(state or tmp).resolve(), list(kinds))
         prepared = hub.prepare()
         with hub:
-            result = cycle(hub, kinds, jobs=jobs)
+            result = cycle(hub, kinds)
     result["seconds"] = {**{step: round(seconds, 1) for step, seconds in prepared.items()}, **result["seconds"]}
     result["total_s"] = round(sum(result["seconds"].values()), 1)
     result["feedback"] = {name: len(pages) for name, pages in result["feedback"].items()}
-    button = result["autograde_button"]  # nbgrader's traceback, then translab's message on its last line
-    result["autograde_button"] = {"success": button.get("success"),
-                                  "message": (button.get("error") or "").strip().splitlines()[-1:]}
+    result["autograde_buttons"] = {name: pressed.get("success")
+                                   for name, pressed in result["autograde_buttons"].items()}
+    early = result["early_feedback"]  # nbgrader's traceback, then translab's refusal
+    result["early_feedback"] = {"success": early.get("success"),
+                                "message": (early.get("error") or "").strip().splitlines()[-1:]}
     return result
 
 
 def _cycle(args) -> int:
-    text = json.dumps(measure_cycle(args.students, args.jobs, args.state), indent=2)
+    text = json.dumps(measure_cycle(args.students, args.state), indent=2)
     print(text)
     if args.out:
         args.out.write_text(text + "\n")

@@ -11,6 +11,7 @@ Students (all in ``submitted/`` of the copy; two of them arrive through an LMS z
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import shutil
@@ -177,6 +178,27 @@ def run_grader(root: Path, *args: str) -> str:
     assert process.returncode == 0, f"grader.batch {' '.join(args)} failed:\n{output[-5000:]}"
     assert "Exception while loading config" not in output, output[-3000:]
     return output
+
+
+# What the formgrader's buttons do in the server's process: the course's config, nbgrader's API, one call.
+FORMGRADER_CALL = """
+import json, sys
+from traitlets.config.loader import PyFileConfigLoader
+from nbgrader.apps import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+config = PyFileConfigLoader("nbgrader_config.py", path=".").load_config()
+api = NbGraderAPI(CourseDirectory(config=config), config=config)
+print(json.dumps(getattr(api, sys.argv[1])(*sys.argv[2:])))
+"""
+
+
+def press_formgrader_button(root: Path, call: str, *args: str, env: dict | None = None) -> dict:
+    """nbgrader's ``NbGraderAPI.<call>(*args)`` as the formgrader's handler runs it: its dict (success, log, error)."""
+    env = env or {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    done = subprocess.run([sys.executable, "-c", FORMGRADER_CALL, call, *args], cwd=root, capture_output=True,
+                          text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """The student's and the instructor's flows, in headless Chromium against `make lab` and `make formgrader`.
 
 Student: open notebook 01 in the students' lab, type a wrong mask, run, read the check's feedback; fix it, run,
-see the check pass; Validate.  Instructor: two students autograded, the formgrader's Manual Grading page, a
-written answer graded with a comment, `make grades`, `make feedback`, the feedback page.  A failing step saves a
+see the check pass; Validate.  Instructor: two students autograded, the formgrader's Autograde and Generate Feedback
+buttons (the sandbox's batch; the feedback rule), its Manual Grading page, a written answer graded with a comment,
+`make grades`, `make feedback`, the feedback page.  A failing step saves a
 screenshot under ``test-artifacts/`` (``TRANSLAB_TEST_ARTIFACTS``) and says where.
 """
 from __future__ import annotations
@@ -140,6 +141,46 @@ def _assert_formulas_typeset(page) -> None:
     assert box and box["height"] > 20 and box["width"] > 100, f"display formula drawn as {box} on {page.url}"
     text = page.locator("body").inner_text()
     assert "\\frac" not in text and "$-\\infty$" not in text and "d_{model}" not in text, "raw TeX on the page"
+
+
+def _modal(page, selector: str) -> str:
+    """The text of the formgrader's result dialog once it opens (a button's POST is answered when it is done)."""
+    modal = page.locator(selector)
+    modal.wait_for(state="visible", timeout=LONG)
+    return modal.inner_text()
+
+
+def test_the_formgrader_s_autograde_and_feedback_buttons_take_the_safe_path(graded_course, browser, tmp_path):
+    """Manage Submissions, clicked as an instructor clicks it: Autograde grades the submission in the sandbox (the
+    log says the batch did it) and keeps its score; Generate Feedback is refused while the written answer awaits
+    its grade, naming it, and writes nothing."""
+    import shutil
+    root = tmp_path / "course"
+    shutil.copytree(graded_course, root, ignore=shutil.ignore_patterns("*.log"))
+    before = _score(root, "bob")
+    with served(root, "formgrader") as (base, _), page_of(browser, "formgrader_buttons") as page:
+        page.goto(f"{base}/formgrader?token={TOKEN}")  # logs in: the page's own API calls carry the cookie
+        page.get_by_text("Manual Grading").first.wait_for(timeout=LONG)
+        page.goto(f"{base}/formgrader/manage_submissions/transfer_learning")
+        row = page.locator("tr", has_text="bob").first
+        row.wait_for(timeout=LONG)
+        row.locator(".autograde a").click()
+        said = _modal(page, "#success-modal")
+        assert "Successfully autograded" in said and "in its sandbox" in said, said[-2000:]
+        page.locator("#success-modal button.close").first.click()
+        page.locator("#success-modal").wait_for(state="detached", timeout=LONG)
+        row = page.locator("tr", has_text="bob").first
+        row.locator(".generate-feedback a").click()
+        said = _modal(page, "#error-modal")
+        assert "not graded yet" in said and WRITTEN in said, said[-2000:]
+    assert _score(root, "bob") == before
+    assert not (root / "feedback").exists()
+
+
+def _score(root: Path, student: str) -> float:
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        return gradebook.find_submission("transfer_learning", student).score
 
 
 def test_an_instructor_grades_a_written_answer_and_releases_feedback(graded_course, browser):

@@ -2,11 +2,13 @@
 
 The corpus case ``script_injection`` (notebook 01 right; its written answer and the outputs of its code carry
 ``<script>``, ``<img onerror>``, SVG with script and ``javascript:`` links, each setting ``window.__pwned`` and
-``document.title`` and PUTting a file into the course root through the Jupyter REST API) is autograded and its
+``document.title`` and PUTting a file into the course root through the Jupyter REST API, and markup that fetches a
+URL of the student's choosing by itself: images, srcset, CSS, ``<link>``, ``<base>``...) is autograded and its
 feedback generated in a temporary course.  A Jupyter server runs on that course (nbgrader's formgrader finds it
 there), and headless Chromium, logged in with the server's token as an instructor is, opens the Manual Grading
 page and the feedback HTML.  Each page must show the student's answer and plots, and nothing of the payload may
-run: no marker set, no request to the REST API, no file in the course root.  A control serves the unsanitized
+run: no marker set, no request to the REST API or to a URL the submission names (every request the page makes
+is recorded), no file in the course root.  A control serves the unsanitized
 answer from the server's origin and must see all three happen, so these checks can fail; so can the unit
 tests (no browser), which find the payload live in nbconvert's HTML of the raw notebook and gone after the
 sanitizer.
@@ -60,27 +62,31 @@ class LivePayload(HTMLParser):
     def __init__(self, html: str):
         super().__init__(convert_charrefs=True)
         self.found: list[str] = []
-        self._in_script = False
+        self._in_script = self._in_style = False
         self.feed(html)
         self.close()
 
     def handle_starttag(self, tag, attrs):
-        self._in_script = tag == "script"
+        self._in_script, self._in_style = tag == "script", tag == "style"
         if tag == "svg":
             self.found.append("<svg>")
         for name, value in attrs:
+            if corpus.CHOSEN_URL_MARK in (value or "") and (tag, name) != ("a", "href"):  # a link waits for a click
+                self.found.append(f"<{tag} {name}=chosen URL>")
             if "__pwned" in (value or "") or (value or "").strip().lower().startswith("javascript:"):
                 self.found.append(f"<{tag} {name}=...>")
             if tag == "script" and name == "type" and "widget" in (value or ""):
                 self.found.append(f"<script type={value}>")
 
     def handle_endtag(self, tag):
-        if tag == "script":
-            self._in_script = False
+        if tag in ("script", "style"):
+            self._in_script = self._in_style = False
 
     def handle_data(self, data):
         if self._in_script and "__pwned" in data:
             self.found.append("<script>__pwned...</script>")
+        if self._in_style and corpus.CHOSEN_URL_MARK in data:
+            self.found.append("<style>chosen URL</style>")
 
 
 def _case_notebook(folder: Path) -> nbformat.NotebookNode:
@@ -112,7 +118,11 @@ def test_the_payload_is_live_in_nbconvert_html_and_gone_after_the_sanitizer(tmp_
     raw = _case_notebook(tmp_path)
     live = LivePayload(_html(raw)).found
     for construct in ("<script>__pwned...</script>", "<img onerror=...>", "<svg>", "<a href=...>",
-                      "<script type=application/vnd.jupyter.widget-state+json>"):
+                      "<script type=application/vnd.jupyter.widget-state+json>", "<img src=chosen URL>",
+                      "<img srcset=chosen URL>", "<div style=chosen URL>", "<link href=chosen URL>",
+                      "<base href=chosen URL>",
+                      "<meta content=chosen URL>", "<style>chosen URL</style>",
+                      "<table background=chosen URL>", "<video poster=chosen URL>"):
         assert construct in live, f"the raw notebook's HTML should carry {construct} live: the test proves nothing"
 
     cleaned, _ = SanitizeStudentContent().preprocess(copy.deepcopy(raw), {})
@@ -290,7 +300,13 @@ def _assert_shows_the_submission(page, state: dict, plots: int) -> None:
         f"the plots are not shown: {state['plots']} ({plots} expected)"
 
 
+def _chosen_requests(requests) -> list[str]:
+    """Requests to a URL the submission chose (each of the case's vectors names one: ``corpus.chosen_urls``)."""
+    return [f"{r.method} {r.url}" for r in requests if corpus.CHOSEN_URL_MARK in r.url]
+
+
 def _assert_nothing_ran(state: dict, requests, root: Path) -> None:
+    assert not _chosen_requests(requests), f"the page fetched URLs the student chose: {_chosen_requests(requests)}"
     assert state["marker"] is None and state["title"] != "pwned", f"a payload ran: {state}"
     assert not state["attributes"] and not state["scripts"], f"payload left live in the page: {state}"
     assert not _api_requests(requests), f"the page called the REST API: {_api_requests(requests)}"
@@ -340,10 +356,24 @@ def test_the_checks_see_an_unsanitized_answer_run(jupyter, browser, tmp_path):
             state = page.evaluate(PAGE_STATE)
             assert state["marker"] == "1" and state["title"] == "pwned", state
             assert _api_requests(requests), "no REST API call seen"
+            fetched = " ".join(_chosen_requests(requests))
+            for vector in ("img_src", "img_relative", "img_srcset", "style_url", "link_stylesheet", "video_poster"):
+                assert f"{corpus.CHOSEN_URL_MARK}-md-{vector}" in fetched, f"{vector} fetched nothing: {fetched}"
             assert _written(jupyter.root) == expected, "the REST API did not write what the vectors asked for"
     finally:
         for name in _written(jupyter.root):
             (jupyter.root / name).unlink()
+
+
+@pytest.mark.parametrize("src, kept", [
+    ("data:image/png;base64,iVBORw0KGgo=", True), ("DATA:image/jpeg;base64,/9j/", True),
+    ("data:image/gif;base64,R0lGOD", False), ("data:image/svg+xml,<svg/>", False), ("x", False),
+    ("plot.png", False), ("/formgrader/submissions/1/x", False), ("https://tracker.example/p.png", False),
+    ("//tracker.example/p.png", False), ("&#100;ata:image/gif;base64,R0lGOD", False),
+])
+def test_images_are_only_inline_png_or_jpeg(src, kept):
+    from grader.nbgrader_plugins.sanitize_student_content import kept_attribute
+    assert kept_attribute("img", "src", src) is kept
 
 
 @pytest.mark.parametrize("href, kept", [

@@ -80,17 +80,22 @@ def _course(root: Path) -> None:
     run_grader(root, "release")
 
 
+def _corpus_course(root: Path, cases: list[str]) -> None:
+    """The course with ``cases`` submitted, and the classmate's submission the read_exchange case aims at."""
+    _course(root)
+    corpus.build(root / "submitted", root, cases)
+    classmate = root / "exchange" / "translab" / "inbound" / "classmate+transfer_learning+2026-11-23 09:00:00 UTC+x"
+    classmate.mkdir(parents=True)  # what the read_exchange case aims at: the local flow's exchange
+    (classmate / f"{corpus.NB1}.ipynb").write_text(corpus.EXCHANGE_SECRET)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """(root, completed process, hashes before, seconds) of the corpus graded with --jobs 2."""
     for target in corpus.OUTSIDE_TARGETS:  # left by an earlier, unsandboxed run: not this test's business
         target.unlink(missing_ok=True)
     root = tmp_path_factory.mktemp("corpus")
-    _course(root)
-    corpus.build(root / "submitted", root, GRADED)
-    classmate = root / "exchange" / "translab" / "inbound" / "classmate+transfer_learning+2026-11-23 09:00:00 UTC+x"
-    classmate.mkdir(parents=True)  # what the read_exchange case aims at: the local flow's exchange
-    (classmate / f"{corpus.NB1}.ipynb").write_text(corpus.EXCHANGE_SECRET)
+    _corpus_course(root, GRADED)
     before = {"submitted": _hashes(root / "submitted"), "solutions": _hashes(root / "solutions"),
               "translab": _hashes(REPO_ROOT / "translab"), "references": _hashes(REPO_ROOT / "grader" / "references")}
     start = time.time()
@@ -286,6 +291,64 @@ def test_the_gradebook_holds_one_consistent_row_per_student(graded):
     assert sorted(rows) == GRADED
 
 
+# the bench's class: every case but those built to spend a time budget (they cost that budget each)
+NBGRADER_CLASS = sorted(set(GRADED) - corpus.SPEND_BUDGET)
+
+
+@pytest.fixture(scope="module")
+def by_nbgrader(tmp_path_factory):
+    """(root, completed process, what reached the instructor's port) of the bench's class graded with plain
+    `nbgrader autograde`, as an instructor who never heard of `make autograde` types it."""
+    for target in corpus.OUTSIDE_TARGETS:
+        target.unlink(missing_ok=True)
+    root = tmp_path_factory.mktemp("nbgrader_autograde")
+    _corpus_course(root, NBGRADER_CLASS)
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    with _Listener(corpus.INSTRUCTOR_PORT) as listener:
+        process = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force", TIMEOUT_ARG,
+                                  "--BatchAutogradeExporter.jobs=2",
+                                  f"--GuardedExecute.notebook_budget={NOTEBOOK_BUDGET}",
+                                  f"--BatchAutogradeExporter.student_timeout={STUDENT_BUDGET}"],
+                                 cwd=root, env=env, text=True, capture_output=True)
+    return root, process, listener.received
+
+
+def test_plain_nbgrader_autograde_grades_as_make_autograde_does(graded, by_nbgrader):
+    """The same scores, flags and gradebook rows as the batch, hostile cases included: `nbgrader autograde` hands
+    the class to the batch (nbgrader_plugins/batch_autograde_exporter.py) instead of running it unsandboxed."""
+    root, process, received = by_nbgrader
+    said = process.stdout + process.stderr
+    assert process.returncode == 0, said[-3000:]
+    assert f"translab grades {len(NBGRADER_CLASS)} submission(s) in its sandbox" in said, said[-3000:]
+    assert received == [], "student code reached the instructor's port"
+    written = [str(p) for p in [root / "pwned_by_student", *corpus.OUTSIDE_TARGETS] if p.exists()]
+    assert not written, f"student code wrote {written}"
+    batch_root, *_ = graded
+    with open(root / "autograded" / "autograde_report.csv", newline="", encoding="utf-8") as handle:
+        assert sorted(row["student_id"] for row in csv.DictReader(handle)) == NBGRADER_CLASS
+    for name in NBGRADER_CLASS:
+        assert cell_scores(root, name) == cell_scores(batch_root, name), f"{name}: scores differ from make autograde"
+        assert _flagged(root, name) == _flagged(batch_root, name), f"{name}: flags differ from make autograde"
+
+
+def test_plain_nbgrader_autograde_skips_what_it_graded_unless_forced(by_nbgrader):
+    """nbgrader's own rule: without --force, a submission already autograded and not submitted again is left; one
+    with no autograded folder yet (all its notebooks refused or failed) is graded again."""
+    root, *_ = by_nbgrader
+    kept = [name for name in NBGRADER_CLASS if (root / "autograded" / name / ASSIGNMENT).is_dir()]
+    again = sorted(set(NBGRADER_CLASS) - set(kept))
+    graded_file = root / "autograded" / kept[0] / ASSIGNMENT / f"{corpus.NB1}.ipynb"
+    before = graded_file.stat().st_mtime_ns
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT], cwd=root, env=env, text=True,
+                          capture_output=True)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0 and "Skipping existing assignment" in said, said[-2000:]
+    assert f"translab grades {len(again)} submission(s)" in said if again else "translab grades" not in said
+    assert all(f"--student {name}" in said for name in again) and f"--student {kept[0]}" not in said
+    assert graded_file.stat().st_mtime_ns == before
+
+
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory):
     """A few corpus students graded the way nbgrader does it alone: one process, the shared gradebook."""
@@ -397,12 +460,15 @@ def test_make_report_on_the_corpus_counts_every_student_and_the_wrong_masks(grad
     assert "<script" not in page.lower(), "the script_injection case's markup must not reach the report live"
 
 
+RELEASE_UNGRADED = "--FeedbackGateExporter.release=force"  # nobody graded the written answers: feedback anyway
+
+
 def test_an_amplifying_written_answer_gives_feedback_of_about_its_own_size(graded):
     """Issue 30, attack 7: nbgrader's own generate_feedback, with the course's config (its MathML filter), on the
     amplifying_formulas case: the page stays within a few times the answer's size (it was 58.8 MB)."""
     root, *_ = graded
     process = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--student",
-                              "amplifying_formulas", "--force"], cwd=root, text=True, capture_output=True, timeout=300)
+                              "amplifying_formulas", "--force", RELEASE_UNGRADED], cwd=root, text=True, capture_output=True, timeout=300)
     assert process.returncode == 0, process.stderr[-3000:]
     page = root / "feedback" / "amplifying_formulas" / ASSIGNMENT / f"{corpus.NB1}.html"
     assert len(corpus.AMPLIFYING_ANSWER) > 80_000
@@ -416,7 +482,7 @@ def test_feedback_shows_nothing_a_cell_printed_after_a_hidden_test(graded):
     printed = _printed(root, "prints_hidden_inputs")
     assert corpus.SEEN_MARKER in printed, f"the case did not run as built: {printed[-500:]}"
     process = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--student",
-                              "prints_hidden_inputs", "--force"], cwd=root, text=True, capture_output=True, timeout=300)
+                              "prints_hidden_inputs", "--force", RELEASE_UNGRADED], cwd=root, text=True, capture_output=True, timeout=300)
     assert process.returncode == 0, process.stderr[-3000:]
     page = (root / "feedback" / "prints_hidden_inputs" / ASSIGNMENT / f"{corpus.NB1}.html").read_text(encoding="utf-8")
     assert "Output not shown in feedback" in page

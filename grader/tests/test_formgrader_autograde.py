@@ -1,9 +1,8 @@
-"""The formgrader's Autograde button (nbgrader's ``NbGraderAPI.autograde``, called in-process by the server) must not
-run student code outside ``grader.sandbox``: it is refused with a message that says what to run instead, before
-nbgrader touches anything, while ``python -m grader autograde`` grades the same submission."""
+"""The formgrader's Autograde button (nbgrader's ``NbGraderAPI.autograde``, called in-process by the server) and plain
+``nbgrader autograde`` grade as ``python -m grader autograde`` does, in ``grader.sandbox``: student code never runs as
+the instructor (nbgrader_plugins/batch_autograde_exporter.py)."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -17,25 +16,12 @@ from grader.testing import corpus
 from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 from translab.paths import REPO_ROOT
 
+from conftest import press_formgrader_button
+
 pytestmark = pytest.mark.slow
 
-# What the formgrader's AutogradeHandler does: the course's config, nbgrader's API, one student's autograde.
-BUTTON = """
-import json, sys
-from traitlets.config.loader import PyFileConfigLoader
-from nbgrader.apps import NbGraderAPI
-from nbgrader.coursedir import CourseDirectory
-config = PyFileConfigLoader("nbgrader_config.py", path=".").load_config()
-api = NbGraderAPI(CourseDirectory(config=config), config=config)
-print(json.dumps(api.autograde(sys.argv[1], sys.argv[2])))
-"""
-
-
 def _press_autograde(root: Path, student: str, env: dict | None = None) -> dict:
-    done = subprocess.run([sys.executable, "-c", BUTTON, ASSIGNMENT, student], cwd=root, capture_output=True,
-                          text=True, timeout=600, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return press_formgrader_button(root, "autograde", ASSIGNMENT, student, env=env)
 
 
 def run_grader(root: Path, *args: str) -> None:
@@ -66,27 +52,62 @@ def course(tmp_path_factory) -> tuple[Path, Path]:
     return root, marker
 
 
-def test_the_button_is_refused_with_what_to_run_instead_and_no_student_code_runs(course):
+def _score(root: Path, student: str) -> tuple[float, bool]:
+    """(score, flagged) of the student's submission in the course's gradebook."""
+    from grader.gradebook import open_gradebook
+    with open_gradebook(root / "gradebook.db") as gradebook:
+        submission = gradebook.find_submission(ASSIGNMENT, student)
+        return submission.score, any(notebook.flagged for notebook in submission.notebooks)
+
+
+def _nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    return subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_button_grades_in_the_sandbox_and_the_probe_reaches_nothing_outside(course):
     root, marker = course
     result = _press_autograde(root, "probe")
-    assert result["success"] is False
-    said = result.get("error", "") + result.get("log", "")
-    assert "translab grades only in its sandbox" in said and "python -m grader autograde --student" in said, said
+    assert result["success"] is True, (result.get("error", "") + result.get("log", ""))[-3000:]
+    assert "translab grades 1 submission(s) in its sandbox" in result.get("log", ""), result.get("log", "")[-2000:]
     assert not marker.exists(), "the probe's code ran outside the sandbox"
-    assert not (root / "autograded" / "probe").exists()
+    assert (root / "autograded" / "probe" / ASSIGNMENT / f"{corpus.NB1}.ipynb").exists()
+    report = (root / "autograded" / "autograde_report.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in report[1:]] == ["probe"], report  # the batch's report: this press
 
 
-def test_a_refused_button_leaves_what_was_graded(course):
+def test_the_button_and_plain_nbgrader_give_the_batch_s_grade(course):
     root, _ = course
-    graded = root / "autograded" / "alice" / ASSIGNMENT / f"{corpus.NB1}.ipynb"
-    before = graded.read_bytes()
-    assert _press_autograde(root, "alice")["success"] is False
-    assert graded.read_bytes() == before
+    by_batch = _score(root, "alice")
+    assert by_batch[0] > 0
+    assert _press_autograde(root, "alice")["success"] is True
+    assert _score(root, "alice") == by_batch
+    done = _nbgrader(root, "--student", "alice", "--force")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert _score(root, "alice") == by_batch
 
 
-def test_the_probe_would_run_without_the_refusal(course):
-    """The control: asked for explicitly (what `--no-sandbox` sets), nbgrader runs the probe, so the tests above
-    could fail."""
+def test_plain_nbgrader_refuses_an_unknown_student_without_create(course, tmp_path):
+    root, _ = course
+    copy = tmp_path / "course"
+    shutil.copytree(root, copy)
+    shutil.copytree(copy / "submitted" / "alice", copy / "submitted" / "newcomer")
+    done = _nbgrader(copy, "--student", "newcomer", "--Autograde.create_student=False")
+    assert done.returncode != 0 and "No student with ID 'newcomer'" in done.stdout + done.stderr
+    assert not (copy / "autograded" / "newcomer").exists()
+
+
+def test_plain_nbgrader_refuses_to_score_without_running(course):
+    """--no-execute would score the outputs a student saved (forged at will): translab scores what its checker saw."""
+    root, _ = course
+    done = _nbgrader(root, "--student", "alice", "--force", "--no-execute")
+    assert done.returncode != 0 and "--no-execute" in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
+
+
+def test_the_probe_would_run_without_the_sandbox(course):
+    """The control: opted out explicitly (what `--no-sandbox` sets), nbgrader runs the probe itself, so the tests
+    above could fail."""
     root, marker = course
     result = _press_autograde(root, "probe", env={**os.environ, UNSANDBOXED_ENV: "1"})
     assert result["success"] is True, result.get("error", "")[-2000:]

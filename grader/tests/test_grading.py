@@ -12,7 +12,8 @@ import pytest
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
-from conftest import CHEAT_FAILS, MISTAKE_CELLS, MISTAKE_MESSAGES, cell_scores, hidden_test_lines, page_text
+from conftest import (CHEAT_FAILS, MISTAKE_CELLS, MISTAKE_MESSAGES, cell_scores, hidden_test_lines, page_text,
+                      press_formgrader_button)
 
 pytestmark = pytest.mark.slow
 BOB = "12345"  # bob's Moodle participant number, the id `collect` gives him
@@ -238,3 +239,48 @@ def test_feedback_waits_for_manual_grades(course, tmp_path):
                                                                             - set(pending))
     assert feedback("--force").returncode == 0
     assert sorted(p.name for p in (copy / "feedback").iterdir()) == sorted(["alice", "blank", BOB, "mallory"])
+
+
+def test_nbgrader_s_own_feedback_and_the_buttons_follow_the_same_rule(course, tmp_path):
+    """Plain `nbgrader generate_feedback` and the formgrader's buttons (per assignment, per student) refuse while a
+    selected student's written answer is ungraded, naming it, and write nothing; a fully graded student's button
+    works; `--FeedbackGateExporter.release=graded-only` releases the graded students only."""
+    import os
+    import subprocess
+    import sys
+
+    from grader.gradebook import open_gradebook, ungraded
+    root, _ = course
+    copy = tmp_path / "course"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("feedback"))
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+
+    def nbgrader(*args):
+        return subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, *args], cwd=copy,
+                              env=env, text=True, capture_output=True)
+
+    def button(*args):
+        return press_formgrader_button(copy, "generate_feedback", ASSIGNMENT, *args)
+
+    refused = nbgrader()
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "not graded yet" in said, said[-3000:]
+    assert "alice:" in said and "written_" in said, said[-3000:]
+    assert "--FeedbackGateExporter.release=graded-only" in said and not (copy / "feedback").exists()
+    for args in ((), ("alice",)):
+        pressed = button(*args)
+        assert pressed["success"] is False and "not graded yet" in pressed.get("error", "") + pressed.get("log", "")
+        assert not (copy / "feedback").exists()
+    with open_gradebook(copy / "gradebook.db") as gradebook:
+        for notebook in gradebook.find_submission(ASSIGNMENT, "alice").notebooks:
+            for grade in notebook.grades:
+                if grade.needs_manual_grade:
+                    grade.manual_score, grade.needs_manual_grade = grade.max_score, False
+        gradebook.db.commit()
+    pending = {student for student, names in ungraded(copy).items() if names}
+    assert button("alice")["success"] is True
+    assert [p.name for p in (copy / "feedback").iterdir()] == ["alice"]
+    assert button(BOB)["success"] is False and not (copy / "feedback" / BOB).exists()
+    released = nbgrader("--force", "--FeedbackGateExporter.release=graded-only")
+    assert released.returncode == 0, (released.stdout + released.stderr)[-3000:]
+    assert sorted(p.name for p in (copy / "feedback").iterdir()) == sorted({"alice", "blank", BOB, "mallory"} - pending)

@@ -1,6 +1,6 @@
 """The course on a real JupyterHub (hub/jupyterhub_config.py, configurable-http-proxy from npm, nbgrader's exchange):
-release -> fetch -> work -> submit -> collect -> sandboxed autograde -> manual grades -> feedback -> fetch_feedback,
-each step sent as the formgrader's buttons and the students' Assignments panel send it.  The class: two complete
+release -> fetch -> work -> submit -> collect -> autograde -> manual grades -> feedback -> fetch_feedback, each step
+sent as the formgrader's buttons and the students' Assignments panel send it: no terminal.  The class: two complete
 submissions, one blank, one hostile probe (``grader.testing.hub.class_of``)."""
 from __future__ import annotations
 
@@ -59,10 +59,16 @@ def test_the_probe_reaches_nothing_of_the_hub_from_its_grading_kernel(term):
     assert not (demo.exchange / "probe-was-here").exists()
 
 
-def test_the_formgrader_button_refuses_to_grade_outside_the_sandbox(term):
-    _, result = term
-    assert result["autograde_button"]["success"] is False
-    assert "translab grades only in its sandbox" in result["autograde_button"]["error"]
+def test_the_formgrader_s_buttons_grade_and_give_feedback_with_no_terminal(term):
+    """Autograde, pressed for each submission, grades in the sandbox (the probe above found nothing); Generate
+    Feedback refuses while written answers await their grade, naming them, and works once they are graded."""
+    demo, result = term
+    assert result["autograde_buttons"] and all(pressed["success"] for pressed in result["autograde_buttons"].values())
+    said = "".join(pressed.get("log", "") for pressed in result["autograde_buttons"].values())
+    assert said.count("in its sandbox") == len(CLASS), said[-2000:]
+    early = result["early_feedback"]
+    assert early["success"] is False and "not graded yet" in early.get("error", "") + early.get("log", "")
+    assert (demo.course / "autograded" / "autograde_report.csv").exists()
 
 
 def test_each_student_fetches_feedback_without_hidden_tests(term):

@@ -1,0 +1,135 @@
+"""Autograde's exporter (``c.Autograde.exporter_class``): plain ``nbgrader autograde`` and the formgrader's
+Autograde button grade through translab's batch, exactly as ``make autograde`` does.
+
+nbgrader's own loop would run each notebook in a kernel it starts as the instructor, with the gradebook, the
+solutions and the network in reach.  nbgrader makes the exporter after it has listed the submissions to grade and
+before it touches one, so this exporter, made by an ``Autograde`` that none of translab's commands started, hands
+that list (the assignment, ``--student``, ``--force``, ``--create``, ``student_id_exclude``, as nbgrader read them)
+to ``python -m grader autograde`` in a process of its own: a staged plain-file copy, sandboxed kernels forked from
+the zygote, verdicts decided outside the student's process, a per-student gradebook merged in one transaction,
+flags and ``autograded/autograde_report.csv``.  nbgrader's loop is then left nothing to do (the converter's
+``assignments`` emptied), so nbgrader reports the batch's success, or its failure with the batch's own words.
+
+Inside the nbgrader processes of translab's commands (``GRADER_RUN_ENV``), and where the instructor opted out of
+the sandbox for trusted notebooks (``UNSANDBOXED_ENV=1``, what ``--no-sandbox`` sets), it is nbgrader's
+``NotebookExporter`` and nothing more.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from nbconvert.exporters import NotebookExporter
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.converters import Autograde
+from nbgrader.converters.base import NbGraderException
+from traitlets import Float, Int
+
+from translab.contract import ASSIGNMENT, GRADER_RUN_ENV, UNSANDBOXED_ENV
+
+# options of the nbgrader command line the batch passes on to its own nbgrader processes (the rest it sets itself)
+PASSED_ON = ("Execute", "GuardedExecute", "ExecutePreprocessor", "LimitOutput")
+
+
+class BatchAutogradeExporter(NotebookExporter):
+    """Made by nbgrader's ``Autograde``; outside translab's commands it grades the submissions nbgrader selected
+    with translab's batch and leaves nbgrader nothing to run."""
+
+    jobs = Int(1, help="Students graded at a time when nbgrader autograde hands a class to the batch (make "
+                       "autograde's JOBS)").tag(config=True)
+    student_timeout = Float(None, allow_none=True, help="Wall-clock seconds for one student, every notebook "
+                            "included (the batch's --student-timeout; None: its default)").tag(config=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        converter = self.parent
+        if not isinstance(converter, Autograde) or os.environ.get(GRADER_RUN_ENV) == "1" \
+                or os.environ.get(UNSANDBOXED_ENV) == "1":
+            return
+        from .guarded_execute import GuardedExecute
+        if not GuardedExecute(parent=converter).enabled:
+            raise self._refusal("--no-execute would score the outputs saved in the submissions, which a student "
+                                    "can write at will: translab scores only what its checker saw run. Nothing was "
+                                    "graded; autograde without --no-execute")
+        selected = self._selected(converter)
+        converter.assignments = {}  # the batch grades them; nbgrader's own loop runs nothing
+        if selected:
+            self._run_batch(converter, selected)
+
+    def _selected(self, converter: Autograde) -> list[str]:
+        """The students whose submission nbgrader would grade now, in its order, with its rules for skipping."""
+        course = converter.coursedir
+        root = Path(os.path.abspath(course.root))
+        if course.db_url != f"sqlite:///{root / 'gradebook.db'}":
+            raise self._refusal(f"translab's batch grades into {root / 'gradebook.db'}, and this autograde names "
+                                    f"{course.db_url}: grade with the course's nbgrader_config.py")
+        pattern = course.format_path(course.submitted_directory, "(?P<student_id>[^/]+)", "(?P<assignment_id>[^/]+)",
+                                     escape=True)
+        excluded = set(filter(None, course.student_id_exclude.split(",")))
+        selected = []
+        for folder in sorted(converter.assignments):
+            found = re.fullmatch(pattern, folder)
+            if found is None:
+                raise self._refusal(f"could not read the student and assignment of {folder}")
+            assignment, student = found.group("assignment_id"), found.group("student_id")
+            if assignment != ASSIGNMENT:
+                raise self._refusal(f"translab grades the assignment {ASSIGNMENT!r}, not {assignment!r}")
+            if student in excluded:
+                continue
+            if course.notebook_id != "*":
+                self.log.warning("translab grades a submission's notebooks together: all of %s's notebooks, not "
+                                 "only %s", student, course.notebook_id)
+            elif not converter.force and not converter.init_destination(assignment, student):
+                continue  # graded already and not submitted again since (nbgrader said so): --force regrades it
+            selected.append(student)
+        if selected and not converter.create_student:
+            with Gradebook(course.db_url, course.course_id) as gradebook:
+                unknown = [s for s in selected if not _known(gradebook, s)]
+            if unknown:
+                raise self._refusal(f"No student with ID {', '.join(map(repr, unknown))} exists in the database "
+                                        "(--create adds them, or `make students ROSTER=...`)")
+        return selected
+
+    def _run_batch(self, converter: Autograde, selected: list[str]) -> None:
+        root = Path(os.path.abspath(converter.coursedir.root))
+        submitted = root / converter.coursedir.submitted_directory
+        everyone = sorted(path.parent.name for path in submitted.glob(f"*/{ASSIGNMENT}"))
+        command = [sys.executable, "-m", "grader", "--root", str(root), "autograde", "--jobs", str(self.jobs)]
+        if selected != everyone:
+            command += [arg for student in selected for arg in ("--student", student)]
+        if self.student_timeout is not None:
+            command += ["--student-timeout", str(self.student_timeout)]
+        command += _passed_on(converter)
+        self.log.info("translab grades %d submission(s) in its sandbox: %s", len(selected), " ".join(command[1:]))
+        with subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              bufsize=1) as batch:
+            said = []
+            for line in batch.stdout:
+                said.append(line.rstrip())
+                self.log.info("%s", line.rstrip())
+        if batch.returncode != 0:
+            raise self._refusal(f"translab's batch exited {batch.returncode}: "
+                                    f"{said[-1] if said else 'no output'}")
+
+    def _refusal(self, message: str) -> NbGraderException:
+        """nbgrader's app exits 1 on this exception without a word: the message goes to its log first."""
+        self.log.error("%s", message)
+        return NbGraderException(message)
+
+
+def _known(gradebook: Gradebook, student: str) -> bool:
+    try:
+        gradebook.find_student(student)
+        return True
+    except MissingEntry:
+        return False
+
+
+def _passed_on(converter: Autograde) -> list[str]:
+    """The nbgrader command line's ``--Execute.timeout=...`` and the like, for the batch's nbgrader processes."""
+    app = converter.parent
+    given = getattr(app, "cli_config", None) or {}
+    return [f"--{section}.{name}={value}" for section in PASSED_ON for name, value in given.get(section, {}).items()]
