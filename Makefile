@@ -23,7 +23,7 @@ HOST     ?= 127.0.0.1
 STUDENT_SERVER := $(foreach ext,formgrader course_list assignment_list,\
 	--ServerApp.jpserver_extensions=nbgrader.server_extensions.$(ext)=False)
 
-.PHONY: help setup secret variants browser data test test-fast lab formgrader release students student-release references autograde feedback grades report similarity collect \
+.PHONY: help setup secret hub-proxy variants browser data test test-fast lab formgrader release students student-release references autograde feedback grades report similarity collect \
         pretrain tokenizer experiment bench hub-demo clean
 
 help: ## list the targets
@@ -34,14 +34,19 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e .
 	touch $@
 
-setup: $(INSTALLED) data browser hub/node_modules/.installed secret ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
+setup: $(INSTALLED) data browser hub-proxy secret ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
 
 secret: $(INSTALLED) ## the course secret each student's variant is derived from (made once, never replaced)
 	$(PY) -m grader variants --init
 
-# JupyterHub's proxy (configurable-http-proxy), pinned with its hashes in hub/package-lock.json
+# JupyterHub's proxy (configurable-http-proxy), pinned with its hashes in hub/package-lock.json.  Only the hub needs
+# it (make hub-demo, its test, the bench's term), never a student: `make setup` skips it, in one line, without npm.
+hub-proxy: ## JupyterHub's proxy for make hub-demo (npm; make setup skips it where npm is missing)
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory hub/node_modules/.installed; \
+	else echo "skipped: JupyterHub's proxy (no npm); only make hub-demo and its test need it: install Node.js >= 20 with npm (e.g. sudo apt-get install -y nodejs npm), then make hub-proxy"; fi
+
 hub/node_modules/.installed: hub/package.json hub/package-lock.json
-	@command -v npm >/dev/null || { echo "npm is missing for JupyterHub's proxy (make hub-demo, its test): install Node.js >= 20 with npm, e.g. sudo apt-get install -y nodejs npm"; exit 1; }
+	@command -v npm >/dev/null || { echo "npm is missing for JupyterHub's proxy (make hub-demo, its test): install Node.js >= 20 with npm, e.g. sudo apt-get install -y nodejs npm, then make hub-proxy"; exit 1; }
 	npm ci --prefix hub --no-audit --no-fund --loglevel=error
 	touch $@
 

@@ -1,5 +1,7 @@
 """The project's own promises: pins agree, make targets are documented, CI runs the README."""
+import os
 import re
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -97,6 +99,25 @@ def test_make_uses_an_existing_environment_as_it_is():
     own = subprocess.run(["make", "-n", "autograde", "VENV=/nonexistent/venv"], cwd=REPO_ROOT, capture_output=True,
                          text=True, check=True).stdout
     assert "pip install" in own and "/nonexistent/venv/bin/python -m grader autograde" in own, own
+
+
+def test_make_setup_skips_the_hub_s_proxy_in_one_line_without_npm_and_hub_demo_says_what_to_install():
+    """Students never need JupyterHub's proxy: without npm `make setup` goes on, saying in one line what it skipped;
+    `make hub-demo` (whose prerequisite installs it) refuses, naming what to install."""
+    make = shutil.which("make")
+    without_npm = {"PATH": "/nonexistent", "HOME": os.environ.get("HOME", "/root")}
+    skipped = subprocess.run([make, "-s", "hub-proxy"], cwd=REPO_ROOT, env=without_npm, capture_output=True,
+                             text=True)
+    assert skipped.returncode == 0, skipped.stderr
+    assert skipped.stdout.count("\n") == 1 and "skipped: JupyterHub's proxy (no npm)" in skipped.stdout
+    setup = (REPO_ROOT / "Makefile").read_text().split("\nsetup:", 1)[1].splitlines()[0]
+    assert "hub-proxy" in setup and "node_modules" not in setup, setup
+    # as if the proxy's lock file had changed: the rule runs, finds no npm, and says what to install
+    refused = subprocess.run([make, "-s", "-W", "hub/package-lock.json", "hub/node_modules/.installed"], cwd=REPO_ROOT,
+                             env=without_npm, capture_output=True, text=True)
+    assert refused.returncode != 0 and "install Node.js >= 20 with npm" in refused.stdout + refused.stderr
+    hub_demo = (REPO_ROOT / "Makefile").read_text().split("\nhub-demo:", 1)[1].splitlines()[0]
+    assert "hub/node_modules/.installed" in hub_demo, "make hub-demo must install (or ask for) the proxy first"
 
 
 def _commands(value):

@@ -60,8 +60,8 @@ class HubError(RuntimeError):
 def missing() -> str | None:
     """Why the hub cannot start on this machine, or None."""
     if not PROXY.exists():
-        return (f"JupyterHub's proxy is not installed ({PROXY} is missing): run `make setup`, or "
-                f"`npm ci --prefix {HUB_DIR}` (Node.js >= 20 and npm)")
+        return (f"JupyterHub's proxy is not installed ({PROXY} is missing): install Node.js >= 20 with npm, then "
+                f"run `make hub-proxy`")
     if not (BIN / "jupyterhub").exists():
         return f"jupyterhub is not installed in {BIN}: run `make setup`"
     return None

@@ -4,6 +4,7 @@ sent as the formgrader's buttons and the students' Assignments panel send it: no
 submissions, one blank, one hostile probe (``grader.testing.hub.class_of``)."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -25,7 +26,10 @@ BROWSER_WAIT = 120_000  # ms: a hub, eleven servers and JupyterLab on a busy 2-c
 def term(tmp_path_factory):
     """(hub, cycle result): the hub stays up for the tests of who sees what."""
     reason = hubs.missing()
-    assert reason is None, reason  # `make setup` installs the proxy: missing, the setup is broken
+    if reason and os.environ.get("CI") == "true":  # CI installs the proxy (make setup, where npm is): missing, broken
+        pytest.fail(reason)
+    if reason:  # a machine without npm: `make setup` said it skipped the proxy
+        pytest.skip(reason)
     demo = hubs.DemoHub(tmp_path_factory.mktemp("hub"), list(CLASS))
     demo.prepare()
     with demo:
