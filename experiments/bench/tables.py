@@ -20,7 +20,7 @@ HUB_BEGIN, HUB_END = "<!-- hub table: python -m experiments.bench --readme -->",
 
 
 # what each step of a term on the hub is, in the order the cycle runs them (grader.testing.hub.cycle)
-HUB_STEPS = {"generate": "instructor: `python -m grader release` (nbgrader generate_assignment)",
+HUB_STEPS = {"generate": "instructor: Generate (formgrader; nbgrader generate_assignment)",
              "student_release": "the student release students' kernels read (`TRANSLAB_HOME`)",
              "start_servers": "every user's server started (first login)",
              "release": "instructor: Release (formgrader)", "fetch": "students: Fetch (Assignments panel)",

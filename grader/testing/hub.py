@@ -132,9 +132,10 @@ class DemoHub:
                 "PATH": with_venv_bin(env.get("PATH", ""))}
 
     # --- set up -------------------------------------------------------------------------------------------------
-    def prepare(self) -> dict[str, float]:
-        """The state a course starts a term with: the instructor's course folder with the assignment generated,
-        an empty exchange, the student release (read-only) and a home for each user.  Returns step timings."""
+    def prepare(self, generate: bool = True) -> dict[str, float]:
+        """The state a course starts a term with: the instructor's course folder (the assignment generated, unless
+        ``generate`` is False: the cycle presses the formgrader's Generate), an empty exchange, the student release
+        (read-only) and a home for each user.  Returns step timings."""
         reason = missing()
         if reason:
             raise HubError(reason)
@@ -151,8 +152,9 @@ class DemoHub:
             shutil.copy(REPO_ROOT / "nbgrader_config.py", self.course)
             shutil.copytree(REPO_ROOT / "solutions", self.course / "solutions")
         create_secret(self.course)  # the course's own (grader.variants); the hub reads it to give each student theirs
-        self._grader("release")
-        timings["generate"] = time.monotonic() - started
+        if generate:  # make hub-demo: the instructor finds the assignment ready
+            self._grader("release")
+            timings["generate"] = time.monotonic() - started
         if not self.student_release.exists():
             started = time.monotonic()
             from grader import student_release
@@ -351,7 +353,7 @@ def _each(function, items, workers: int = 4) -> list:
 
 
 def cycle(hub: DemoHub, kinds: dict[str, str]) -> dict:
-    """release -> fetch -> (work) -> submit -> collect -> autograde -> manual grades -> feedback -> release
+    """generate -> release -> fetch -> (work) -> submit -> collect -> autograde -> manual grades -> feedback -> release
     feedback -> fetch_feedback, through the running ``hub``; returns each step's seconds and what each user saw."""
     timings: dict[str, float] = {}
 
@@ -366,6 +368,7 @@ def cycle(hub: DemoHub, kinds: dict[str, str]) -> dict:
     instructor = hub.session(INSTRUCTOR)
     students = {name: hub.session(name) for name in names}
 
+    timed("generate", instructor.formgrader_action, "assign")  # nbgrader generate_assignment, the course's config
     timed("release", instructor.formgrader_action, "release")
     timed("fetch", _each, lambda name: students[name].assignment_action("fetch"), names)
 
@@ -467,7 +470,7 @@ def measure_cycle(students: int = 10, state: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="translab-hub-") as tmp:
         kinds = class_of(students)
         hub = DemoHub(Path(state or tmp).resolve(), list(kinds))
-        prepared = hub.prepare()
+        prepared = hub.prepare(generate=False)
         with hub:
             result = cycle(hub, kinds)
     result["seconds"] = {**{step: round(seconds, 1) for step, seconds in prepared.items()}, **result["seconds"]}

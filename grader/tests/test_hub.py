@@ -1,7 +1,7 @@
 """The course on a real JupyterHub (hub/jupyterhub_config.py, configurable-http-proxy from npm, nbgrader's exchange):
-release -> fetch -> work -> submit -> collect -> autograde -> manual grades -> feedback -> fetch_feedback, each step
-sent as the formgrader's buttons and the students' Assignments panel send it: no terminal.  The class: two complete
-submissions, one blank, one hostile probe (``grader.testing.hub.class_of``)."""
+generate -> release -> fetch -> work -> submit -> collect -> autograde -> manual grades -> feedback -> fetch_feedback,
+each step sent as the formgrader's buttons and the students' Assignments panel send it: no terminal.  The class: two
+complete submissions, one blank, one hostile probe (``grader.testing.hub.class_of``)."""
 from __future__ import annotations
 
 import os
@@ -31,7 +31,7 @@ def term(tmp_path_factory):
     if reason:  # a machine without npm: `make setup` said it skipped the proxy
         pytest.skip(reason)
     demo = hubs.DemoHub(tmp_path_factory.mktemp("hub"), list(CLASS))
-    demo.prepare()
+    demo.prepare(generate=False)  # the cycle presses Generate
     with demo:
         yield demo, hubs.cycle(demo, CLASS)
 
