@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from .batch import STUDENT_BUDGET
+from .commands.grades import FORMATS as GRADE_FORMATS
 from .course import GradingError, course_root
 
 
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                               help="release everyone; answers not graded yet show as 0")
     export = commands.add_parser("grades", help="write grades.csv, one row per student, or an LMS's import file")
     export.add_argument("--out", type=Path)
-    export.add_argument("--format", default="csv", choices=("csv", "canvas", "moodle"),
+    export.add_argument("--format", default="csv", choices=GRADE_FORMATS,
                         help="canvas: Canvas's gradebook import; moodle: Moodle's grading worksheet, filled in")
     export.add_argument("--canvas-column", help='the assignment as Canvas heads its column: "Title (4242)"')
     export.add_argument("--moodle-worksheet", type=Path, help="the grading worksheet downloaded from Moodle")

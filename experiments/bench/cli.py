@@ -40,7 +40,8 @@ def _replace_section(out: Path, section: str, measure, flag: str | None = None) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.bench", description=importlib.import_module(__package__).__doc__,
+    overview = importlib.import_module(__package__).__doc__  # the package's: what each module times
+    parser = argparse.ArgumentParser(prog="python -m experiments.bench", description=overview,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="few steps, no autograde (for tests)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="directory for bench.json")
@@ -49,14 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--no-notebooks", action="store_true", help="skip timing the solution notebooks")
     parser.add_argument("--class-size", type=int, default=100,
-                        help="students in the class-grading measurement (0 skips it; at 100: 25 min measured with --jobs 2, 47 with --jobs 1)")
+                        help="students in the class-grading measurement (0 skips it; results/bench.json holds the last "
+                             "run's time)")
     parser.add_argument("--class-jobs", type=int, nargs="+", default=[2],
                         help="--jobs values to time the class with (2: the goal is set for 2 cores)")
     parser.add_argument("--overhead-students", type=int, default=2,
                         help="complete submissions graded with and without the sandbox, twice (0 skips it; about 8 min at 2)")
     parser.add_argument("--only-notebooks", action="store_true",
                         help="time the solution notebooks only (student and grading budgets, training cells one by "
-                             "one) and replace that section of an existing bench.json (249 s measured on 2 cores)")
+                             "one) and replace that section of an existing bench.json (its notebooks_measured says how long)")
     parser.add_argument("--only-autograde", action="store_true",
                         help="time one submission (and the floor) only and replace that section of an existing "
                              "bench.json (about 2 min)")

@@ -14,6 +14,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from grader.course import with_venv_bin
 from translab.contract import ASSIGNMENT, DATA_DIR_ENV
 from translab.paths import REPO_ROOT
 
@@ -53,9 +54,8 @@ def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str
     command = (["-m", "nbgrader", "autograde", ASSIGNMENT, "--force", f"--BatchAutogradeExporter.jobs={jobs}"]
                if by_nbgrader else ["-m", "grader", "autograde", "--jobs", str(jobs)])
     start = time.perf_counter()
-    path = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # nbgrader runs alembic from it
     done = subprocess.run([sys.executable, *command, *options], cwd=course, capture_output=True, text=True,
-                          timeout=timeout, env={**env, "PATH": path})
+                          timeout=timeout, env={**env, "PATH": with_venv_bin(env.get("PATH", ""))})
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]

@@ -13,7 +13,8 @@ from ..course import GradingError
 from ..gradebook import autograded_gradebook
 
 
-FORMATS = ("csv", "canvas", "moodle")
+OUTPUT = {"csv": "grades.csv", "canvas": "grades_canvas.csv", "moodle": "grades_moodle.csv"}  # by format
+FORMATS = tuple(OUTPUT)
 
 
 def grades(root: Path, out: Path | None = None, form: str = "csv", canvas_column: str | None = None,
@@ -41,8 +42,7 @@ def grades(root: Path, out: Path | None = None, form: str = "csv", canvas_column
 
     if form not in FORMATS:
         raise GradingError(f"FORMAT={form}: choose one of {', '.join(FORMATS)}")
-    default = {"csv": "grades.csv", "canvas": "grades_canvas.csv", "moodle": "grades_moodle.csv"}[form]
-    out = Path(out) if out is not None else root / default
+    out = Path(out) if out is not None else root / OUTPUT[form]
     lms_ids = {}
     with autograded_gradebook(root) as gradebook:
         assignment = gradebook.find_assignment(ASSIGNMENT)

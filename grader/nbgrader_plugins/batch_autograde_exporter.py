@@ -17,7 +17,6 @@ the sandbox for trusted notebooks (``UNSANDBOXED_ENV=1``, what ``--no-sandbox`` 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,10 +24,12 @@ from pathlib import Path
 from nbconvert.exporters import NotebookExporter
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import Autograde
-from nbgrader.converters.base import NbGraderException
 from traitlets import Float, Int
 
-from translab.contract import ASSIGNMENT, GRADER_RUN_ENV, UNSANDBOXED_ENV
+from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
+
+from ..course import students
+from ..nbgrader_selection import listed, refusal, run_by_translab
 
 # options of the nbgrader command line the batch passes on to its own nbgrader processes (the rest it sets itself)
 PASSED_ON = ("Execute", "GuardedExecute", "ExecutePreprocessor", "LimitOutput")
@@ -46,14 +47,13 @@ class BatchAutogradeExporter(NotebookExporter):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         converter = self.parent
-        if not isinstance(converter, Autograde) or os.environ.get(GRADER_RUN_ENV) == "1" \
-                or os.environ.get(UNSANDBOXED_ENV) == "1":
+        if not isinstance(converter, Autograde) or run_by_translab() or os.environ.get(UNSANDBOXED_ENV) == "1":
             return
         from .guarded_execute import GuardedExecute
         if not GuardedExecute(parent=converter).enabled:
-            raise self._refusal("--no-execute would score the outputs saved in the submissions, which a student "
-                                    "can write at will: translab scores only what its checker saw run. Nothing was "
-                                    "graded; autograde without --no-execute")
+            raise refusal(self.log, "--no-execute would score the outputs saved in the submissions, which a student "
+                          "can write at will: translab scores only what its checker saw run. Nothing was graded; "
+                          "autograde without --no-execute")
         selected = self._selected(converter)
         converter.assignments = {}  # the batch grades them; nbgrader's own loop runs nothing
         if selected:
@@ -64,19 +64,16 @@ class BatchAutogradeExporter(NotebookExporter):
         course = converter.coursedir
         root = Path(os.path.abspath(course.root))
         if course.db_url != f"sqlite:///{root / 'gradebook.db'}":
-            raise self._refusal(f"translab's batch grades into {root / 'gradebook.db'}, and this autograde names "
-                                    f"{course.db_url}: grade with the course's nbgrader_config.py")
-        pattern = course.format_path(course.submitted_directory, "(?P<student_id>[^/]+)", "(?P<assignment_id>[^/]+)",
-                                     escape=True)
+            raise refusal(self.log, f"translab's batch grades into {root / 'gradebook.db'}, and this autograde "
+                          f"names {course.db_url}: grade with the course's nbgrader_config.py")
         excluded = set(filter(None, course.student_id_exclude.split(",")))
         selected = []
-        for folder in sorted(converter.assignments):
-            found = re.fullmatch(pattern, folder)
+        for folder, found in listed(converter, course.submitted_directory).items():
             if found is None:
-                raise self._refusal(f"could not read the student and assignment of {folder}")
-            assignment, student = found.group("assignment_id"), found.group("student_id")
+                raise refusal(self.log, f"could not read the student and assignment of {folder}")
+            assignment, student = found
             if assignment != ASSIGNMENT:
-                raise self._refusal(f"translab grades the assignment {ASSIGNMENT!r}, not {assignment!r}")
+                raise refusal(self.log, f"translab grades the assignment {ASSIGNMENT!r}, not {assignment!r}")
             if student in excluded:
                 continue
             if course.notebook_id != "*":
@@ -89,16 +86,14 @@ class BatchAutogradeExporter(NotebookExporter):
             with Gradebook(course.db_url, course.course_id) as gradebook:
                 unknown = [s for s in selected if not _known(gradebook, s)]
             if unknown:
-                raise self._refusal(f"No student with ID {', '.join(map(repr, unknown))} exists in the database "
-                                        "(--create adds them, or `make students ROSTER=...`)")
+                raise refusal(self.log, f"No student with ID {', '.join(map(repr, unknown))} exists in the "
+                              "database (--create adds them, or `make students ROSTER=...`)")
         return selected
 
     def _run_batch(self, converter: Autograde, selected: list[str]) -> None:
         root = Path(os.path.abspath(converter.coursedir.root))
-        submitted = root / converter.coursedir.submitted_directory
-        everyone = sorted(path.parent.name for path in submitted.glob(f"*/{ASSIGNMENT}"))
         command = [sys.executable, "-m", "grader", "--root", str(root), "autograde", "--jobs", str(self.jobs)]
-        if selected != everyone:
+        if selected != students(root):  # the batch's own "everyone": without --student it grades those
             command += [arg for student in selected for arg in ("--student", student)]
         if self.student_timeout is not None:
             command += ["--student-timeout", str(self.student_timeout)]
@@ -111,13 +106,7 @@ class BatchAutogradeExporter(NotebookExporter):
                 said.append(line.rstrip())
                 self.log.info("%s", line.rstrip())
         if batch.returncode != 0:
-            raise self._refusal(f"translab's batch exited {batch.returncode}: "
-                                    f"{said[-1] if said else 'no output'}")
-
-    def _refusal(self, message: str) -> NbGraderException:
-        """nbgrader's app exits 1 on this exception without a word: the message goes to its log first."""
-        self.log.error("%s", message)
-        return NbGraderException(message)
+            raise refusal(self.log, f"translab's batch exited {batch.returncode}: {said[-1] if said else 'no output'}")
 
 
 def _known(gradebook: Gradebook, student: str) -> bool:

@@ -13,18 +13,15 @@ formgrader.  Inside translab's own commands (``GRADER_RUN_ENV``), which applied 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from nbconvert.exporters import HTMLExporter
 from nbgrader.converters import GenerateFeedback
-from nbgrader.converters.base import NbGraderException
 from traitlets import Enum
-
-from translab.contract import GRADER_RUN_ENV
 
 from ..course import GradingError
 from ..feedback_rule import FEEDBACK_MODES, held_back
+from ..nbgrader_selection import listed, refusal, run_by_translab
 
 HOW = {mode: f"`--FeedbackGateExporter.release={mode}`, or c.FeedbackGateExporter.release = {mode!r} in "
              "nbgrader_config.py for the formgrader's buttons" for mode in FEEDBACK_MODES}
@@ -41,29 +38,20 @@ class FeedbackGateExporter(HTMLExporter):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         converter = self.parent
-        if not isinstance(converter, GenerateFeedback) or os.environ.get(GRADER_RUN_ENV) == "1":
+        if not isinstance(converter, GenerateFeedback) or run_by_translab():
             return
         course = converter.coursedir
-        pattern = course.format_path(course.autograded_directory, "(?P<student_id>[^/]+)", "(?P<assignment_id>[^/]+)",
-                                     escape=True)
-        students = {}
-        for folder in converter.assignments:
-            found = re.fullmatch(pattern, folder)
-            if found is not None:
-                students[found.group("student_id")] = folder
+        students = {found[1]: folder for folder, found in listed(converter, course.autograded_directory).items()
+                    if found is not None}
         if not students:
             return
         try:
             pending = held_back(Path(os.path.abspath(course.root)), self.release, HOW, sorted(students))
         except GradingError as error:
             converter.assignments = {}  # nothing written, whatever nbgrader does next
-            raise self._refusal(str(error)) from error
+            raise refusal(self.log, str(error)) from error
         if pending:
             self.log.warning("feedback for the fully graded students; left out until graded: %s", ", ".join(pending))
-            converter.assignments = {folder: found for folder, found in converter.assignments.items()
-                                     if folder not in {students[student] for student in pending}}
-
-    def _refusal(self, message: str) -> NbGraderException:
-        """nbgrader's app exits 1 on this exception without a word: the message goes to its log first."""
-        self.log.error("%s", message)
-        return NbGraderException(message)
+            left_out = {students[student] for student in pending}
+            converter.assignments = {folder: notebooks for folder, notebooks in converter.assignments.items()
+                                     if folder not in left_out}

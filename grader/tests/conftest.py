@@ -26,6 +26,7 @@ import nbformat
 import pytest
 
 from translab.contract import ASSIGNMENT
+from grader.course import with_venv_bin
 from grader.variants import SECRET_ENV
 from translab import diagnosis, variants
 from translab.paths import REPO_ROOT
@@ -192,9 +193,14 @@ print(json.dumps(getattr(api, sys.argv[1])(*sys.argv[2:])))
 """
 
 
+def venv_env(**extra: str) -> dict:
+    """This environment with the venv's bin/ first on PATH, as nbgrader needs it (it runs ``alembic`` from PATH)."""
+    return {**os.environ, "PATH": with_venv_bin(os.environ.get("PATH", "")), **extra}
+
+
 def press_formgrader_button(root: Path, call: str, *args: str, env: dict | None = None) -> dict:
     """nbgrader's ``NbGraderAPI.<call>(*args)`` as the formgrader's handler runs it: its dict (success, log, error)."""
-    env = env or {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    env = env or venv_env()
     done = subprocess.run([sys.executable, "-c", FORMGRADER_CALL, call, *args], cwd=root, capture_output=True,
                           text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stderr[-3000:]

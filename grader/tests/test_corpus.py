@@ -30,7 +30,7 @@ from grader.batch import REPORT_NAME
 from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 from translab.paths import REPO_ROOT
 
-from conftest import run_grader, cell_scores
+from conftest import cell_scores, run_grader, venv_env
 
 pytestmark = pytest.mark.slow
 TABLE = REPO_ROOT / "grader" / "testing" / "expected_scores.csv"
@@ -303,7 +303,7 @@ def by_nbgrader(tmp_path_factory):
         target.unlink(missing_ok=True)
     root = tmp_path_factory.mktemp("nbgrader_autograde")
     _corpus_course(root, NBGRADER_CLASS)
-    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    env = venv_env()
     with _Listener(corpus.INSTRUCTOR_PORT) as listener:
         process = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force", TIMEOUT_ARG,
                                   "--BatchAutogradeExporter.jobs=2",
@@ -339,7 +339,7 @@ def test_plain_nbgrader_autograde_skips_what_it_graded_unless_forced(by_nbgrader
     again = sorted(set(NBGRADER_CLASS) - set(kept))
     graded_file = root / "autograded" / kept[0] / ASSIGNMENT / f"{corpus.NB1}.ipynb"
     before = graded_file.stat().st_mtime_ns
-    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    env = venv_env()
     done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT], cwd=root, env=env, text=True,
                           capture_output=True)
     said = done.stdout + done.stderr
@@ -355,8 +355,7 @@ def plain(tmp_path_factory):
     root = tmp_path_factory.mktemp("plain")
     _course(root)
     corpus.build(root / "submitted", root, PLAIN)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", UNSANDBOXED_ENV: "1",  # the config refuses it otherwise
-           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    env = venv_env(OMP_NUM_THREADS="1", **{UNSANDBOXED_ENV: "1"})  # the config refuses it otherwise
     done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force", TIMEOUT_ARG],
                           cwd=root, env=env, text=True, capture_output=True)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
@@ -386,7 +385,7 @@ def test_a_broken_grading_machine_fails_the_batch_and_leaves_the_gradebook_alone
 @pytest.fixture
 def venv_path(monkeypatch):
     """nbgrader's Gradebook runs `alembic` from PATH."""
-    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    monkeypatch.setenv("PATH", venv_env()["PATH"])
 
 
 def _tiny_gradebook(db: Path, students: dict[str, float]) -> None:

@@ -16,18 +16,13 @@ from grader.testing import corpus
 from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 from translab.paths import REPO_ROOT
 
-from conftest import press_formgrader_button
+from conftest import press_formgrader_button, run_grader, venv_env
 
 pytestmark = pytest.mark.slow
 
+
 def _press_autograde(root: Path, student: str, env: dict | None = None) -> dict:
     return press_formgrader_button(root, "autograde", ASSIGNMENT, student, env=env)
-
-
-def run_grader(root: Path, *args: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "grader", "--root", str(root), *args], capture_output=True,
-                          text=True, timeout=900)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +56,7 @@ def _score(root: Path, student: str) -> tuple[float, bool]:
 
 
 def _nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    env = venv_env()
     return subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=600)
 

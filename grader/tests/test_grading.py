@@ -13,7 +13,7 @@ from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 from conftest import (CHEAT_FAILS, MISTAKE_CELLS, MISTAKE_MESSAGES, cell_scores, hidden_test_lines, page_text,
-                      press_formgrader_button)
+                      press_formgrader_button, venv_env)
 
 pytestmark = pytest.mark.slow
 BOB = "12345"  # bob's Moodle participant number, the id `collect` gives him
@@ -245,7 +245,6 @@ def test_nbgrader_s_own_feedback_and_the_buttons_follow_the_same_rule(course, tm
     """Plain `nbgrader generate_feedback` and the formgrader's buttons (per assignment, per student) refuse while a
     selected student's written answer is ungraded, naming it, and write nothing; a fully graded student's button
     works; `--FeedbackGateExporter.release=graded-only` releases the graded students only."""
-    import os
     import subprocess
     import sys
 
@@ -253,7 +252,7 @@ def test_nbgrader_s_own_feedback_and_the_buttons_follow_the_same_rule(course, tm
     root, _ = course
     copy = tmp_path / "course"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns("feedback"))
-    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    env = venv_env()
 
     def nbgrader(*args):
         return subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, *args], cwd=copy,
