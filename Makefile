@@ -19,9 +19,6 @@ JOBS     ?= 1
 ARGS     ?=
 PORT     ?= 8888
 HOST     ?= 127.0.0.1
-# nbgrader's server extensions that students do without (their lab panels are off in translab/jupyter_student)
-STUDENT_SERVER := $(foreach ext,formgrader course_list assignment_list,\
-	--ServerApp.jpserver_extensions=nbgrader.server_extensions.$(ext)=False)
 
 .PHONY: help setup secret hub-proxy variants browser data test test-fast lab formgrader release students student-release references autograde feedback grades report similarity collect \
         pretrain tokenizer experiment bench hub-demo clean
@@ -64,11 +61,8 @@ test: $(INSTALLED) ## run every test: library, data, notebooks, grading, reduced
 test-fast: $(INSTALLED) ## the unit tests only (no notebook or nbgrader runs)
 	$(PY) -m pytest -m "not slow"
 
-lab: $(INSTALLED) ## JupyterLab for students on notebooks/, no instructor tools (prints the URL; HOST=127.0.0.1)
-	JUPYTER_CONFIG_PATH=$(CURDIR)/translab/jupyter_student PATH="$(BIN):$$PATH" \
-		$(BIN)/jupyter lab --no-browser \
-		--notebook-dir=notebooks/$(ASSIGNMENT) --ServerApp.ip=$(HOST) --port=$(PORT) $(STUDENT_SERVER) \
-		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+lab: $(INSTALLED) ## JupyterLab for students on notebooks/, no instructor tools (prints the URL; HOST=127.0.0.1; python -m translab lab)
+	$(PY) -m translab lab --notebooks notebooks/$(ASSIGNMENT) --host $(HOST) --port $(PORT)
 
 formgrader: $(INSTALLED) ## JupyterLab at the course root for instructors, on the formgrader (HOST=127.0.0.1)
 	@# nbgrader runs `alembic` (the gradebook's migrations) from PATH: the venv's bin/ goes first
@@ -105,9 +99,9 @@ students: $(INSTALLED) ## names and e-mails from an LMS roster: make students RO
 variants: $(INSTALLED) ## reports/variants.csv: each student's configuration, terms and counts for part 2 (STUDENT=id: one code)
 	$(PY) -m grader variants $(if $(STUDENT),--student "$(STUDENT)")
 
-student-release: $(INSTALLED) ## write what students get into DEST (UNTIL=N: part N open, parts before it given): make student-release DEST=../translab-students UNTIL=1
-	@test -n "$(DEST)" || { echo "usage: make student-release DEST=folder (new or empty, outside the course) [UNTIL=part]"; exit 2; }
-	$(PY) -m grader student-release "$(DEST)" --until $(or $(UNTIL),1)
+student-release: $(INSTALLED) ## write what students get into DEST, and its wheel into DEST/dist (UNTIL=N: part N open; COLAB=owner/repo or PACKAGE=wheel URL: Colab links)
+	@test -n "$(DEST)" || { echo "usage: make student-release DEST=folder (new or empty, outside the course) [UNTIL=part] [COLAB=owner/repo[@branch]] [PACKAGE=wheel URL]"; exit 2; }
+	$(PY) -m grader student-release "$(DEST)" --until $(or $(UNTIL),1) $(if $(COLAB),--colab "$(COLAB)") $(if $(PACKAGE),--package "$(PACKAGE)")
 
 collect: $(INSTALLED) ## unpack an LMS zip into submitted/: make collect ZIP=path/to/file.zip
 	@test -n "$(ZIP)" || { echo "usage: make collect ZIP=path/to/submissions.zip"; exit 2; }

@@ -78,6 +78,13 @@ def main(argv: list[str] | None = None) -> int:
                           help="the part the students start now: its notebook and those before it, translab's reference "
                                "code of the parts before it, stubs for the rest (default 1: no answer at all; "
                                "7: everything, after the last deadline)")
+    students.add_argument("--package", default="",
+                          help="what each notebook's setup cell pip-installs in Colab: the wheel's URL where you publish "
+                               "it, or a name on PyPI (default with --colab: the wheel in that repository's dist/)")
+    students.add_argument("--colab", default="",
+                          help="the GitHub repository (owner/name[@branch]) you push the release to: each notebook and "
+                               "the README get an Open in Colab badge")
+    students.add_argument("--no-wheel", action="store_true", help="skip building dist/translab-*.whl")
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "autograde":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -142,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "student-release":
             from . import student_release
             try:
-                written = student_release.write(args.dest, root, until=args.until)
+                written = student_release.write(args.dest, root, until=args.until, package=args.package,
+                                                colab=args.colab, wheel=not args.no_wheel)
             except student_release.ReleaseError as error:
                 raise GradingError(str(error)) from error
             from .withheld import LAST_PART
@@ -150,6 +158,12 @@ def main(argv: list[str] | None = None) -> int:
                     else "every answer of translab in it")
             print(f"wrote the student release to {args.dest.resolve()}: {len(written)} files, notebooks 1 to "
                   f"{min(args.until, LAST_PART)}, {held}; students run `make setup` then `make lab` there")
+            wheels = sorted((args.dest / "dist").glob("*.whl"))
+            if wheels:
+                print(f"  the same as one wheel: {wheels[0]} (pip install it anywhere, then python -m translab setup)")
+            if not (args.package or args.colab):
+                print("  no Colab links: the setup cells say where translab comes from once you give "
+                      "PACKAGE=<wheel URL> or COLAB=owner/name (the GitHub repository you push this folder to)")
             codes = json.loads((args.dest / "variants.json").read_text(encoding="utf-8"))["codes"]
             print(f"  variant codes for {len(codes)} student(s) known now (`make students ROSTER=...` adds a class "
                   "list); a student who joins later gets a code from `make variants STUDENT=id`")

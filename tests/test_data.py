@@ -92,7 +92,7 @@ def empty_data_dir(tmp_path, monkeypatch):
 
 
 def test_missing_raw_file_names_it_and_the_fix(empty_data_dir):
-    with pytest.raises(data.DataError, match=r"polarity-en-pang&lee1.csv is missing: run `make data`"):
+    with pytest.raises(data.DataError, match=r"polarity-en-pang&lee1.csv is missing: run `python -m translab setup`"):
         data.read_reviews()
 
 
@@ -156,7 +156,7 @@ def test_fetch_from_cache_works_offline_and_verifies(empty_data_dir, monkeypatch
 
 
 def test_missing_processed_file_names_the_fix(empty_data_dir):
-    with pytest.raises(data.DataError, match=r"train.tsv is missing: run `make data`"):
+    with pytest.raises(data.DataError, match=r"train.tsv is missing: run `python -m translab setup`"):
         data.load_split("train")
     with pytest.raises(ValueError, match="unknown split"):
         data.load_split("dev")

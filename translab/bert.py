@@ -395,9 +395,14 @@ def fine_tune_classifier(model: nn.Module, tokenizer: Tokenizer, train_pairs: li
 
     from tqdm.auto import tqdm
 
+    from .training import model_device, pick_device, to_device
+
     torch.manual_seed(seed)
-    valid_batches = sentence_batches(tokenizer, valid_pairs, 64)
-    epoch_batches = [sentence_batches(tokenizer, train_pairs, batch_size, shuffle=True, seed=seed + epoch)
+    home, device = model_device(model), pick_device()  # the GPU where there is one; the model comes back home
+    model.to(device)
+    valid_batches = [to_device(b, device) for b in sentence_batches(tokenizer, valid_pairs, 64)]
+    epoch_batches = [[to_device(b, device) for b in
+                      sentence_batches(tokenizer, train_pairs, batch_size, shuffle=True, seed=seed + epoch)]
                      for epoch in range(epochs)]
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     history: dict = {"epoch": [], "seen": [], "train_loss": [], "valid_accuracy": [], "best_epoch": None,
@@ -427,6 +432,7 @@ def fine_tune_classifier(model: nn.Module, tokenizer: Tokenizer, train_pairs: li
     bar.close()
     if best_state is not None:
         model.load_state_dict(best_state)
+    model.to(home)
     history["seconds"] = round(time.time() - started, 1)
     return history
 

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from .paths import ARTIFACTS_DIR, cache_dir, processed_dir, raw_dir, where_to_look
 
-FIX_HINT = "run `make data` (or `python -m translab.data all`) from the repository root"
+FIX_HINT = ("run `python -m translab setup` (in a notebook cell: `!python -m translab setup`; in a checkout of the "
+            "course: `make data`)")
 
 
 class DataError(RuntimeError):
@@ -235,6 +236,14 @@ def minilm_dir() -> Path:
     for raw in MINILM.files:
         raw_path(raw.name)
     return raw_dir() / MINILM_DIR
+
+
+def sources_for(part: int | None) -> tuple[Source, ...]:
+    """What the notebook of ``part`` reads (None: every part): parts 1 and 2 nothing, 3 to 5 the corpora, 6 the
+    pretrained encoder too.  Colab's setup cell fetches only these."""
+    if part is None or part >= 6:
+        return FETCHED
+    return SOURCES if part >= 3 else ()
 
 
 # ---------------------------------------------------------------- normalize and read

@@ -186,6 +186,21 @@ def _twins(labels: list[str], why: str = "") -> str:
         "tell these apart)"
 
 
+@contextlib.contextmanager
+def full_precision():
+    """float32 matrix products in full precision while a check runs, whatever the notebook set: on a GPU runtime
+    (Colab's) TF32 would otherwise round them to 10 bits of mantissa, far outside the checks' tolerances.  The
+    checks compare on the CPU, where this changes nothing; the settings are put back afterwards."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision())
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[:2]
+        torch.set_float32_matmul_precision(saved[2])
+
+
 def _checked(check: Callable) -> Callable:
     """A check as the test cells call it: records its split for ``_fail``, and turns anything unexpected that
     happens inside the checker (an answer of an odd type, dtype, device or shape that a comparison chokes on)
@@ -217,7 +232,8 @@ def _checked(check: Callable) -> Callable:
                     if not verdict.get("passed"):
                         raise CheckFailed(str(verdict.get("message", "")), str(verdict.get("key", "")))
                     return None
-            return check(*args, **kwargs)
+            with full_precision():
+                return check(*args, **kwargs)
         except CheckFailed:
             raise
         except wire.WireError as error:
