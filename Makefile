@@ -20,7 +20,7 @@ ARGS     ?=
 PORT     ?= 8888
 HOST     ?= 127.0.0.1
 
-.PHONY: help setup secret hub-proxy variants browser data test test-fast lab formgrader release students student-release references autograde feedback grades report similarity collect \
+.PHONY: help setup secret hub-proxy variants browser data test test-fast lab formgrader release students student-release references autograde merge feedback grades report similarity collect \
         pretrain tokenizer experiment bench hub-demo clean
 
 help: ## list the targets
@@ -28,7 +28,7 @@ help: ## list the targets
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e .
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[distributed,hub-kubernetes]"
 	touch $@
 
 setup: $(INSTALLED) data browser hub-proxy secret ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
@@ -76,8 +76,12 @@ release: $(INSTALLED) ## regenerate the student notebooks from solutions/ (nbgra
 references: $(INSTALLED) ## regenerate grader/ reference tensors from translab (ARGS=--margins: measure them on other CPUs' code paths)
 	$(PY) -m grader references $(ARGS)
 
-autograde: $(INSTALLED) ## grade every submission in submitted/ (JOBS=N in parallel; ARGS=--Execute.timeout=120 ...)
+autograde: $(INSTALLED) ## grade every submission in submitted/ (JOBS=N in parallel; ARGS="--cluster tcp://127.0.0.1:8786": on Dask workers; ARGS=--Execute.timeout=120 ...)
 	$(PY) -m grader autograde --jobs $(JOBS) $(ARGS)
+
+merge: $(INSTALLED) ## merge result folders graded elsewhere into gradebook.db: make merge RESULTS="dir ..." (python -m grader autograde --student ID --results-dir dir)
+	@test -n "$(RESULTS)" || { echo "usage: make merge RESULTS=\"folder ...\" (written by python -m grader autograde --student ID --results-dir folder)"; exit 2; }
+	$(PY) -m grader merge $(RESULTS)
 
 feedback: $(INSTALLED) ## HTML feedback in feedback/ (hidden tests removed); refuses while written answers are ungraded (ARGS=--graded-only or --force)
 	$(PY) -m grader feedback $(ARGS)

@@ -42,10 +42,17 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--student", action="append", help="grade only this student (again for more)")
     grade.add_argument("--no-sandbox", action="store_true",
                        help="run student code in a plain kernel, without grader.sandbox's limits")
+    grade.add_argument("--cluster", help="grade on a Dask cluster: tcp://127.0.0.1:PORT, tls://... or a JSON spec "
+                                         "file (grader.cluster); only students not merged or resubmitted, unless --force")
+    grade.add_argument("--force", action="store_true", help="with --cluster: grade students already merged too")
+    grade.add_argument("--results-dir", type=Path,
+                       help="grade the --student(s) into this folder instead of gradebook.db (python -m grader merge)")
     grade.add_argument("--student-timeout", type=float, default=STUDENT_BUDGET,
                        help=f"wall-clock seconds for one student, every notebook and retry included, before grading "
                             f"stops and the rest scores 0, flagged (default {STUDENT_BUDGET:.0f}; each notebook also "
                             "has a budget of its own, c.GuardedExecute.notebook_budget)")
+    merged = commands.add_parser("merge", help="merge result folders graded elsewhere (--results-dir) into gradebook.db")
+    merged.add_argument("folders", type=Path, nargs="+")
     given = commands.add_parser("feedback", help="write feedback/ (HTML, hidden tests removed); refuses while "
                                                  "written answers await a manual grade")
     release_mode = given.add_mutually_exclusive_group()
@@ -106,9 +113,23 @@ def main(argv: list[str] | None = None) -> int:
                 print(reference_margins.write_table(root / "results" / "reference_margins.json"))
         elif args.command == "autograde":
             from .batch import autograde, print_summary
-            report = autograde(root, args.jobs, args.student, tuple(extra), sandbox=not args.no_sandbox,
-                               student_timeout=args.student_timeout)
+            if args.results_dir:
+                from .results import grade_students_to
+                for folder in grade_students_to(root, args.student, args.results_dir, tuple(extra),
+                                                not args.no_sandbox, args.student_timeout):
+                    print(f"graded into {folder} (python -m grader merge {args.results_dir})")
+                return 0
+            if args.cluster:
+                from .cluster import autograde_on_cluster
+                report = autograde_on_cluster(root, args.cluster, args.student, args.force, tuple(extra),
+                                              not args.no_sandbox, args.student_timeout)
+            else:
+                report = autograde(root, args.jobs, args.student, tuple(extra), sandbox=not args.no_sandbox,
+                                   student_timeout=args.student_timeout)
             return print_summary(root, report, args.student_timeout)
+        elif args.command == "merge":
+            from .commands.merge import merge
+            return merge(root, args.folders)
         elif args.command == "feedback":
             mode = "graded-only" if args.graded_only else "force" if args.force else "complete"
             from .commands.feedback import feedback

@@ -30,6 +30,7 @@ STUDENT_ENV = "TRANSLAB_STUDENT_ID"            # the student's id, where the pla
 CONFIG_ENV = "TRANSLAB_CONFIG_DIR"             # where a student's saved id or code lives (default ~/.config/translab)
 UNSANDBOXED_ENV = "TRANSLAB_UNSANDBOXED"       # "1": grading without the sandbox was asked for (--no-sandbox)
 GRADER_RUN_ENV = "TRANSLAB_GRADER_RUN"       # "1": an nbgrader process translab's own commands started
+COURSE_ENV = "TRANSLAB_COURSE"                 # a Dask worker's checkout of the course (grader.cluster)
 
 # --- the diagnosis tag: a failed check's error value ends with the keys of the misconceptions it named
 

@@ -214,9 +214,10 @@ def similarity_time(students: int, full_every: int = 3) -> dict:
             "page_bytes": page, "mix": mix}
 
 
-def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600) -> dict:
+def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600, workers: int = 2) -> dict:
     """Wall time of grading a class of ``students`` (complete solutions mixed with the corpus) with each
-    ``--jobs`` value, each from an empty gradebook, sandboxed as ``make autograde`` grades."""
+    ``--jobs`` value, each from an empty gradebook, sandboxed as ``make autograde`` grades; then on a Dask
+    cluster of ``workers`` local worker processes (0: not)."""
     reason = _grading_ready()
     if reason:
         return {"students": students, "reason": reason}
@@ -227,7 +228,27 @@ def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600) -
             result["runs"][f"jobs_{count}"] = ({"seconds": seconds, "per_student_s": round(seconds / students, 1),
                                                 "student_seconds_by_case": seconds_by_case(course, students)}
                                                if seconds is not None else {"seconds": None, "reason": reason})
+        if workers and result["runs"].get(f"jobs_{jobs[-1]}", {}).get("seconds"):
+            result["cluster"] = _class_on_cluster(course, env, students, workers, timeout)
     return result
+
+
+def _class_on_cluster(course: Path, env: dict, students: int, workers: int, timeout: float) -> dict:
+    """The same class again, from an empty gradebook, through a Dask scheduler and ``workers`` worker processes
+    on this machine (``grader.cluster``), against the gradebook the last ``--jobs`` run left; and what a class of
+    1,000 would take on more workers, from the measured cost of a student on one worker."""
+    from grader.testing.dask_cluster import LocalCluster, gradebook_cells
+    local = gradebook_cells(course / "gradebook.db")
+    with tempfile.TemporaryDirectory(prefix="translab-dask-") as logs, \
+            LocalCluster(course, workers, env={**env, "PATH": with_venv_bin(env.get("PATH", ""))}, logs=Path(logs)) as cluster:
+        seconds, reason = _autograde(course, env, 0, timeout, "--cluster", cluster.address, "--force")
+    if seconds is None:
+        return {"workers": workers, "seconds": None, "reason": reason}
+    worker_s = seconds * workers / students  # one student's cost to one worker, start-up included
+    return {"workers": workers, "command": "python -m grader autograde --cluster tcp://127.0.0.1:PORT --force",
+            "seconds": seconds, "same_gradebook": gradebook_cells(course / "gradebook.db") == local,
+            "worker_seconds_per_student": round(worker_s, 2),
+            "projection_1000_students_min": {str(n): round(1000 * worker_s / n / 60, 1) for n in (2, 8, 32, 128)}}
 
 
 def isolation_overhead(students: int = 2, rounds: int = 2, timeout: float = 3600) -> dict:

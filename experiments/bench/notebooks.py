@@ -51,9 +51,21 @@ def training_cells(notebook) -> dict:
     return found
 
 
+# The kernel's peak resident memory, asked of the kernel itself in a last cell: what a hub must give each user.
+PEAK_CELL = "import resource; print('KERNEL_PEAK_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+
+
+def kernel_peak_mb(notebook) -> float | None:
+    """The peak memory of the kernel that ran ``notebook`` (with ``PEAK_CELL`` last), in MB."""
+    said = "".join(output.get("text", "") for output in notebook.cells[-1].get("outputs", []))
+    found = re.search(r"KERNEL_PEAK_KB (\d+)", said)
+    return round(int(found.group(1)) / 1024, 1) if found else None
+
+
 def notebook_times(timeout: float = 3600) -> dict:
-    """Wall time of each solution notebook run top to bottom in a fresh kernel, at the student budget and
-    at the grading budget (``NBGRADER_EXECUTION`` set, as nbgrader sets it); null with the error if one fails."""
+    """Wall time and the kernel's peak memory of each solution notebook run top to bottom in a fresh kernel, at the
+    student budget and at the grading budget (``NBGRADER_EXECUTION`` set, as nbgrader sets it); null with the
+    error if one fails."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -63,6 +75,7 @@ def notebook_times(timeout: float = 3600) -> dict:
         times[path.stem] = {}
         for budget, value in (("student_s", None), ("nbgrader_s", "autograde")):
             notebook = nbformat.read(path, as_version=4)
+            notebook.cells.append(nbformat.v4.new_code_cell(PEAK_CELL))
             with tempfile.TemporaryDirectory(prefix="translab-bench-nb-") as tmp, nbgrader_execution(value):
                 start = time.perf_counter()
                 try:
@@ -70,6 +83,7 @@ def notebook_times(timeout: float = 3600) -> dict:
                                    resources={"metadata": {"path": tmp}}).execute()
                     times[path.stem][budget] = round(time.perf_counter() - start, 1)
                     times[path.stem].setdefault("cells", {})[budget.removesuffix("_s")] = training_cells(notebook)
+                    times[path.stem][budget.replace("_s", "_peak_mb")] = kernel_peak_mb(notebook)
                 except Exception as error:  # a failing notebook is a finding, not a crash of the bench
                     times[path.stem][budget] = None
                     times[path.stem][budget.replace("_s", "_error")] = f"{type(error).__name__}: {str(error)[:300]}"

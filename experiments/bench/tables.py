@@ -70,6 +70,17 @@ def readme_tables(result: dict) -> str:
                          f"`JOBS={jobs[-1]}`", "not measured" if seconds is None else
                          f"{seconds:,.0f} s ({seconds / 60:.1f} min)",
                          judged(seconds, GOALS["class_jobs_2_s"], "12 min") if jobs == "jobs_2" else ""))
+    cluster = (result.get("class_autograde") or {}).get("cluster") or {}
+    if cluster.get("seconds"):
+        local = (runs.get("jobs_2") or {}).get("seconds")
+        rows.append((f"the same class on a Dask cluster of {cluster['workers']} local worker processes "
+                     f"(`--cluster`), {'the same' if cluster.get('same_gradebook') else 'NOT the same'} gradebook",
+                     f"{cluster['seconds']:,.0f} s ({cluster['seconds'] / 60:.1f} min)",
+                     judged(cluster["seconds"], local * 1.1, f"{local * 1.1:,.0f} s, JOBS=2 + 10%") if local else ""))
+        projection = ", ".join(f"{minutes:,.0f} min on {workers}" for workers, minutes in
+                               cluster.get("projection_1000_students_min", {}).items())
+        rows.append((f"1,000 students, projected from {cluster['worker_seconds_per_student']} s of a worker per "
+                     "student", projection, ""))
     if overhead.get("overhead_per_submission_s") is not None:
         rows.append(("what the sandbox adds to a submission (median of "
                      f"{overhead.get('rounds')} rounds)", f"{overhead['overhead_per_submission_s']:.1f} s", ""))
@@ -77,18 +88,50 @@ def readme_tables(result: dict) -> str:
     lines += [f"| {what} | {value} | {goal} |" for what, value, goal in rows]
     notebooks = {name: row for name, row in (result.get("notebooks") or {}).items() if isinstance(row, dict)}
     if notebooks:
-        lines += ["", "| notebook | student budget | grading budget (`NBGRADER_EXECUTION`) |", "| --- | ---: | ---: |"]
-        lines += [f"| {name} | {_seconds(row.get('student_s'))} | {_seconds(row.get('nbgrader_s'))} |"
-                  for name, row in sorted(notebooks.items())]
+        lines += ["", "| notebook | student budget | grading budget (`NBGRADER_EXECUTION`) | kernel's peak memory "
+                      "(student budget) |", "| --- | ---: | ---: | ---: |"]
+        lines += [f"| {name} | {_seconds(row.get('student_s'))} | {_seconds(row.get('nbgrader_s'))} | "
+                  f"{_megabytes(row.get('student_peak_mb'))} |" for name, row in sorted(notebooks.items())]
         student = [row.get("student_s") for row in notebooks.values()]
         grading = [row.get("nbgrader_s") for row in notebooks.values()]
         total_student = None if None in student else sum(student)
         lines.append(f"| the whole lab, student budget {judged(total_student, GOALS['lab_student_s'], '4 min')} | "
-                     f"{_seconds(total_student)} | {_seconds(None if None in grading else sum(grading))} |")
+                     f"{_seconds(total_student)} | {_seconds(None if None in grading else sum(grading))} | |")
     measured = result.get("autograde_measured") or {}
     lines += ["", f"From `results/bench.json` ({result.get('cpu_count', '?')} cores; "
               f"`{(result.get('command') or 'python -m experiments.bench').strip()}`"
               + (f", one submission again by `{measured['command']}`" if measured else "") + ")."]
+    return "\n".join(lines)
+
+
+def _megabytes(value) -> str:
+    return "not measured" if value is None else f"{value:,.0f} MB"
+
+
+SIZING_BEGIN, SIZING_END = "<!-- sizing table: python -m experiments.bench --readme -->", "<!-- end of sizing table -->"
+NODES = ((4, 16), (8, 32), (16, 64), (32, 128))  # (vCPUs, GiB): common cloud node shapes
+SYSTEM_SHARE = 0.9  # of a node's memory left to users once Kubernetes' own pods and reserves have theirs
+
+
+def sizing_table(result: dict, values: Path = REPO_ROOT / "hub" / "z2jh" / "config.yaml") -> str:
+    """Students per Kubernetes node by memory and by CPU, from hub/z2jh/config.yaml's guarantees, with the
+    measured peaks they must cover."""
+    import yaml
+    single = yaml.safe_load(values.read_text(encoding="utf-8"))["singleuser"]
+    memory = single["memory"]["guarantee"]
+    gigabytes = float(memory.rstrip("GgMm")) / (1000 if memory[-1] in "Mm" else 1)
+    cpu = float(single["cpu"]["guarantee"])
+    peaks = [row.get("student_peak_mb") for row in (result.get("notebooks") or {}).values() if isinstance(row, dict)]
+    largest = max((p for p in peaks if p is not None), default=None)
+    lines = [f"| node | students by memory ({memory} guaranteed each) | by CPU ({cpu:g} CPU guaranteed each) | "
+             "students per node |", "| --- | ---: | ---: | ---: |"]
+    for cores, gib in NODES:
+        by_memory = int(gib * 1.073741824 * SYSTEM_SHARE // gigabytes)
+        by_cpu = int(cores // cpu)
+        lines.append(f"| {cores} vCPU, {gib} GiB | {by_memory} | {by_cpu} | **{min(by_memory, by_cpu)}** |")
+    lines += ["", f"The guarantee covers the largest kernel measured ({_megabytes(largest)}, the notebooks' table "
+              f"above) with room to spare; {SYSTEM_SHARE:.0%} of a node's memory is counted as the users'. From "
+              "`results/bench.json` and `hub/z2jh/config.yaml`."]
     return "\n".join(lines)
 
 
@@ -121,5 +164,6 @@ def update_readme(result: dict, readme: Path = README) -> bool:
     if text is None:
         return False
     text = _fill(text, HUB_BEGIN, HUB_END, hub_table(result)) or text
+    text = _fill(text, SIZING_BEGIN, SIZING_END, sizing_table(result)) or text
     readme.write_text(text, encoding="utf-8")
     return True

@@ -84,6 +84,25 @@ def test_the_readme_tables_are_rendered_from_the_committed_bench_json():
     assert tables.HUB_BEGIN in text and tables.HUB_END in text
     shown = text.split(tables.HUB_BEGIN, 1)[1].split(tables.HUB_END, 1)[0].strip()
     assert shown == tables.hub_table(result), "the README's hub table is stale: run `python -m experiments.bench --readme`"
+    shown = text.split(tables.SIZING_BEGIN, 1)[1].split(tables.SIZING_END, 1)[0].strip()
+    assert shown == tables.sizing_table(result), "the sizing table is stale: run `python -m experiments.bench --readme`"
+
+
+def test_the_cluster_is_judged_against_jobs_2_and_the_sizing_by_the_scarcer_resource(tmp_path):
+    result = {"class_autograde": {"students": 100, "mix": {"complete_solutions": 34},
+                                  "runs": {"jobs_2": {"seconds": 300.0}},
+                                  "cluster": {"workers": 2, "seconds": 340.0, "same_gradebook": True,
+                                              "worker_seconds_per_student": 6.8,
+                                              "projection_1000_students_min": {"2": 56.7, "32": 3.5}}},
+              "notebooks": {"06": {"student_s": 30.0, "student_peak_mb": 1500.0}}}
+    table = tables.readme_tables(result)
+    assert "2 local worker processes (`--cluster`), the same gradebook | 340 s (5.7 min) | not met (at most 330 s" in table
+    assert "| 1,000 students, projected from 6.8 s of a worker per student | 57 min on 2, 4 min on 32 |  |" in table
+    values = tmp_path / "config.yaml"
+    values.write_text("singleuser:\n  memory: {guarantee: 2G, limit: 3G}\n  cpu: {guarantee: 0.5, limit: 2}\n")
+    sizing = tables.sizing_table(result, values)
+    assert "| 8 vCPU, 32 GiB | 15 | 16 | **15** |" in sizing and "| 4 vCPU, 16 GiB | 7 | 8 | **7** |" in sizing
+    assert "1,500 MB" in sizing
 
 
 def test_the_hub_table_lists_each_step_of_the_term():

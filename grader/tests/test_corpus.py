@@ -524,3 +524,55 @@ def test_classmates_graded_beside_many_busy_processes_keep_their_marks(beside_cp
         assert full >= 8 and (found, _flagged(root, name)) == (full, flagged), name
         assert not report[name]["leftovers"], report[name]
     print("\n[cpu_hog] seconds: " + ", ".join(f"{name} {report[name]['seconds']}" for name in ["attacker", *CLASSMATES]))
+
+
+# A mixed class for the Dask cluster: right, blank and broken work, and hostile code (a fork storm, links to the
+# gradebook and /etc/shadow, a faked infrastructure error).  Six: each student a task of its own on 2 workers.
+CLUSTER_CLASS = ["blank_01", "fake_infrastructure_error", "fork_storm", "invalid_json", "solution_01", "symlinks"]
+
+
+@pytest.fixture(scope="module")
+def by_cluster(tmp_path_factory):
+    """The class graded through a Dask scheduler and two workers, separate processes on 127.0.0.1 over TCP; one
+    worker is killed (its whole process group) as soon as the first student is merged."""
+    from grader.testing.dask_cluster import LocalCluster
+    assert not set(CLUSTER_CLASS) & corpus.SPEND_BUDGET, "the cluster's class leaves out the cases that spend budgets"
+    root = tmp_path_factory.mktemp("cluster")
+    _corpus_course(root, CLUSTER_CLASS)
+    with LocalCluster(root, workers=2, env=venv_env()) as cluster:
+        command = [sys.executable, "-m", "grader", "--root", str(root), "autograde", "--cluster", cluster.address,
+                   TIMEOUT_ARG, *BUDGET_ARGS]
+        batch = subprocess.Popen(command, env=venv_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        lines, killed = [], None
+        for line in batch.stdout:
+            lines.append(line)
+            if killed is None and ": graded" in line:
+                cluster.kill(0)
+                killed = len(lines)
+        batch.wait(timeout=900)
+        again = subprocess.run(command, env=venv_env(), text=True, capture_output=True, timeout=600)
+    return root, batch.returncode, "".join(lines), killed, again
+
+
+def test_a_class_graded_on_a_dask_cluster_equals_make_autograde_with_a_worker_killed(graded, by_cluster):
+    """Every student graded once and merged, the one in the killed worker's hands retried on the other; the same
+    cell scores and flags as `make autograde`'s batch, hostile cases included."""
+    root, returncode, said, killed, _ = by_cluster
+    assert returncode == 0, said[-3000:]
+    assert killed is not None and killed < len(said.splitlines()), "the worker must die mid-batch: " + said[-2000:]
+    assert f"{len(CLUSTER_CLASS)} student(s) sent" in said and f"autograded {len(CLUSTER_CLASS)} student(s)" in said
+    with open(root / "autograded" / REPORT_NAME, newline="", encoding="utf-8") as handle:
+        assert sorted(row["student_id"] for row in csv.DictReader(handle)) == CLUSTER_CLASS
+    batch_root, *_ = graded
+    for name in CLUSTER_CLASS:
+        assert cell_scores(root, name) == cell_scores(batch_root, name), f"{name}: scores differ from make autograde"
+        assert _flagged(root, name) == _flagged(batch_root, name), f"{name}: flags differ from make autograde"
+    written = [str(p) for p in [root / "pwned_by_student", *corpus.OUTSIDE_TARGETS] if p.exists()]
+    assert not written, f"student code wrote {written}"
+
+
+def test_the_cluster_batch_run_again_grades_only_what_changed(by_cluster):
+    root, _, _, _, again = by_cluster
+    said = again.stdout + again.stderr
+    assert again.returncode == 0, said[-2000:]
+    assert f"{len(CLUSTER_CLASS)} student(s) already merged" in said and "0 student(s) sent" in said, said[-2000:]

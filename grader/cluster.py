@@ -1,0 +1,277 @@
+"""Grading past one machine: the students in tasks of a few on the workers of a Dask cluster, merged here.
+
+    python -m grader autograde --cluster tcp://127.0.0.1:8786     # or tls://host:8786, or a cluster spec (JSON)
+
+A task carries what is the student's (the submission's plain files) and what must agree across machines (a
+gradebook holding the assignment and that student's own rows, the course secret, the fingerprint of the code,
+solutions and configuration that decide grades).  The worker holds the rest of the course: a checkout at the same
+commit with its data, in its working folder or ``TRANSLAB_COURSE``.  A worker whose course has another fingerprint
+refuses the task, and the batch stops.  The worker grades the student with the same batch as ``make autograde``
+(sandbox, checker, canary) in a scratch course, and returns each student's result folder (``grader.results``) as
+data; here each is merged in one transaction (``grader.gradebook.merge_student``), then marked merged with the
+digest of the submission it graded (``autograded/<student>/.translab_merged.json``).
+
+So a batch killed at any point (client, scheduler, worker) loses nothing merged, and running it again grades only
+the students not merged or whose submission changed (``--force``: everyone).  A student whose worker dies is
+retried on another worker by the scheduler (``distributed.scheduler.allowed-failures``: 2, set where the scheduler
+starts); after that the student scores 0, flagged, and the batch goes on.
+
+A Dask scheduler runs any Python a client sends it, as the user running its workers: that is the instructor's
+machine and the course secret.  So ``tcp://`` is accepted on a loopback address only; anything else must be
+``tls://`` with certificates (Dask's security configuration), in a spec file.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import hashlib
+import ipaddress
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+from translab.contract import ASSIGNMENT, COURSE_ENV
+
+from .batch import REPORT_NAME
+from .course import GradingError, students
+from .gradebook import add_submission, has_submission, zero_and_flag
+from .results import AUTOGRADED, GRADEBOOK, CourseMismatch, fingerprint, merge_folder, merged_mark, payload, submission
+
+ALLOWED_FAILURES = 2  # retries after a worker died with the student: the scheduler's allowed-failures
+
+_ONE_AT_A_TIME = threading.Lock()  # a worker process grades one task at a time, whatever its thread count
+
+
+def remote_task(task: dict) -> dict[str, dict[str, bytes]]:
+    """What a Dask worker runs: check the course, grade, return each student's result folder as data."""
+    from translab.data import FIX_HINT, missing
+
+    from .course import course_root
+    course = Path(os.environ.get(COURSE_ENV) or course_root()).resolve()
+    here = fingerprint(course)
+    if here["digest"] != task["fingerprint"]["digest"]:
+        raise CourseMismatch(
+            f"the worker on {socket.gethostname()} holds another version of the course in {course} (commit "
+            f"{here['commit'] or '?'}, fingerprint {here['digest'][:12]}) than the batch (commit "
+            f"{task['fingerprint']['commit'] or '?'}, {task['fingerprint']['digest'][:12]}): check out the "
+            f"batch's commit there (or point {COURSE_ENV} at such a checkout) and restart the worker")
+    absent = missing()
+    if absent:
+        raise GradingError(f"the lab's data is not on the worker {socket.gethostname()} ({absent[0]}): {FIX_HINT}")
+    with _ONE_AT_A_TIME, tempfile.TemporaryDirectory(prefix="translab-result-") as scratch:
+        # A process of its own: a Dask worker is a daemon process, which may not start the batch's helpers, and
+        # whatever happens to one student's grading then cannot take the worker down.
+        given = Path(scratch) / "payload.pickle"
+        given.touch(mode=0o600)
+        given.write_bytes(pickle.dumps(task))
+        done = subprocess.run([sys.executable, "-m", "grader.results", str(course), str(given), str(Path(scratch) / "out")],
+                              capture_output=True, text=True, cwd=course)
+        if done.returncode != 0:
+            raise GradingError(f"grading {', '.join(s['student'] for s in task['students'])} on "
+                               f"{socket.gethostname()} failed: {(done.stderr.strip().splitlines() or ['no message'])[-1]}")
+        results = {}
+        for sent in task["students"]:
+            folder = Path(scratch) / "out" / sent["student"]
+            results[sent["student"]] = {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*")
+                                        if path.is_file() and not path.is_symlink()}
+        return results
+
+
+# ---------------------------------------------------------------- the batch on a cluster
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
+
+
+def connect(cluster: str):
+    """A Dask client for ``cluster``: an address, or a JSON spec file {"address", "security": {tls_ca_file,
+    tls_client_cert, tls_client_key}} or {"jobqueue": {"kind": "slurm", ...SLURMCluster options, "workers": N}}
+    or {"kubernetes": {...KubeCluster options, "workers": N}}."""
+    try:
+        from distributed import Client
+        from distributed.security import Security
+    except ImportError as error:
+        raise GradingError("grading on a cluster needs Dask: pip install '.[distributed]' (make setup installs it)") from error
+    spec: dict = {"address": cluster}
+    if Path(cluster).is_file():
+        spec = json.loads(Path(cluster).read_text(encoding="utf-8"))
+    if "jobqueue" in spec or "kubernetes" in spec:
+        return Client(_launch(spec))
+    address = str(spec.get("address", ""))
+    scheme, host = urlparse(address).scheme, urlparse(address).hostname or ""
+    if scheme == "tls":
+        tls = spec.get("security") or {}
+        if not all(tls.get(key) for key in ("tls_ca_file", "tls_client_cert", "tls_client_key")):
+            raise GradingError(f"{address}: a tls:// scheduler needs a spec file with security.tls_ca_file, "
+                               "tls_client_cert and tls_client_key")
+        return Client(address, security=Security(require_encryption=True, **tls), timeout=30)
+    if scheme == "tcp" and _is_loopback(host):
+        return Client(address, timeout=30)
+    raise GradingError(f"refusing {address!r}: a Dask scheduler runs any code its clients send, as the user of its "
+                       "workers (the course secret, every submission). Use tcp:// on 127.0.0.1 only, or tls:// with "
+                       "certificates in a spec file (grader/README.md: Grading on a cluster)")
+
+
+def _launch(spec: dict):
+    """A cluster whose scheduler runs here and whose workers are batch jobs (dask-jobqueue) or pods
+    (dask-kubernetes).  The scheduler gets the batch's retry rule; a jobqueue scheduler that listens beyond
+    loopback uses TLS with temporary certificates, shared with the workers through ``shared_temp_directory``."""
+    import dask
+    dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES})
+    if "jobqueue" in spec:
+        options = dict(spec["jobqueue"])
+        kind, workers = options.pop("kind", "slurm"), options.pop("workers", 1)
+        if not _is_loopback((options.get("scheduler_options") or {}).get("host", "")):
+            options.setdefault("security", True)
+        import dask_jobqueue
+        cluster = getattr(dask_jobqueue, f"{kind.upper()}Cluster")(**options)
+    else:
+        options = dict(spec["kubernetes"])
+        workers = options.pop("workers", 1)
+        from dask_kubernetes.operator import KubeCluster
+        cluster = KubeCluster(**options)
+    cluster.scale(workers)
+    return cluster
+
+
+def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None, force: bool = False,
+                         extra_args: tuple[str, ...] = (), sandbox: bool = True, student_timeout: float | None = None,
+                         say=None):
+    """Grade on a Dask cluster; returns ``grader.batch``'s report, so the summary and exit code are the same."""
+    from distributed import as_completed
+    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker
+
+    from .batch import BatchReport, StudentResult, _write_report, ensure_assignment
+    from .variants import SecretMissing, require_secret
+    say = say or functools.partial(print, flush=True)
+    started = time.perf_counter()
+    names = students(root)
+    if only:
+        absent = [student for student in only if student not in names]
+        if absent:
+            raise GradingError(f"no submission for {', '.join(map(repr, absent))} in {root / 'submitted'}")
+        names = list(dict.fromkeys(only))
+    if not names:
+        raise GradingError(f"nothing to grade: put submissions in {root / 'submitted'}/<student>/{ASSIGNMENT}/")
+    try:
+        secret = require_secret(root)
+    except SecretMissing as error:
+        raise GradingError(f"{error} Nothing was graded.") from error
+    ensure_assignment(root)
+    course = fingerprint(root)
+    client = connect(cluster)
+    results, skipped, futures, refused_by, pending, workers = [], [], {}, {}, [], 0
+    try:
+        for name in names:
+            sent = submission(root, name)
+            refused_by[name] = sent[1]  # as read here: the worker sees each refused entry as a dangling link
+            mark = merged_mark(root, name)
+            if not force and mark and mark.get("submission") == sent[2] and mark.get("course") == course["digest"]:
+                skipped.append(name)
+            else:
+                pending.append((name, sent))
+        if skipped:
+            say(f"[autograde] {len(skipped)} student(s) already merged with this submission and course, not graded "
+                f"again (--force grades them): {', '.join(skipped[:10])}{' ...' if len(skipped) > 10 else ''}")
+        workers = len(client.scheduler_info().get("workers", {}))
+        size = chunk_size(len(pending), workers)
+        for start in range(0, len(pending), size):
+            chunk = pending[start:start + size]
+            given = payload(root, chunk, course, secret, extra_args, sandbox, student_timeout)
+            key = "translab-grade-" + hashlib.sha256("".join(sent[2] for _, sent in chunk).encode()).hexdigest()[:16]
+            futures[client.submit(remote_task, given, key=key, pure=False)] = [name for name, _ in chunk]
+        say(f"[autograde] {len(pending)} student(s) sent to {cluster} ({workers} worker(s) now, {size} per task)")
+        stop = None
+        for future in as_completed(futures):
+            chunk = futures[future]
+            try:
+                returned = future.result()
+            except FutureCancelledError:
+                continue
+            except KilledWorker:
+                for name in chunk:
+                    results.append(_worker_died(root, name))
+                    say(f"[autograde] {name}: its worker died {ALLOWED_FAILURES + 1} times: 0, flagged")
+                continue
+            except Exception as error:  # our code, the machine or a mismatched worker: stop, as the batch does
+                results += [StudentResult(name, infrastructure=f"{type(error).__name__}: {error}") for name in chunk]
+                stop = error
+                for other in futures:
+                    other.cancel()
+                continue
+            future.release()  # merged: the scheduler may forget it (a lost worker then costs no regrading)
+            for name in chunk:
+                result, host = _merge_returned(root, name, returned[name], course)
+                result.refused = refused_by[name]
+                results.append(result)
+                say(f"[autograde] {name}: {result.status} on {host} ({result.seconds:.0f} s)")
+        if stop is not None:
+            say(f"[autograde] stopped: {stop}")
+    finally:
+        client.close()
+    report = BatchReport(sorted(results, key=lambda r: r.student), time.perf_counter() - started, jobs=workers)
+    kept = _report_rows(root, skipped)
+    _write_report(root, report)
+    if kept:  # the students not graded again keep their rows
+        with open(root / AUTOGRADED / REPORT_NAME, "a", newline="", encoding="utf-8") as handle:
+            csv.writer(handle).writerows(kept)
+    return report
+
+
+def _report_rows(root: Path, names: list[str]) -> list[list[str]]:
+    try:
+        with open(root / AUTOGRADED / REPORT_NAME, newline="", encoding="utf-8") as handle:
+            return [row for row in list(csv.reader(handle))[1:] if row and row[0] in set(names)]
+    except OSError:
+        return []
+
+
+CHUNK_MAX = 8  # students per task at most: one zygote (3 s) for them all, and a lost worker costs little
+CHUNKS_PER_WORKER = 3  # tasks per worker at least, so that the fastest workers take more
+
+
+def chunk_size(students: int, workers: int) -> int:
+    return max(1, min(CHUNK_MAX, -(-students // max(1, workers * CHUNKS_PER_WORKER))))
+
+
+def _merge_returned(root: Path, name: str, files: dict[str, bytes], course: dict):
+    from .batch import StudentResult
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch) / name
+        for relative, content in files.items():
+            target = folder / relative
+            if folder.resolve() not in target.resolve().parents:
+                raise GradingError(f"a worker returned {relative!r}, outside the result folder")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        described = merge_folder(root, folder, course)
+    kept = {f.name for f in dataclasses.fields(StudentResult)}
+    result = StudentResult(**{key: value for key, value in described["result"].items() if key in kept})
+    result.log = root / described["result"]["log"]
+    return result, described["host"]
+
+
+def _worker_died(root: Path, student: str):
+    from .batch import StudentResult
+    from .gradebook import gradebook_notebooks
+    db = root / GRADEBOOK
+    if not has_submission(db, student):
+        add_submission(db, student)
+    notebooks = gradebook_notebooks(db)
+    zero_and_flag(db, student, notebooks, f"its grading worker died {ALLOWED_FAILURES + 1} times (a machine lost, or "
+                  "a submission that kills workers): look at it, then grade it again (--student)")
+    return StudentResult(student, failed_notebooks=notebooks, flagged=notebooks)
+

@@ -1,0 +1,12 @@
+"""``python -m grader merge DIR...`` (``make merge RESULTS=...``): result folders graded elsewhere into gradebook.db."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..results import merge as merge_folders
+
+
+def merge(root: Path, folders: list[Path]) -> int:
+    for described in merge_folders(root, folders):
+        print(f"merged {described['student']} (graded on {described['host']})")
+    return 0

@@ -1,0 +1,112 @@
+"""grader.cluster without a cluster: what must agree across machines, what is refused, results merged elsewhere.
+(The class graded on a real Dask scheduler and workers, one of them killed, is in test_corpus.py.)"""
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import cluster, results
+from grader.course import GradingError
+from grader.testing import corpus
+from translab.contract import ASSIGNMENT, COURSE_ENV
+from translab.paths import REPO_ROOT
+
+from conftest import cell_scores, run_grader, venv_env
+
+
+def _small_course(root: Path, cases: list[str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
+    shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
+    run_grader(root, "release")
+    corpus.build(root / "submitted", root, cases)
+    return root
+
+
+def test_only_a_loopback_tcp_scheduler_or_tls_with_certificates_is_accepted(tmp_path):
+    for address in ("tcp://10.0.0.5:8786", "tcp://0.0.0.0:8786", "inproc://x"):
+        with pytest.raises(GradingError, match="runs any code"):
+            cluster.connect(address)
+    spec = tmp_path / "cluster.json"
+    spec.write_text(json.dumps({"address": "tls://10.0.0.5:8786", "security": {"tls_ca_file": "ca.pem"}}))
+    with pytest.raises(GradingError, match="tls_client_cert"):
+        cluster.connect(str(spec))
+
+
+def test_the_fingerprint_follows_the_solutions_and_the_configuration(tmp_path):
+    root = tmp_path / "course"
+    (root / "solutions").mkdir(parents=True)
+    shutil.copytree(REPO_ROOT / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
+    first = results.fingerprint(root)
+    assert first == results.fingerprint(root) and len(first["digest"]) == 64
+    notebook = next((root / "solutions" / ASSIGNMENT).glob("*.ipynb"))
+    notebook.write_text(notebook.read_text().replace("causal", "causal ", 1))
+    second = results.fingerprint(root)
+    assert second["digest"] != first["digest"]
+    (root / "nbgrader_config.py").write_text((root / "nbgrader_config.py").read_text() + "\nc.Execute.timeout = 5\n")
+    assert results.fingerprint(root)["digest"] != second["digest"]
+
+
+def test_a_worker_with_another_course_refuses_before_it_grades(tmp_path, monkeypatch):
+    monkeypatch.setenv(COURSE_ENV, str(REPO_ROOT))
+    payload = {"students": [{"student": "alice"}], "fingerprint": {"digest": "0" * 64, "commit": "abc1234"}}
+    with pytest.raises(results.CourseMismatch, match="abc1234.*check out the batch's commit"):
+        cluster.remote_task(payload)
+
+
+def test_a_task_gradebook_holds_the_assignment_and_only_its_students_rows(tmp_path):
+    db = _small_course(tmp_path / "course", []) / "gradebook.db"
+    from grader.gradebook import add_submission
+    for student in ("ann", "ben"):
+        add_submission(db, student)
+    copy = tmp_path / "ann.db"
+    copy.write_bytes(results.student_gradebook(db, ["ann"]))
+    with sqlite3.connect(copy) as connection:
+        assert [row[0] for row in connection.execute("SELECT id FROM student")] == ["ann"]
+        assert connection.execute("SELECT COUNT(*) FROM submitted_assignment").fetchone() == (1,)
+        assert connection.execute("SELECT COUNT(*) FROM grade_cells").fetchone()[0] > 0, "the assignment's tests"
+
+
+def test_students_go_in_tasks_of_a_few_so_that_every_worker_gets_several():
+    assert cluster.chunk_size(8, 2) == 2 and cluster.chunk_size(100, 2) == cluster.CHUNK_MAX
+    assert cluster.chunk_size(1, 4) == 1 and cluster.chunk_size(30, 0) == cluster.CHUNK_MAX
+    assert cluster.chunk_size(1000, 32) == 8 and cluster.chunk_size(40, 4) == 4
+
+
+def test_merge_refuses_a_result_of_another_course_and_an_empty_folder(tmp_path):
+    folder = tmp_path / "results" / "alice"
+    folder.mkdir(parents=True)
+    (folder / results.RESULT).write_text(json.dumps({"student": "alice", "fingerprint": {"digest": "1" * 64,
+                                                                                           "commit": "old"}}))
+    with pytest.raises(GradingError, match="another version of the course"):
+        results.merge(REPO_ROOT, [tmp_path / "results"])
+    with pytest.raises(GradingError, match="no result folders"):
+        (tmp_path / "empty").mkdir()
+        results.merge(REPO_ROOT, [tmp_path / "empty"])
+
+
+@pytest.mark.slow
+def test_a_student_graded_into_a_results_folder_then_merged_scores_as_graded_here(tmp_path):
+    """`autograde --student ID --results-dir DIR` (one job of a Slurm array) then `merge DIR` on the course: the
+    same cells as grading it here, and the submission is marked merged."""
+    here = _small_course(tmp_path / "here", ["solution_01"])
+    run_grader(here, "autograde")
+    there = _small_course(tmp_path / "there", ["solution_01"])
+    env = venv_env()
+    out = tmp_path / "results"
+    for command in (["autograde", "--student", "solution_01", "--results-dir", str(out)], ["merge", str(out)]):
+        done = subprocess.run([sys.executable, "-m", "grader", "--root", str(there), *command], env=env, text=True,
+                              capture_output=True, timeout=600)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "merged solution_01" in done.stdout
+    assert cell_scores(there, "solution_01") == cell_scores(here, "solution_01")
+    mark = results.merged_mark(there, "solution_01")
+    assert mark and mark["submission"] == results.submission(there, "solution_01")[2]
+    assert (there / "autograded" / "solution_01" / ASSIGNMENT / f"{corpus.NB1}.ipynb").exists()
