@@ -203,7 +203,7 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
                 continue
             except KilledWorker:
                 for name in chunk:
-                    results.append(_worker_died(root, name))
+                    results.append(worker_died(root, name))
                     say(f"[autograde] {name}: its worker died {ALLOWED_FAILURES + 1} times: 0, flagged")
                 continue
             except Exception as error:  # our code, the machine or a mismatched worker: stop, as the batch does
@@ -264,7 +264,9 @@ def _merge_returned(root: Path, name: str, files: dict[str, bytes], course: dict
     return result, described["host"]
 
 
-def _worker_died(root: Path, student: str):
+def worker_died(root: Path, student: str):
+    """The scheduler gave up on the student's task (its workers died after ``ALLOWED_FAILURES`` retries): every
+    notebook at 0, flagged with the reason, as the batch does with notebooks nbgrader cannot run."""
     from .batch import StudentResult
     from .gradebook import gradebook_notebooks
     db = root / GRADEBOOK

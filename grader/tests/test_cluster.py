@@ -110,3 +110,18 @@ def test_a_student_graded_into_a_results_folder_then_merged_scores_as_graded_her
     mark = results.merged_mark(there, "solution_01")
     assert mark and mark["submission"] == results.submission(there, "solution_01")[2]
     assert (there / "autograded" / "solution_01" / ASSIGNMENT / f"{corpus.NB1}.ipynb").exists()
+
+
+def test_a_student_whose_worker_died_three_times_scores_0_flagged(tmp_path):
+    """What the batch does when the scheduler gives up on a task (KilledWorker after its retries): the student's
+    notebooks at 0, flagged with the reason, and the batch goes on."""
+    from grader.gradebook import flagged_notebooks
+    root = _small_course(tmp_path / "course", [])
+    result = cluster.worker_died(root, "ghost")
+    assert result.flagged == result.failed_notebooks and len(result.flagged) == 6
+    assert flagged_notebooks(root / "gradebook.db", "ghost") == sorted(result.flagged)
+    with sqlite3.connect(root / "gradebook.db") as connection:
+        scores = connection.execute("SELECT g.auto_score FROM grade g JOIN submitted_notebook sn ON g.notebook_id = sn.id "
+                                    "JOIN submitted_assignment sa ON sn.assignment_id = sa.id "
+                                    "WHERE sa.student_id = 'ghost' AND g.auto_score IS NOT NULL").fetchall()
+    assert scores and all(score == 0 for (score,) in scores)
