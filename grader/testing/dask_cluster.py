@@ -16,6 +16,13 @@ from translab.contract import COURSE_ENV
 from ..cluster import ALLOWED_FAILURES
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on now (for a daemon the caller starts)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 class LocalCluster:
     """``with LocalCluster(course, workers=2, env=...) as cluster:`` ``cluster.address``; ``cluster.kill(0)``."""
 
@@ -24,9 +31,7 @@ class LocalCluster:
         self.env = {**(env or os.environ), COURSE_ENV: str(self.course),
                     "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": str(ALLOWED_FAILURES)}
         self.processes: list[subprocess.Popen] = []
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
 
     def _start(self, name: str, *args: str) -> subprocess.Popen:

@@ -16,19 +16,13 @@ from pathlib import Path
 import pytest
 
 from grader.testing import corpus
-from grader.testing.dask_cluster import gradebook_cells
+from grader.testing.dask_cluster import free_port, gradebook_cells
 
 from conftest import run_grader, venv_env
 
 pytestmark = pytest.mark.slow
 CLASS = ["blank_01", "solution_01", "syntax_error"]
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _missing() -> str | None:
@@ -88,8 +82,8 @@ def slurm(tmp_path_factory):
     host = socket.gethostname()
     memory = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20 * 0.8)
     conf = folder / "slurm.conf"
-    conf.write_text(SLURM_CONF.format(host=host, munge=munge / "munge.socket", ctld_port=_free_port(),
-                                      d_port=_free_port(), state=state, spool=spool, cpus=os.cpu_count(),
+    conf.write_text(SLURM_CONF.format(host=host, munge=munge / "munge.socket", ctld_port=free_port(),
+                                      d_port=free_port(), state=state, spool=spool, cpus=os.cpu_count(),
                                       memory=memory))
     env = {**venv_env(), "SLURM_CONF": str(conf)}
     started = []
