@@ -129,8 +129,21 @@ def _extra(student: str) -> bool:
     return student.startswith("past:") or student == REFERENCE
 
 
+def _stable_kgram_hashes(string: str, k: int):
+    """copydetect hashes k-grams with Python's ``hash()``, salted anew in every process (PYTHONHASHSEED): which
+    k-grams winnowing keeps, and so a pair's score, changed from one run to the next (a reordered copy scored 0.48
+    to 0.75).  An unkeyed 64-bit BLAKE2b digest makes the same class give the same report on every run."""
+    import hashlib
+    import numpy as np
+    return np.array([int.from_bytes(hashlib.blake2b(string[offset:offset + k].encode("utf-8", "surrogatepass"),
+                                                    digest_size=8).digest(), "little", signed=True)
+                     for offset in range(len(string) - k + 1)], dtype=np.int64)
+
+
 def _fingerprint(source: str, boilerplate):
+    import copydetect.utils
     from copydetect import CodeFingerprint
+    copydetect.utils.hashed_kgrams = _stable_kgram_hashes  # its fingerprinting looks the name up in its module
     return CodeFingerprint("answer.py", NOISE, GUARANTEE - NOISE + 1, boilerplate=boilerplate, fp=io.StringIO(source),
                            language="python")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -281,6 +282,17 @@ def test_the_copies_rank_first(reported):
     assert min(scores[p] for p in top) > 2 * max([scores[p] for p in ranked[6:]] or [0.0])
     assert not any(row["task"].endswith("mask_answer") for row in rows), "the one-line mask everyone writes"
     assert "dana" in output and "similarity:" in output
+
+
+def test_the_report_is_the_same_in_every_process(reported):
+    """Python salts ``hash()`` per process; the scores must not follow the salt."""
+    root, _ = reported
+    tables = []
+    for seed in ("1", "2"):
+        subprocess.run([sys.executable, "-m", "grader", "--root", str(root), "similarity"], capture_output=True,
+                       check=True, timeout=600, env={**os.environ, "PYTHONHASHSEED": seed})
+        tables.append((root / "reports" / "similarity.csv").read_text(encoding="utf-8"))
+    assert tables[0] == tables[1]
 
 
 def test_the_page_shows_the_answers_side_by_side_escaped(reported):
