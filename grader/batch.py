@@ -273,59 +273,101 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
     goes on.  Only when a known-good notebook fails too (``_Canary``) is the machine at fault: then no new
     student is started and the batch says so.  Each student has ``student_timeout`` seconds of wall-clock time.
     """
-    from . import sandbox as kernel_sandbox
     start = time.perf_counter()
     fork_server(checker_imports=preloads_checks(names, sandbox))  # its imports overlap what follows
-    main_db = root / "gradebook.db"
-    results = []
-    with kernel_sandbox.UidBlock() as uids, tempfile.TemporaryDirectory(prefix="translab-autograde-") as scratch, \
-            contextlib.ExitStack() as stack:
-        work = Path(scratch)
-        zygote = None
-        if sandbox:  # first: its imports (3 s) overlap what follows; it ends before the scratch folder goes
-            from .zygote import Zygote
-            try:
-                zygote = stack.enter_context(Zygote(work, nbgrader_env(), root, later=len(names) > 1)).path
-            except OSError as error:  # the machine, not a student: say so before anyone is graded
-                raise GradingError(f"{error}; nothing was graded") from error
-        check_config(root)
-        dbs = work / "db"  # the per-student gradebooks: private even to the sandboxed kernels
-        dbs.mkdir(mode=0o700)
-        staged = work / "submitted"  # the students' plain files (stage_submission): out of every kernel's view
-        staged.mkdir(mode=0o700)
-        extra_env, kernel_args = {}, []
-        groups = None
-        if sandbox:
-            extra_env, kernel_args = kernel_sandbox.grading_kernel(root, work, zygote=zygote)
-            from .cgroups import Cgroups
-            limits = kernel_sandbox.Limits()
-            groups = stack.enter_context(Cgroups(limits.memory, limits.tasks))
-            print(f"[autograde] a cgroup per student: {groups.problem or groups.mode}", flush=True)
+    with GradingSession(root, sandbox, later=len(names) > 1) as session:
+        report = session.grade(names, jobs, extra_args, student_timeout)
+    report.seconds = time.perf_counter() - start
+    _write_report(root, report)
+    return report
+
+
+class GradingSession:
+    """What a batch sets up once for a course folder: a block of uids, a scratch folder, the zygote, the
+    cgroups, the sandbox's kernelspec.  ``grade_batch`` opens one per batch; a cluster worker keeps one open
+    between its tasks (``grader.results.serve``), so that a task costs only its students."""
+
+    def __init__(self, root: Path, sandbox: bool = True, later: bool = True):
+        """``later``: the zygote imports what the notebooks import later too (``grader.zygote``)."""
+        self.root, self.sandbox, self.later = root, sandbox, later
+        self._stack = contextlib.ExitStack()
+        self._next = 0  # the index of the next student: its uid, status folder and cgroup are its own
+
+    def __enter__(self) -> "GradingSession":
+        from . import sandbox as kernel_sandbox
+        stack = self._stack.__enter__()
+        try:
+            self.uids = stack.enter_context(kernel_sandbox.UidBlock())
+            self.work = work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="translab-autograde-")))
+            zygote = None
+            if self.sandbox:  # first: its imports (3 s) overlap what follows; it ends before the scratch folder
+                from .zygote import Zygote
+                try:
+                    zygote = stack.enter_context(Zygote(work, nbgrader_env(), self.root, later=self.later)).path
+                except OSError as error:  # the machine, not a student: say so before anyone is graded
+                    raise GradingError(f"{error}; nothing was graded") from error
+            check_config(self.root)
+            self.dbs = work / "db"  # the per-student gradebooks: private even to the sandboxed kernels
+            self.dbs.mkdir(mode=0o700)
+            self.staged = work / "submitted"  # the students' plain files (stage_submission): out of every kernel's view
+            self.staged.mkdir(mode=0o700)
+            self.extra_env, self.kernel_args, self.groups = {}, [], None
+            if self.sandbox:
+                self.extra_env, self.kernel_args = kernel_sandbox.grading_kernel(self.root, work, zygote=zygote)
+                from .cgroups import Cgroups
+                limits = kernel_sandbox.Limits()
+                self.groups = stack.enter_context(Cgroups(limits.memory, limits.tasks))
+                print(f"[autograde] a cgroup per student: {self.groups.problem or self.groups.mode}", flush=True)
+            self.shared_folders = kernel_sandbox.world_writable_folders(skip=work) if self.sandbox else None
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.__exit__(*exc)
+
+    def room(self) -> int:
+        """How many more students this session can grade (each needs an index of the uid block)."""
+        from .sandbox import UID_BLOCK
+        return UID_BLOCK - 1 - self._next
+
+    def _settings(self, index: int, extra_args: tuple[str, ...]) -> tuple[dict, list[str], Path | None]:
+        from . import sandbox as kernel_sandbox
         # the caller's --Class.trait=value wins over ours (nbgrader rejects a trait given twice)
         overridden = {arg.split("=", 1)[0] for arg in extra_args}
 
         def options(ours: list[str]) -> list[str]:
             return [arg for arg in ours if arg.split("=", 1)[0] not in overridden] + list(extra_args)
 
-        def student_settings(index: int) -> tuple[dict, list[str], Path | None]:
-            if not sandbox:  # asked for (--no-sandbox): the nbgrader config refuses it otherwise
-                return nbgrader_env({UNSANDBOXED_ENV: "1"}), options([]), None
-            status = kernel_sandbox.status_folder(work, index)
-            env = nbgrader_env({**extra_env, **kernel_sandbox.student_env(uids.uid(index), status, work, index),
-                                 **groups.student(index)})
-            return env, options(kernel_args + kernel_sandbox.student_args(work, index)), status
+        if not self.sandbox:  # asked for (--no-sandbox): the nbgrader config refuses it otherwise
+            return nbgrader_env({UNSANDBOXED_ENV: "1"}), options([]), None
+        status = kernel_sandbox.status_folder(self.work, index)
+        env = nbgrader_env({**self.extra_env, **kernel_sandbox.student_env(self.uids.uid(index), status, self.work,
+                                                                            index), **self.groups.student(index)})
+        return env, options(self.kernel_args + kernel_sandbox.student_args(self.work, index)), status
 
-        shared_folders = kernel_sandbox.world_writable_folders(skip=work) if sandbox else None
-        canary_env, canary_args, _ = student_settings(len(names))
-        canary = _Canary(root, work, canary_env, canary_args)
+    def grade(self, names: list[str], jobs: int = 1, extra_args: tuple[str, ...] = (),
+              student_timeout: float = STUDENT_BUDGET) -> BatchReport:
+        """Grade ``names`` (see ``grade_batch``); the report is not written."""
+        if len(names) + 1 > self.room():
+            raise GradingError(f"this grading session has room for {self.room() - 1} more student(s), not "
+                               f"{len(names)}: grade them in a new one")
+        start = time.perf_counter()
+        main_db = self.root / "gradebook.db"
+        first, self._next = self._next, self._next + len(names) + 1
+        canary_env, canary_args, _ = self._settings(first + len(names), extra_args)
+        canary = _Canary(self.root, self.work, canary_env, canary_args)
+        results = []
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {}
-            for index, name in enumerate(names):
-                db = dbs / f"student{index}.db"
+            for offset, name in enumerate(names):
+                index = first + offset
+                db = self.dbs / f"student{index}.db"
                 sqlite_copy(main_db, db)
-                env, args, status = student_settings(index)
-                job = StudentJob(root, name, db, staged, status, env, args, student_timeout, index,
-                                 uids.uid(index) if sandbox else None, work, shared_folders)
+                env, args, status = self._settings(index, extra_args)
+                job = StudentJob(self.root, name, db, self.staged, status, env, args, student_timeout, index,
+                                 self.uids.uid(index) if self.sandbox else None, self.work, self.shared_folders)
                 futures[pool.submit(_grade_student, job)] = db
             for future in as_completed(futures):
                 if future.cancelled():
@@ -344,14 +386,14 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
                         merge_student(main_db, futures[future], result.student)
                     except sqlite3.Error as error:  # rolled back: the gradebook holds the student's old rows
                         result.infrastructure = f"merging into {main_db} failed: {error}"
+                    finally:
+                        futures[future].unlink(missing_ok=True)
                 if result.infrastructure:
                     for pending in futures:
                         pending.cancel()
                 print(f"[autograde] {result.student}: {result.status} ({result.seconds:.0f} s, log {result.log})",
                       flush=True)
-    report = BatchReport(sorted(results, key=lambda r: r.student), time.perf_counter() - start, jobs)
-    _write_report(root, report)
-    return report
+        return BatchReport(sorted(results, key=lambda r: r.student), time.perf_counter() - start, jobs)
 
 
 def _write_report(root: Path, report: BatchReport) -> Path:
@@ -373,7 +415,9 @@ def _write_report(root: Path, report: BatchReport) -> Path:
 def print_summary(root: Path, report: BatchReport, student_timeout: float) -> int:
     """What the instructor reads after a batch, and the exit code: 1 when the machine, not a student, failed."""
     failed = [r for r in report.results if r.failed_notebooks]
-    print(f"autograded {len(report.results)} student(s) in {report.seconds:.0f} s with --jobs {report.jobs}; "
+    graded = len(report.results) - len(report.infrastructure)
+    print(f"autograded {graded} student(s) in {report.seconds:.0f} s with --jobs {report.jobs}"
+          f"{f', {len(report.infrastructure)} not (below)' if report.infrastructure else ''}; "
           f"report: {root / 'autograded' / REPORT_NAME}")
     for r in failed:
         print(f"  needs a look: {r.student}: nbgrader could not run {', '.join(r.failed_notebooks)} "
@@ -401,6 +445,6 @@ def print_summary(root: Path, report: BatchReport, student_timeout: float) -> in
               "the students (see the logs); fix it and grade again", file=sys.stderr)
         return 1
     for r in report.infrastructure:
-        print(f"error: grading {r.student} failed, not because of the submission: {r.infrastructure} "
-              f"(log {r.log})", file=sys.stderr)
+        print(f"error: grading {r.student} failed, not because of the submission: {r.infrastructure}"
+              + (f" (log {r.log})" if r.log else ""), file=sys.stderr)
     return 1 if report.infrastructure else 0

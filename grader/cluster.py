@@ -6,9 +6,9 @@ A task carries what is the student's (the submission's plain files) and what mus
 gradebook holding the assignment and that student's own rows, the course secret, the fingerprint of the code,
 solutions and configuration that decide grades).  The worker holds the rest of the course: a checkout at the same
 commit with its data, in its working folder or ``TRANSLAB_COURSE``.  A worker whose course has another fingerprint
-refuses the task, and the batch stops.  The worker grades the student with the same batch as ``make autograde``
-(sandbox, checker, canary) in a scratch course, and returns each student's result folder (``grader.results``) as
-data; here each is merged in one transaction (``grader.gradebook.merge_student``), then marked merged with the
+refuses the task, and the batch stops.  The worker grades the students with the same batch as ``make autograde``
+(sandbox, checker, canary) in a scratch course, in a grading process it keeps between tasks (``GradingServer``),
+and returns each student's result folder (``grader.results``) as data; here each is merged in one transaction (``grader.gradebook.merge_student``), then marked merged with the
 digest of the submission it graded (``autograded/<student>/.translab_merged.json``).
 
 So a batch killed at any point (client, scheduler, worker) loses nothing merged, and running it again grades only
@@ -30,6 +30,7 @@ import ipaddress
 import json
 import os
 import pickle
+import shutil
 import socket
 import subprocess
 import sys
@@ -68,22 +69,69 @@ def remote_task(task: dict) -> dict[str, dict[str, bytes]]:
     if absent:
         raise GradingError(f"the lab's data is not on the worker {socket.gethostname()} ({absent[0]}): {FIX_HINT}")
     with _ONE_AT_A_TIME, tempfile.TemporaryDirectory(prefix="translab-result-") as scratch:
-        # A process of its own: a Dask worker is a daemon process, which may not start the batch's helpers, and
-        # whatever happens to one student's grading then cannot take the worker down.
         given = Path(scratch) / "payload.pickle"
         given.touch(mode=0o600)
         given.write_bytes(pickle.dumps(task))
-        done = subprocess.run([sys.executable, "-m", "grader.results", str(course), str(given), str(Path(scratch) / "out")],
-                              capture_output=True, text=True, cwd=course)
-        if done.returncode != 0:
-            raise GradingError(f"grading {', '.join(s['student'] for s in task['students'])} on "
-                               f"{socket.gethostname()} failed: {(done.stderr.strip().splitlines() or ['no message'])[-1]}")
+        _server(course, here["digest"]).grade(given, Path(scratch) / "out")
         results = {}
         for sent in task["students"]:
             folder = Path(scratch) / "out" / sent["student"]
             results[sent["student"]] = {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*")
                                         if path.is_file() and not path.is_symlink()}
         return results
+
+
+class GradingServer:
+    """A worker's grading process (``python -m grader.results --serve``), kept between its tasks: one zygote and
+    one fork server for every student the worker grades, not one per task (2.2 to 2.7 s of each task here).  A process
+    of its own, because a Dask worker is a daemon process, which may not start the batch's helpers; and whatever
+    happens to a student's grading cannot take the worker down.  It ends with the worker (its stdin closes)."""
+
+    def __init__(self, course: Path, digest: str = ""):
+        self.course, self.digest = course, digest  # the course's fingerprint when it started: the code it runs
+        self.folder = Path(tempfile.mkdtemp(prefix="translab-server-"))
+        self.log = self.folder / "grading.log"  # what the batch prints: read when the process ends too early
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "grader.results", "--serve", str(course)],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=course)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def grade(self, given: Path, out: Path) -> None:
+        try:
+            self.process.stdin.write((json.dumps({"payload": str(given), "out": str(out)}) + "\n").encode())
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except OSError:  # it is gone
+            line = b""
+        answer = json.loads(line) if line.strip() else {
+            "error": f"the grading process on {socket.gethostname()} ended (exit {self.process.wait()}): "
+                     + " | ".join(self.log.read_text(errors="replace").strip().splitlines()[-3:])}
+        if "error" in answer:
+            raise GradingError(answer["error"])
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_SERVERS: dict[Path, GradingServer] = {}
+
+
+def _server(course: Path, digest: str) -> GradingServer:
+    """This worker's grading process for ``course``, started at its first task; again if it ended, or if the
+    course changed on disk since (it would grade with the code it loaded then)."""
+    server = _SERVERS.get(course)
+    if server is None or not server.alive() or server.digest != digest:
+        if server is not None:
+            server.close()
+        server = _SERVERS[course] = GradingServer(course, digest)
+    return server
 
 
 # ---------------------------------------------------------------- the batch on a cluster
@@ -150,6 +198,8 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
                          extra_args: tuple[str, ...] = (), sandbox: bool = True, student_timeout: float | None = None,
                          say=None):
     """Grade on a Dask cluster; returns ``grader.batch``'s report, so the summary and exit code are the same."""
+    from concurrent.futures import CancelledError
+
     from distributed import as_completed
     from distributed.client import FutureCancelledError
     from distributed.scheduler import KilledWorker
@@ -173,7 +223,7 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
     ensure_assignment(root)
     course = fingerprint(root)
     client = connect(cluster)
-    results, skipped, futures, refused_by, pending, workers = [], [], {}, {}, [], 0
+    results, skipped, futures, refused_by, pending, workers, lost = [], [], {}, {}, [], 0, []
     try:
         for name in names:
             sent = submission(root, name)
@@ -187,19 +237,22 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
             say(f"[autograde] {len(skipped)} student(s) already merged with this submission and course, not graded "
                 f"again (--force grades them): {', '.join(skipped[:10])}{' ...' if len(skipped) > 10 else ''}")
         workers = len(client.scheduler_info().get("workers", {}))
-        size = chunk_size(len(pending), workers)
-        for start in range(0, len(pending), size):
-            chunk = pending[start:start + size]
+        sizes, start = chunk_sizes(len(pending), workers), 0
+        for size in sizes:
+            chunk, start = pending[start:start + size], start + size
             given = payload(root, chunk, course, secret, extra_args, sandbox, student_timeout)
             key = "translab-grade-" + hashlib.sha256("".join(sent[2] for _, sent in chunk).encode()).hexdigest()[:16]
             futures[client.submit(remote_task, given, key=key, pure=False)] = [name for name, _ in chunk]
-        say(f"[autograde] {len(pending)} student(s) sent to {cluster} ({workers} worker(s) now, {size} per task)")
+        tasks = f"{len(sizes)} tasks of {sizes[0]} down to {sizes[-1]}" if len(sizes) > 1 else "1 task"
+        say(f"[autograde] {len(pending)} student(s) sent to {cluster} ({workers} worker(s) now, in {tasks})")
         stop = None
         for future in as_completed(futures):
             chunk = futures[future]
             try:
                 returned = future.result()
-            except FutureCancelledError:
+            except (FutureCancelledError, CancelledError):
+                if stop is None:  # not cancelled by us: the scheduler was lost, and with it what it held
+                    lost += chunk
                 continue
             except KilledWorker:
                 for name in chunk:
@@ -218,7 +271,12 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
                 result.refused = refused_by[name]
                 results.append(result)
                 say(f"[autograde] {name}: {result.status} on {host} ({result.seconds:.0f} s)")
-        if stop is not None:
+        if lost:
+            results += [StudentResult(name, infrastructure="the connection to the cluster's scheduler was lost before "
+                                      "this student was graded") for name in lost]
+            say(f"[autograde] stopped: the connection to the cluster's scheduler was lost with {len(lost)} student(s) "
+                "not graded; what was merged is kept: run the same command again for the others")
+        elif stop is not None:
             say(f"[autograde] stopped: {stop}")
     finally:
         client.close()
@@ -239,12 +297,18 @@ def _report_rows(root: Path, names: list[str]) -> list[list[str]]:
         return []
 
 
-CHUNK_MAX = 8  # students per task at most: one zygote (3 s) for them all, and a lost worker costs little
-CHUNKS_PER_WORKER = 3  # tasks per worker at least, so that the fastest workers take more
+CHUNK_MAX = 8  # students per task at most: a lost worker costs at most this many students graded again
 
 
-def chunk_size(students: int, workers: int) -> int:
-    return max(1, min(CHUNK_MAX, -(-students // max(1, workers * CHUNKS_PER_WORKER))))
+def chunk_sizes(students: int, workers: int) -> list[int]:
+    """Students per task, in the order sent: a share of what is left (guided scheduling), so tasks are few while
+    the class is large and single students at the end, where one worker would otherwise finish long after the
+    others (a student may take 1 s or the whole budget: a timeout, a fork storm)."""
+    sizes, left = [], students
+    while left > 0:
+        sizes.append(max(1, min(CHUNK_MAX, left, -(-left // (2 * max(1, workers))))))
+        left -= sizes[-1]
+    return sizes
 
 
 def _merge_returned(root: Path, name: str, files: dict[str, bytes], course: dict):

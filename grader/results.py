@@ -12,9 +12,11 @@ how ``grader.cluster`` knows whom not to grade again.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import pickle
 import shutil
 import socket
@@ -109,52 +111,75 @@ def student_gradebook(main_db: Path, keep: list[str]) -> bytes:
         return copy.read_bytes()
 
 
-def grade_to_folders(course: Path, payload: dict, out: Path) -> list[Path]:
+def grade_to_folders(course: Path, payload: dict, out: Path, session=None) -> list[Path]:
     """Grade ``payload``'s students with the batch of ``make autograde`` (one zygote for them all), in a scratch
-    course beside ``course``, and write a result folder for each, ``out/<student>``: result.json, gradebook.db,
-    autograded/."""
+    course beside ``course`` (or in ``session``'s, a ``grader.batch.GradingSession`` kept between tasks), and
+    write a result folder for each, ``out/<student>``: result.json, gradebook.db, autograded/."""
     from .batch import STUDENT_BUDGET, grade_batch
+    if session is not None:
+        names = _load_task(session.root, payload)
+        report = session.grade(names, 1, tuple(payload["args"]), payload["student_timeout"] or STUDENT_BUDGET)
+        return _result_folders(session.root, report, payload, out)
+    with tempfile.TemporaryDirectory(prefix="translab-task-") as scratch:
+        root = scratch_course(course, Path(scratch) / "course")
+        names = _load_task(root, payload)
+        report = grade_batch(root, names, jobs=1, extra_args=tuple(payload["args"]), sandbox=payload["sandbox"],
+                             student_timeout=payload["student_timeout"] or STUDENT_BUDGET)
+        return _result_folders(root, report, payload, out)
+
+
+def scratch_course(course: Path, root: Path) -> Path:
+    """A course folder to grade tasks in: ``course``'s configuration, its solutions and notebooks linked."""
+    root.mkdir()
+    shutil.copy2(course / "nbgrader_config.py", root / "nbgrader_config.py")
+    for folder in ("solutions", "notebooks"):
+        if (course / folder).exists():
+            (root / folder).symlink_to((course / folder).resolve(), target_is_directory=True)
+    return root
+
+
+def _load_task(root: Path, payload: dict) -> list[str]:
+    """Put a task into the scratch course ``root``: its gradebook, the secret, the students' files; what an
+    earlier task left there goes first."""
     from .variants import SECRET_FILE
     names = [sent["student"] for sent in payload["students"]]
     for student in names:
         if Path(student).name != student or student.startswith("."):
             raise GradingError(f"{student!r} is not a student id")
-    with tempfile.TemporaryDirectory(prefix="translab-task-") as scratch:
-        root = Path(scratch) / "course"
-        root.mkdir()
-        shutil.copy2(course / "nbgrader_config.py", root / "nbgrader_config.py")
-        for folder in ("solutions", "notebooks"):
-            if (course / folder).exists():
-                (root / folder).symlink_to((course / folder).resolve(), target_is_directory=True)
-        (root / GRADEBOOK).write_bytes(payload["gradebook"])
-        secret = root / SECRET_FILE
-        secret.touch(mode=0o600)
-        secret.write_bytes(payload["secret"])
-        for sent in payload["students"]:
-            _unpack(root / "submitted" / sent["student"] / ASSIGNMENT, sent)
-        report = grade_batch(root, names, jobs=1, extra_args=tuple(payload["args"]), sandbox=payload["sandbox"],
-                             student_timeout=payload["student_timeout"] or STUDENT_BUDGET)
-        broken = [r for r in report.results if r.infrastructure]
-        if broken:
-            raise GradingError(f"grading {broken[0].student} on {socket.gethostname()} failed, not because of the "
-                               f"submission: {broken[0].infrastructure}")
-        folders = []
-        for result, sent in zip(sorted(report.results, key=lambda r: names.index(r.student)), payload["students"]):
-            student = sent["student"]
-            folder = out / student
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir(parents=True)
-            sqlite_copy(root / GRADEBOOK, folder / GRADEBOOK)
-            if (root / AUTOGRADED / student).exists():
-                shutil.copytree(root / AUTOGRADED / student, folder / AUTOGRADED, symlinks=True)
-            described = {key: (str(value) if isinstance(value, Path) else value)
-                         for key, value in dataclasses.asdict(result).items()}
-            described["log"] = f"{AUTOGRADED}/{student}/autograde.log"
-            (folder / RESULT).write_text(json.dumps({
-                "student": student, "fingerprint": payload["fingerprint"], "submission": sent["digest"],
-                "host": socket.gethostname(), "result": described}, indent=1), encoding="utf-8")
-            folders.append(folder)
-        return folders
+    for folder in ("submitted", AUTOGRADED):
+        shutil.rmtree(root / folder, ignore_errors=True)
+    (root / GRADEBOOK).write_bytes(payload["gradebook"])
+    secret = root / SECRET_FILE
+    secret.touch(mode=0o600)
+    secret.write_bytes(payload["secret"])
+    for sent in payload["students"]:
+        _unpack(root / "submitted" / sent["student"] / ASSIGNMENT, sent)
+    return names
+
+
+def _result_folders(root: Path, report, payload: dict, out: Path) -> list[Path]:
+    broken = [r for r in report.results if r.infrastructure]
+    if broken:
+        raise GradingError(f"grading {broken[0].student} on {socket.gethostname()} failed, not because of the "
+                           f"submission: {broken[0].infrastructure}")
+    names = [sent["student"] for sent in payload["students"]]
+    folders = []
+    for result, sent in zip(sorted(report.results, key=lambda r: names.index(r.student)), payload["students"]):
+        student = sent["student"]
+        folder = out / student
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        sqlite_copy(root / GRADEBOOK, folder / GRADEBOOK)
+        if (root / AUTOGRADED / student).exists():
+            shutil.copytree(root / AUTOGRADED / student, folder / AUTOGRADED, symlinks=True)
+        described = {key: (str(value) if isinstance(value, Path) else value)
+                     for key, value in dataclasses.asdict(result).items()}
+        described["log"] = f"{AUTOGRADED}/{student}/autograde.log"
+        (folder / RESULT).write_text(json.dumps({
+            "student": student, "fingerprint": payload["fingerprint"], "submission": sent["digest"],
+            "host": socket.gethostname(), "result": described}, indent=1), encoding="utf-8")
+        folders.append(folder)
+    return folders
 
 
 def _unpack(submitted: Path, sent: dict) -> None:
@@ -172,13 +197,35 @@ def _unpack(submitted: Path, sent: dict) -> None:
             link.symlink_to("/nonexistent/refused-by-the-client")
 
 
-def _grade_given(course: str, given: str, out: str) -> int:
-    """``python -m grader.cluster COURSE PAYLOAD OUT``: a task's grading, in its own process (``remote_task``)."""
-    try:
-        grade_to_folders(Path(course), pickle.loads(Path(given).read_bytes()), Path(out))
-    except GradingError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+def serve(course: Path) -> int:
+    """``python -m grader.results --serve COURSE``: a cluster worker's grading process (``grader.cluster``), kept
+    between its tasks so that one zygote and one fork server serve every student it grades.  Reads one request a
+    line on stdin ({"payload": path, "out": path}), answers one line on stdout ({"ok": true} or {"error": ...});
+    what grading prints goes to stderr.  Ends when stdin does (the worker is gone)."""
+    from .batch import GradingSession
+    from .nbgrader_process import fork_server
+    answers = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)  # prints, ours and the batch's, go to the log, never into the answers
+    session = None
+    with tempfile.TemporaryDirectory(prefix="translab-worker-") as scratch, contextlib.ExitStack() as stack:
+        root = scratch_course(course, Path(scratch) / "course")
+        for line in sys.stdin:
+            request = json.loads(line)
+            try:
+                payload = pickle.loads(Path(request["payload"]).read_bytes())
+                if session is None or session.sandbox != payload["sandbox"] or \
+                        session.room() < len(payload["students"]) + 1:
+                    stack.close()
+                    fork_server(checker_imports=not payload["sandbox"])
+                    session = stack.enter_context(GradingSession(root, payload["sandbox"], later=True))
+                grade_to_folders(course, payload, Path(request["out"]), session=session)
+                answer = {"ok": True}
+            except GradingError as error:
+                answer = {"error": str(error)}
+            except Exception as error:  # our code or the machine: say so, and end (the worker starts another)
+                answers.write(json.dumps({"error": f"{type(error).__name__}: {error}"}) + "\n")
+                raise
+            answers.write(json.dumps(answer) + "\n")
     return 0
 
 
@@ -255,4 +302,6 @@ def grade_students_to(root: Path, only: list[str] | None, out: Path, extra_args:
 
 
 if __name__ == "__main__":
-    sys.exit(_grade_given(*sys.argv[1:4]))
+    if sys.argv[1:2] != ["--serve"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m grader.results --serve COURSE (a cluster worker starts it: grader.cluster)")
+    sys.exit(serve(Path(sys.argv[2])))

@@ -56,6 +56,11 @@ class LocalCluster:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.workers[index].pid, signal.SIGKILL)
 
+    def kill_scheduler(self) -> None:
+        """SIGKILL the scheduler's process group: what it held is lost (the workers go on, alone)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.processes[0].pid, signal.SIGKILL)
+
     def __exit__(self, *_) -> None:
         for process in self.processes:
             with contextlib.suppress(ProcessLookupError):

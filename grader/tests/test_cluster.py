@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -74,10 +76,14 @@ def test_a_task_gradebook_holds_the_assignment_and_only_its_students_rows(tmp_pa
         assert connection.execute("SELECT COUNT(*) FROM grade_cells").fetchone()[0] > 0, "the assignment's tests"
 
 
-def test_students_go_in_tasks_of_a_few_so_that_every_worker_gets_several():
-    assert cluster.chunk_size(8, 2) == 2 and cluster.chunk_size(100, 2) == cluster.CHUNK_MAX
-    assert cluster.chunk_size(1, 4) == 1 and cluster.chunk_size(30, 0) == cluster.CHUNK_MAX
-    assert cluster.chunk_size(1000, 32) == 8 and cluster.chunk_size(40, 4) == 4
+@pytest.mark.parametrize("students, workers", [(100, 2), (8, 2), (1, 4), (30, 0), (1000, 32), (40, 4), (0, 3)])
+def test_tasks_shrink_to_single_students_at_the_end(students, workers):
+    sizes = cluster.chunk_sizes(students, workers)
+    assert sum(sizes) == students and all(1 <= size <= cluster.CHUNK_MAX for size in sizes)
+    assert sizes == sorted(sizes, reverse=True), "the large tasks first"
+    if students >= 2 * max(workers, 1):
+        assert sizes[-max(workers, 1):] == [1] * max(workers, 1), "each worker ends on a single student"
+    assert len(sizes) < students or students < 4, "not one task per student"
 
 
 def test_merge_refuses_a_result_of_another_course_and_an_empty_folder(tmp_path):
@@ -125,3 +131,83 @@ def test_a_student_whose_worker_died_three_times_scores_0_flagged(tmp_path):
                                     "JOIN submitted_assignment sa ON sn.assignment_id = sa.id "
                                     "WHERE sa.student_id = 'ghost' AND g.auto_score IS NOT NULL").fetchall()
     assert scores and all(score == 0 for (score,) in scores)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _zygotes(pid: int) -> set[int]:
+    """The pids of the zygotes below process ``pid`` (grader.zygote)."""
+    found, frontier = set(), [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = Path(f"/proc/{parent}/task/{parent}/children")
+        for child in (children.read_text().split() if children.exists() else []):
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"grader.zygote" in command:
+                found.add(int(child))
+            frontier.append(int(child))
+    return found
+
+
+@pytest.mark.slow
+def test_a_worker_s_grading_process_grades_task_after_task_with_one_zygote(tmp_path, monkeypatch):
+    """What a worker runs (``grader.cluster.GradingServer``): three tasks in one process, the same zygote for all,
+    the same student graded again in the third scoring as in the first, and the process gone with its stdin."""
+    from grader.batch import ensure_assignment
+    from grader.variants import require_secret
+    monkeypatch.setenv("PATH", venv_env()["PATH"])  # nbgrader runs alembic from PATH
+    root = _small_course(tmp_path / "course", ["solution_01", "blank_01"])
+    ensure_assignment(root)
+    course, secret = results.fingerprint(root), require_secret(root)
+    server = cluster.GradingServer(root)
+    try:
+        zygotes, scores = [], []
+        for number, student in enumerate(["solution_01", "blank_01", "solution_01"]):
+            given = tmp_path / f"task{number}.pickle"
+            given.write_bytes(pickle.dumps(results.payload(root, [(student, results.submission(root, student))],
+                                                           course, secret, (), True, None)))
+            server.grade(given, tmp_path / f"out{number}")
+            scores.append(cell_scores(tmp_path / f"out{number}" / student, student))
+            zygotes.append(_zygotes(server.process.pid))
+        assert len(zygotes[0]) == 1 and zygotes[0] == zygotes[1] == zygotes[2], zygotes
+        assert scores[0] == scores[2]
+        got = {name: sum(score for score, _, _ in cells.values()) for name, cells in (("solution", scores[0]),
+                                                                                     ("blank", scores[1]))}
+        assert got["blank"] < got["solution"], got
+        server.process.stdin.close()
+        assert server.process.wait(timeout=60) == 0
+        deadline = time.monotonic() + 30
+        while any(_running(pid) for pid in zygotes[0]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_running(pid) for pid in zygotes[0]), "the zygote ends with it"
+    finally:
+        server.close()
+
+
+def test_a_worker_starts_a_new_grading_process_when_the_course_changed_on_disk(tmp_path):
+    """The process kept between tasks runs the code it loaded: a checkout updated under it must not grade with the
+    old code while the fingerprint, read from disk, says the new."""
+    course = _small_course(tmp_path / "course", [])
+    first = cluster._server(course, "digest-a")
+    try:
+        assert cluster._server(course, "digest-a") is first and first.alive()
+        second = cluster._server(course, "digest-b")
+        assert second is not first and second.alive() and first.process.poll() is not None
+        first.process.kill()
+        assert cluster._server(course, "digest-b") is second
+        second.process.kill()
+        second.process.wait(timeout=30)
+        third = cluster._server(course, "digest-b")
+        assert third is not second and third.alive(), "one that ended is started again"
+    finally:
+        for server in list(cluster._SERVERS.values()):
+            server.close()
+        cluster._SERVERS.clear()

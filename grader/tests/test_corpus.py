@@ -291,8 +291,13 @@ def test_the_gradebook_holds_one_consistent_row_per_student(graded):
     assert sorted(rows) == GRADED
 
 
-# the bench's class: every case but those built to spend a time budget (they cost that budget each)
-NBGRADER_CLASS = sorted(set(GRADED) - corpus.SPEND_BUDGET)
+# Through nbgrader's own command, the cases that could fare differently when nbgrader starts the batch: what
+# nbgrader itself reads (a renamed notebook, duplicate ids, invalid JSON, links, a kernelspec), the instructor's
+# port, files and exchange, the zygote, the checks, a faked infrastructure error; with right and blank work.  The
+# batch behind it is the one the whole corpus went through above.
+NBGRADER_CLASS = sorted({"blank_01", "duplicate_grade_id", "fake_infrastructure_error", "invalid_json", "kernelspec",
+                         "network", "patch_checks", "reach_zygote", "read_exchange", "renamed", "solution_01",
+                         "symlinks", "write_outside"} & set(GRADED))
 
 
 @pytest.fixture(scope="module")
@@ -526,9 +531,11 @@ def test_classmates_graded_beside_many_busy_processes_keep_their_marks(beside_cp
     print("\n[cpu_hog] seconds: " + ", ".join(f"{name} {report[name]['seconds']}" for name in ["attacker", *CLASSMATES]))
 
 
-# A mixed class for the Dask cluster: right, blank and broken work, and hostile code (a fork storm, links to the
-# gradebook and /etc/shadow, a faked infrastructure error).  Six: each student a task of its own on 2 workers.
-CLUSTER_CLASS = ["blank_01", "fake_infrastructure_error", "fork_storm", "invalid_json", "solution_01", "symlinks"]
+# A mixed class for the Dask cluster: right, blank and broken work, and hostile code where a worker's grading
+# process kept between tasks could carry one student over to the next (what is left behind, the zygote they
+# share), links to the gradebook and /etc/shadow, a faked infrastructure error.  Seven, in six tasks on 2 workers.
+CLUSTER_CLASS = ["blank_01", "fake_infrastructure_error", "invalid_json", "leave_behind", "reach_zygote",
+                 "solution_01", "symlinks"]
 
 
 @pytest.fixture(scope="module")
@@ -576,3 +583,62 @@ def test_the_cluster_batch_run_again_grades_only_what_changed(by_cluster):
     said = again.stdout + again.stderr
     assert again.returncode == 0, said[-2000:]
     assert f"{len(CLUSTER_CLASS)} student(s) already merged" in said and "0 student(s) sent" in said, said[-2000:]
+
+
+# Quick students for a batch interrupted twice: its client killed, then its scheduler.
+INTERRUPTED_CLASS = ["blank_01", "invalid_json", "solution_01", "syntax_error", "tests_deleted"]
+
+
+def _until_merged(command: list[str], then) -> tuple[subprocess.Popen, str]:
+    """Run the batch; call ``then()`` as soon as it has merged a student; (the process, what it said)."""
+    batch = subprocess.Popen(command, env=venv_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lines, done = [], False
+    for line in batch.stdout:
+        lines.append(line)
+        if not done and ": graded" in line:
+            then(batch)
+            done = True
+    batch.wait(timeout=600)
+    return batch, "".join(lines)
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory):
+    """A class graded on a Dask cluster whose client is SIGKILLed after its first merge; run again, with the
+    scheduler's whole process group SIGKILLed after its first merge; run a third time on a new cluster."""
+    from grader.results import merged_mark
+    from grader.testing.dask_cluster import LocalCluster
+    root = tmp_path_factory.mktemp("interrupted")
+    _corpus_course(root, INTERRUPTED_CLASS)
+    marks = []
+    with LocalCluster(root, workers=2, env=venv_env()) as cluster:
+        command = [sys.executable, "-m", "grader", "--root", str(root), "autograde", "--cluster", cluster.address,
+                   TIMEOUT_ARG, *BUDGET_ARGS]
+        client, _ = _until_merged(command, lambda batch: batch.kill())
+        marks.append({name for name in INTERRUPTED_CLASS if merged_mark(root, name)})
+        started = time.monotonic()
+        scheduler_lost, said = _until_merged(command, lambda _: cluster.kill_scheduler())
+        lost_after = time.monotonic() - started
+        marks.append({name for name in INTERRUPTED_CLASS if merged_mark(root, name)})
+    with LocalCluster(root, workers=2, env=venv_env()) as cluster:
+        command[command.index("--cluster") + 1] = cluster.address
+        last = subprocess.run(command, env=venv_env(), text=True, capture_output=True, timeout=600)
+    return root, client.returncode, marks, scheduler_lost.returncode, said, lost_after, last
+
+
+def test_a_batch_killed_twice_keeps_what_it_merged_and_finishes_when_run_again(graded, interrupted):
+    """Nothing merged is lost when the client dies or the scheduler does; the run after grades only the rest, and
+    every student ends with the cells and flags of `make autograde`."""
+    root, client_code, marks, lost_code, said, lost_after, last = interrupted
+    assert client_code == -9 and marks[0], "the client must die after a merge"
+    assert marks[0] <= marks[1] and len(marks[1]) < len(INTERRUPTED_CLASS), marks
+    assert lost_code == 1 and "connection to the cluster's scheduler was lost" in said, said[-3000:]
+    assert lost_after < 300, f"the batch took {lost_after:.0f} s to notice its scheduler was gone"
+    finished = last.stdout + last.stderr
+    assert last.returncode == 0, finished[-3000:]
+    assert f"{len(marks[1])} student(s) already merged" in finished, finished[-3000:]
+    assert f"{len(INTERRUPTED_CLASS) - len(marks[1])} student(s) sent" in finished, finished[-3000:]
+    batch_root, *_ = graded
+    for name in INTERRUPTED_CLASS:
+        assert cell_scores(root, name) == cell_scores(batch_root, name), f"{name}: scores differ from make autograde"
+        assert _flagged(root, name) == _flagged(batch_root, name), f"{name}: flags differ from make autograde"
