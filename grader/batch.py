@@ -309,7 +309,7 @@ class GradingSession:
             check_config(self.root)
             self.dbs = work / "db"  # the per-student gradebooks: private even to the sandboxed kernels
             self.dbs.mkdir(mode=0o700)
-            self.staged = work / "submitted"  # the students' plain files (stage_submission): out of every kernel's view
+            self.staged = work / "submitted"  # the students' plain files (stage_submission): out of kernels' view
             self.staged.mkdir(mode=0o700)
             self.extra_env, self.kernel_args, self.groups = {}, [], None
             if self.sandbox:

@@ -8,11 +8,13 @@ solutions and configuration that decide grades).  The worker holds the rest of t
 commit with its data, in its working folder or ``TRANSLAB_COURSE``.  A worker whose course has another fingerprint
 refuses the task, and the batch stops.  The worker grades the students with the same batch as ``make autograde``
 (sandbox, checker, canary) in a scratch course, in a grading process it keeps between tasks (``GradingServer``),
-and returns each student's result folder (``grader.results``) as data; here each is merged in one transaction (``grader.gradebook.merge_student``), then marked merged with the
-digest of the submission it graded (``autograded/<student>/.translab_merged.json``).
+and returns each student's result folder (``grader.results``) as data; here each is merged in one transaction
+(``grader.gradebook.merge_student``), then marked merged with the digest of the submission it graded
+(``autograded/<student>/.translab_merged.json``).
 
 So a batch killed at any point (client, scheduler, worker) loses nothing merged, and running it again grades only
-the students not merged or whose submission changed (``--force``: everyone).  A student whose worker dies is
+the students not merged or whose submission changed (``--force``: everyone).  A lost scheduler takes the tasks it
+held with it: the batch stops at once and names the students not graded.  A student whose worker dies is
 retried on another worker by the scheduler (``distributed.scheduler.allowed-failures``: 2, set where the scheduler
 starts); after that the student scores 0, flagged, and the batch goes on.
 
@@ -159,14 +161,20 @@ def connect(cluster: str):
         return Client(_launch(spec))
     address = str(spec.get("address", ""))
     scheme, host = urlparse(address).scheme, urlparse(address).hostname or ""
+    options = {}
     if scheme == "tls":
         tls = spec.get("security") or {}
         if not all(tls.get(key) for key in ("tls_ca_file", "tls_client_cert", "tls_client_key")):
             raise GradingError(f"{address}: a tls:// scheduler needs a spec file with security.tls_ca_file, "
                                "tls_client_cert and tls_client_key")
-        return Client(address, security=Security(require_encryption=True, **tls), timeout=30)
-    if scheme == "tcp" and _is_loopback(host):
-        return Client(address, timeout=30)
+        options["security"] = Security(require_encryption=True, **tls)
+    if scheme == "tls" or (scheme == "tcp" and _is_loopback(host)):
+        try:  # Dask's own connect timeout (distributed.comm.timeouts.connect) decides how long to try
+            return Client(address, **options)
+        except (OSError, TimeoutError) as error:
+            raise GradingError(f"no Dask scheduler answered at {address} ({type(error).__name__}: {error}): is it "
+                               "running there, and (tls://) were its certificates signed by the same authority as "
+                               "the spec file's? Nothing was graded") from error
     raise GradingError(f"refusing {address!r}: a Dask scheduler runs any code its clients send, as the user of its "
                        "workers (the course secret, every submission). Use tcp:// on 127.0.0.1 only, or tls:// with "
                        "certificates in a spec file (grader/README.md: Grading on a cluster)")
@@ -241,10 +249,11 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
         for size in sizes:
             chunk, start = pending[start:start + size], start + size
             given = payload(root, chunk, course, secret, extra_args, sandbox, student_timeout)
-            key = "translab-grade-" + hashlib.sha256("".join(sent[2] for _, sent in chunk).encode()).hexdigest()[:16]
-            futures[client.submit(remote_task, given, key=key, pure=False)] = [name for name, _ in chunk]
-        tasks = f"{len(sizes)} tasks of {sizes[0]} down to {sizes[-1]}" if len(sizes) > 1 else "1 task"
-        say(f"[autograde] {len(pending)} student(s) sent to {cluster} ({workers} worker(s) now, in {tasks})")
+            futures[client.submit(remote_task, given, key=task_key(chunk), pure=False)] = [name for name, _ in chunk]
+        tasks = (f"{len(sizes)} task(s)" if len(set(sizes)) < 2 else
+                 f"{len(sizes)} tasks of {sizes[0]} student(s) down to {sizes[-1]}")
+        say(f"[autograde] {len(pending)} student(s) sent to {getattr(client.scheduler, 'address', None) or cluster} "
+            f"({workers} worker(s) now, in {tasks})")
         stop = None
         for future in as_completed(futures):
             chunk = futures[future]
@@ -287,6 +296,13 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
         with open(root / AUTOGRADED / REPORT_NAME, "a", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerows(kept)
     return report
+
+
+def task_key(chunk: list[tuple[str, tuple]]) -> str:
+    """The task's name on the scheduler: its students and what each submitted.  Dask takes two tasks of one name
+    for one, so the names are part of it (two students may hand in the same files: a copy, a blank notebook)."""
+    named = "".join(f"{name}\0{sent[2]}\0" for name, sent in chunk)
+    return "translab-grade-" + hashlib.sha256(named.encode()).hexdigest()[:24]
 
 
 def _report_rows(root: Path, names: list[str]) -> list[list[str]]:

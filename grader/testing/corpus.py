@@ -572,7 +572,7 @@ case("leave_behind", "the mask answer (right) first pins 512 MB of SysV shared m
                      "tries to fill HOME and /tmp with 2 GB each")(
     _nb1(lambda nb: _prepend(nb, "mask_answer", LEAVE_BEHIND)))
 
-SLEEP = "import time\ntime.sleep(15)\n"  # under the corpus test's 20 s cell timeout, over its budget in four
+SLEEP = "import time\ntime.sleep(15)\n"  # under the corpus test's 20 s cell timeout; four are over its notebook budget
 case("slow_cells", "four cells of 15 s each before the encoding answer: under the cell timeout, over the "
                    "notebook's budget", spends_budget=True)(
     _nb1(lambda nb: _insert_before(nb, "pe_answer", [SLEEP] * 4)))

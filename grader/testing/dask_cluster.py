@@ -1,8 +1,10 @@
 """A real Dask cluster on this machine for the tests and the bench: a scheduler and workers, each a process of its
-own (its own process group, so it can be killed whole, as a lost machine is), over TCP on 127.0.0.1."""
+own (its own process group, so it can be killed whole, as a lost machine is), over TCP on 127.0.0.1, or over TLS
+between two hosts made of network namespaces (``grader.testing.hosts``)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -24,31 +26,52 @@ def free_port() -> int:
 
 
 class LocalCluster:
-    """``with LocalCluster(course, workers=2, env=...) as cluster:`` ``cluster.address``; ``cluster.kill(0)``."""
+    """``with LocalCluster(course, workers=2, env=...) as cluster:`` ``cluster.address``; ``cluster.kill(0)``.
 
-    def __init__(self, course: Path, workers: int = 2, env: dict | None = None, logs: Path | None = None):
-        self.course, self.count, self.logs = Path(course), workers, Path(logs or course)
+    With ``hosts`` (``grader.testing.hosts.TwoHosts``) and ``tls`` (its ``certificates``), the scheduler runs on
+    the first host and the workers on the second, over TLS between them; ``cluster.spec`` is the spec file a
+    client on the first host gives ``--cluster``."""
+
+    def __init__(self, course: Path, workers: int = 2, env: dict | None = None, logs: Path | None = None,
+                 hosts=None, tls: dict | None = None):
+        assert not hosts or tls, "between hosts, TLS (grader.cluster refuses plain TCP beyond loopback)"
+        self.course, self.count, self.logs, self.hosts, self.tls = Path(course), workers, Path(logs or course), hosts, tls
         self.env = {**(env or os.environ), COURSE_ENV: str(self.course),
                     "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": str(ALLOWED_FAILURES)}
         self.processes: list[subprocess.Popen] = []
         self.port = free_port()
-        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.hosts_addresses = hosts.addresses if hosts else ("127.0.0.1", "127.0.0.1")
+        self.address = f"{'tls' if tls else 'tcp'}://{self.hosts_addresses[0]}:{self.port}"
+        self.spec = self.logs / "cluster.json"
 
-    def _start(self, name: str, *args: str) -> subprocess.Popen:
+    def _start(self, name: str, host: int, *args: str) -> subprocess.Popen:
         log = open(self.logs / f"dask-{name}.log", "w")
-        process = subprocess.Popen([str(Path(sys.executable).parent / "dask"), *args, "--no-dashboard"], env=self.env,
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.course)
+        tls = ["--tls-ca-file", self.tls["tls_ca_file"], "--tls-cert", self.tls["tls_client_cert"], "--tls-key",
+               self.tls["tls_client_key"]] if self.tls else []
+        process = subprocess.Popen([*(self.hosts.prefix(host) if self.hosts else []),
+                                    str(Path(sys.executable).parent / "dask"), *args, *tls, "--no-dashboard"],
+                                   env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                   cwd=self.course)
         log.close()
         self.processes.append(process)
         return process
 
     def __enter__(self) -> "LocalCluster":
-        from distributed import Client
-        self._start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(self.port))
-        self.workers = [self._start(f"worker{i}", "worker", self.address, "--nthreads", "1", "--name", f"w{i}",
-                                    "--host", "127.0.0.1") for i in range(self.count)]
-        with Client(self.address, timeout=60) as client:
-            client.wait_for_workers(self.count, timeout=120)
+        self._start("scheduler", 0, "scheduler", "--host", self.hosts_addresses[0], "--port", str(self.port),
+                    *(["--protocol", "tls"] if self.tls else []))
+        self.workers = [self._start(f"worker{i}", 1, "worker", self.address, "--nthreads", "1", "--name", f"w{i}",
+                                    "--host", self.hosts_addresses[1]) for i in range(self.count)]
+        self.spec.write_text(json.dumps({"address": self.address, **({"security": self.tls} if self.tls else {})}))
+        # wait from where a client would connect: the scheduler's host
+        wait = (f"from grader.cluster import connect\nwith connect({str(self.spec)!r}) as client:\n"
+                f"    client.wait_for_workers({self.count}, timeout=120)")
+        done = subprocess.run([*(self.hosts.prefix(0) if self.hosts else []), sys.executable, "-c", wait],
+                              env=self.env, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            self.__exit__()
+            logs = "".join((self.logs / f"dask-{name}.log").read_text(errors="replace")[-1500:]
+                           for name in ("scheduler", "worker0"))
+            raise RuntimeError(f"the cluster did not start: {done.stderr[-1500:]}\n{logs}")
         return self
 
     def kill(self, index: int) -> None:

@@ -181,6 +181,18 @@ def run_grader(root: Path, *args: str) -> str:
     return output
 
 
+def small_course(root: Path, cases: list[str] = ()) -> Path:
+    """A course with the assignment released and corpus ``cases`` submitted (grader.testing.corpus)."""
+    from grader.testing import corpus
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
+    shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
+    run_grader(root, "release")
+    if cases:
+        corpus.build(root / "submitted", root, list(cases))
+    return root
+
+
 # What the formgrader's buttons do in the server's process: the course's config, nbgrader's API, one call.
 FORMGRADER_CALL = """
 import json, sys

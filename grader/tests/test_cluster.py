@@ -19,16 +19,7 @@ from grader.testing import corpus
 from translab.contract import ASSIGNMENT, COURSE_ENV
 from translab.paths import REPO_ROOT
 
-from conftest import cell_scores, run_grader, venv_env
-
-
-def _small_course(root: Path, cases: list[str]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
-    shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
-    run_grader(root, "release")
-    corpus.build(root / "submitted", root, cases)
-    return root
+from conftest import cell_scores, run_grader, small_course, venv_env
 
 
 def test_only_a_loopback_tcp_scheduler_or_tls_with_certificates_is_accepted(tmp_path):
@@ -64,7 +55,7 @@ def test_a_worker_with_another_course_refuses_before_it_grades(tmp_path, monkeyp
 
 
 def test_a_task_gradebook_holds_the_assignment_and_only_its_students_rows(tmp_path):
-    db = _small_course(tmp_path / "course", []) / "gradebook.db"
+    db = small_course(tmp_path / "course", []) / "gradebook.db"
     from grader.gradebook import add_submission
     for student in ("ann", "ben"):
         add_submission(db, student)
@@ -74,6 +65,15 @@ def test_a_task_gradebook_holds_the_assignment_and_only_its_students_rows(tmp_pa
         assert [row[0] for row in connection.execute("SELECT id FROM student")] == ["ann"]
         assert connection.execute("SELECT COUNT(*) FROM submitted_assignment").fetchone() == (1,)
         assert connection.execute("SELECT COUNT(*) FROM grade_cells").fetchone()[0] > 0, "the assignment's tests"
+
+
+def test_students_who_hand_in_the_same_files_are_different_tasks():
+    """Dask runs two tasks of one key once: two blank submissions must not share a result."""
+    same = ({"a.ipynb": b"{}"}, [], "digest")
+    keys = {cluster.task_key([(name, same)]) for name in ("ann", "bob")}
+    assert len(keys) == 2
+    assert cluster.task_key([("ann", same)]) == cluster.task_key([("ann", same)]), "the same task, the same key"
+    assert cluster.task_key([("ann", same)]) != cluster.task_key([("ann", ({}, [], "another"))])
 
 
 @pytest.mark.parametrize("students, workers", [(100, 2), (8, 2), (1, 4), (30, 0), (1000, 32), (40, 4), (0, 3)])
@@ -102,9 +102,9 @@ def test_merge_refuses_a_result_of_another_course_and_an_empty_folder(tmp_path):
 def test_a_student_graded_into_a_results_folder_then_merged_scores_as_graded_here(tmp_path):
     """`autograde --student ID --results-dir DIR` (one job of a Slurm array) then `merge DIR` on the course: the
     same cells as grading it here, and the submission is marked merged."""
-    here = _small_course(tmp_path / "here", ["solution_01"])
+    here = small_course(tmp_path / "here", ["solution_01"])
     run_grader(here, "autograde")
-    there = _small_course(tmp_path / "there", ["solution_01"])
+    there = small_course(tmp_path / "there", ["solution_01"])
     env = venv_env()
     out = tmp_path / "results"
     for command in (["autograde", "--student", "solution_01", "--results-dir", str(out)], ["merge", str(out)]):
@@ -122,7 +122,7 @@ def test_a_student_whose_worker_died_three_times_scores_0_flagged(tmp_path):
     """What the batch does when the scheduler gives up on a task (KilledWorker after its retries): the student's
     notebooks at 0, flagged with the reason, and the batch goes on."""
     from grader.gradebook import flagged_notebooks
-    root = _small_course(tmp_path / "course", [])
+    root = small_course(tmp_path / "course", [])
     result = cluster.worker_died(root, "ghost")
     assert result.flagged == result.failed_notebooks and len(result.flagged) == 6
     assert flagged_notebooks(root / "gradebook.db", "ghost") == sorted(result.flagged)
@@ -164,7 +164,7 @@ def test_a_worker_s_grading_process_grades_task_after_task_with_one_zygote(tmp_p
     from grader.batch import ensure_assignment
     from grader.variants import require_secret
     monkeypatch.setenv("PATH", venv_env()["PATH"])  # nbgrader runs alembic from PATH
-    root = _small_course(tmp_path / "course", ["solution_01", "blank_01"])
+    root = small_course(tmp_path / "course", ["solution_01", "blank_01"])
     ensure_assignment(root)
     course, secret = results.fingerprint(root), require_secret(root)
     server = cluster.GradingServer(root)
@@ -195,7 +195,7 @@ def test_a_worker_s_grading_process_grades_task_after_task_with_one_zygote(tmp_p
 def test_a_worker_starts_a_new_grading_process_when_the_course_changed_on_disk(tmp_path):
     """The process kept between tasks runs the code it loaded: a checkout updated under it must not grade with the
     old code while the fingerprint, read from disk, says the new."""
-    course = _small_course(tmp_path / "course", [])
+    course = small_course(tmp_path / "course", [])
     first = cluster._server(course, "digest-a")
     try:
         assert cluster._server(course, "digest-a") is first and first.alive()

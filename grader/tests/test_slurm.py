@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.testing import corpus
 from grader.testing.dask_cluster import free_port, gradebook_cells
 
-from conftest import run_grader, venv_env
+from conftest import run_grader, small_course, venv_env
 
 pytestmark = pytest.mark.slow
 CLASS = ["blank_01", "solution_01", "syntax_error"]
@@ -122,13 +121,7 @@ def test_a_class_graded_by_dask_workers_that_slurm_started(slurm, tmp_path):
     env, folder = slurm
     courses = {}
     for name in ("here", "slurm"):
-        root = tmp_path / name
-        root.mkdir()
-        shutil.copy(Path(corpus.__file__).parents[2] / "nbgrader_config.py", root)
-        shutil.copytree(Path(corpus.__file__).parents[2] / "solutions", root / "solutions")
-        run_grader(root, "release")
-        corpus.build(root / "submitted", root, CLASS)
-        courses[name] = root
+        courses[name] = small_course(tmp_path / name, CLASS)
     run_grader(courses["here"], "autograde")
     spec = tmp_path / "slurm.json"
     spec.write_text(json.dumps({"jobqueue": {
