@@ -93,9 +93,13 @@ class GradingServer:
         self.course, self.digest = course, digest  # the course's fingerprint when it started: the code it runs
         self.folder = Path(tempfile.mkdtemp(prefix="translab-server-"))
         self.log = self.folder / "grading.log"  # what the batch prints: read when the process ends too early
+        # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ for its worker's memory (distributed.nanny.pre-spawn-environ):
+        # inherited by the kernels, it made a right submission's grading 10% slower (9.1 s against 10.0 s here)
+        env = {name: value for name, value in os.environ.items() if name != "MALLOC_TRIM_THRESHOLD_"}
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "grader.results", "--serve", str(course)],
-                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=course)
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=course,
+                                            env=env)
 
     def alive(self) -> bool:
         return self.process.poll() is None
