@@ -8,6 +8,10 @@ torch loaded (``grader.zygote``).  A notebook nbgrader cannot run scores 0 and i
 listed at the end and in ``autograded/autograde_report.csv``, and the exit code stays 0.  It is 1 only when the
 grading machinery fails (configuration, kernel, database), which no student can cause: a known-good notebook
 (the canary) tells the two apart.
+
+Why one file: the batch's setup (``GradingSession``, which a cluster worker keeps between tasks), each student's
+grading and the canary pass the same ``StudentJob`` and ``StudentResult`` around; split, each part would import
+the others.
 """
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def remote_task(task: dict) -> dict[str, dict[str, bytes]]:
         given = Path(scratch) / "payload.pickle"
         given.touch(mode=0o600)
         given.write_bytes(pickle.dumps(task))
-        _server(course, here["digest"]).grade(given, Path(scratch) / "out")
+        grading_server(course, here["digest"]).grade(given, Path(scratch) / "out")
         results = {}
         for sent in task["students"]:
             folder = Path(scratch) / "out" / sent["student"]
@@ -126,17 +126,17 @@ class GradingServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_SERVERS: dict[Path, GradingServer] = {}
+GRADING_SERVERS: dict[Path, GradingServer] = {}
 
 
-def _server(course: Path, digest: str) -> GradingServer:
+def grading_server(course: Path, digest: str) -> GradingServer:
     """This worker's grading process for ``course``, started at its first task; again if it ended, or if the
     course changed on disk since (it would grade with the code it loaded then)."""
-    server = _SERVERS.get(course)
+    server = GRADING_SERVERS.get(course)
     if server is None or not server.alive() or server.digest != digest:
         if server is not None:
             server.close()
-        server = _SERVERS[course] = GradingServer(course, digest)
+        server = GRADING_SERVERS[course] = GradingServer(course, digest)
     return server
 
 

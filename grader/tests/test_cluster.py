@@ -196,18 +196,18 @@ def test_a_worker_starts_a_new_grading_process_when_the_course_changed_on_disk(t
     """The process kept between tasks runs the code it loaded: a checkout updated under it must not grade with the
     old code while the fingerprint, read from disk, says the new."""
     course = small_course(tmp_path / "course", [])
-    first = cluster._server(course, "digest-a")
+    first = cluster.grading_server(course, "digest-a")
     try:
-        assert cluster._server(course, "digest-a") is first and first.alive()
-        second = cluster._server(course, "digest-b")
+        assert cluster.grading_server(course, "digest-a") is first and first.alive()
+        second = cluster.grading_server(course, "digest-b")
         assert second is not first and second.alive() and first.process.poll() is not None
         first.process.kill()
-        assert cluster._server(course, "digest-b") is second
+        assert cluster.grading_server(course, "digest-b") is second
         second.process.kill()
         second.process.wait(timeout=30)
-        third = cluster._server(course, "digest-b")
+        third = cluster.grading_server(course, "digest-b")
         assert third is not second and third.alive(), "one that ended is started again"
     finally:
-        for server in list(cluster._SERVERS.values()):
+        for server in list(cluster.GRADING_SERVERS.values()):
             server.close()
-        cluster._SERVERS.clear()
+        cluster.GRADING_SERVERS.clear()
