@@ -210,10 +210,9 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
                          extra_args: tuple[str, ...] = (), sandbox: bool = True, student_timeout: float | None = None,
                          say=None):
     """Grade on a Dask cluster; returns ``grader.batch``'s report, so the summary and exit code are the same."""
-    from concurrent.futures import CancelledError
+    from concurrent.futures import CancelledError  # Dask's FutureCancelledError is one
 
     from distributed import as_completed
-    from distributed.client import FutureCancelledError
     from distributed.scheduler import KilledWorker
 
     from .batch import BatchReport, StudentResult, _write_report, ensure_assignment
@@ -263,7 +262,7 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
             chunk = futures[future]
             try:
                 returned = future.result()
-            except (FutureCancelledError, CancelledError):
+            except CancelledError:
                 if stop is None:  # not cancelled by us: the scheduler was lost, and with it what it held
                     lost += chunk
                 continue

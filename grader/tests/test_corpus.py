@@ -547,16 +547,9 @@ def by_cluster(tmp_path_factory):
     with LocalCluster(root, workers=2, env=venv_env()) as cluster:
         command = [sys.executable, "-m", "grader", "--root", str(root), "autograde", "--cluster", cluster.address,
                    TIMEOUT_ARG, *BUDGET_ARGS]
-        batch = subprocess.Popen(command, env=venv_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        lines, killed = [], None
-        for line in batch.stdout:
-            lines.append(line)
-            if killed is None and ": graded" in line:
-                cluster.kill(0)
-                killed = len(lines)
-        batch.wait(timeout=900)
+        batch, said, killed = _until_merged(command, lambda _: cluster.kill(0), timeout=900)
         again = subprocess.run(command, env=venv_env(), text=True, capture_output=True, timeout=600)
-    return root, batch.returncode, "".join(lines), killed, again
+    return root, batch.returncode, said, killed, again
 
 
 def test_a_class_graded_on_a_dask_cluster_equals_make_autograde_with_a_worker_killed(graded, by_cluster):
@@ -587,17 +580,18 @@ def test_the_cluster_batch_run_again_grades_only_what_changed(by_cluster):
 INTERRUPTED_CLASS = ["blank_01", "invalid_json", "solution_01", "syntax_error", "tests_deleted"]
 
 
-def _until_merged(command: list[str], then) -> tuple[subprocess.Popen, str]:
-    """Run the batch; call ``then()`` as soon as it has merged a student; (the process, what it said)."""
+def _until_merged(command: list[str], then, timeout: float = 600) -> tuple[subprocess.Popen, str, int | None]:
+    """Run the batch; call ``then(batch)`` as soon as it has merged a student; (the process, what it said, how many
+    lines it had said by then)."""
     batch = subprocess.Popen(command, env=venv_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    lines, done = [], False
+    lines, at = [], None
     for line in batch.stdout:
         lines.append(line)
-        if not done and ": graded" in line:
+        if at is None and ": graded" in line:
             then(batch)
-            done = True
-    batch.wait(timeout=600)
-    return batch, "".join(lines)
+            at = len(lines)
+    batch.wait(timeout=timeout)
+    return batch, "".join(lines), at
 
 
 @pytest.fixture(scope="module")
@@ -612,10 +606,10 @@ def interrupted(tmp_path_factory):
     with LocalCluster(root, workers=2, env=venv_env()) as cluster:
         command = [sys.executable, "-m", "grader", "--root", str(root), "autograde", "--cluster", cluster.address,
                    TIMEOUT_ARG, *BUDGET_ARGS]
-        client, _ = _until_merged(command, lambda batch: batch.kill())
+        client, _, _ = _until_merged(command, lambda batch: batch.kill())
         marks.append({name for name in INTERRUPTED_CLASS if merged_mark(root, name)})
         started = time.monotonic()
-        scheduler_lost, said = _until_merged(command, lambda _: cluster.kill_scheduler())
+        scheduler_lost, said, _ = _until_merged(command, lambda _: cluster.kill_scheduler())
         lost_after = time.monotonic() - started
         marks.append({name for name in INTERRUPTED_CLASS if merged_mark(root, name)})
     with LocalCluster(root, workers=2, env=venv_env()) as cluster:
