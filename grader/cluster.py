@@ -32,7 +32,6 @@ import ipaddress
 import json
 import os
 import pickle
-import shutil
 import socket
 import subprocess
 import sys
@@ -91,15 +90,15 @@ class GradingServer:
 
     def __init__(self, course: Path, digest: str = ""):
         self.course, self.digest = course, digest  # the course's fingerprint when it started: the code it runs
-        self.folder = Path(tempfile.mkdtemp(prefix="translab-server-"))
-        self.log = self.folder / "grading.log"  # what the batch prints: read when the process ends too early
+        # what the batch prints, read when the process ends too early: a file without a name, so that nothing is
+        # left behind however the worker ends (a Slurm job's SIGTERM, a lost machine)
+        self.log = tempfile.TemporaryFile(prefix="translab-grading-log-")
         # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ for its worker's memory (distributed.nanny.pre-spawn-environ):
         # inherited by the kernels, it made a right submission's grading 10% slower (9.1 s against 10.0 s here)
         env = {name: value for name, value in os.environ.items() if name != "MALLOC_TRIM_THRESHOLD_"}
-        with open(self.log, "wb") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "grader.results", "--serve", str(course)],
-                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=course,
-                                            env=env)
+        self.process = subprocess.Popen([sys.executable, "-m", "grader.results", "--serve", str(course)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=course,
+                                        env=env)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -113,7 +112,7 @@ class GradingServer:
             line = b""
         answer = json.loads(line) if line.strip() else {
             "error": f"the grading process on {socket.gethostname()} ended (exit {self.process.wait()}): "
-                     + " | ".join(self.log.read_text(errors="replace").strip().splitlines()[-3:])}
+                     + " | ".join(self._said().strip().splitlines()[-3:])}
         if "error" in answer:
             raise GradingError(answer["error"])
 
@@ -123,7 +122,11 @@ class GradingServer:
             self.process.wait(timeout=60)
         except (OSError, subprocess.TimeoutExpired):
             self.process.kill()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self.log.close()
+
+    def _said(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
 
 
 GRADING_SERVERS: dict[Path, GradingServer] = {}

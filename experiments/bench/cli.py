@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="--jobs values to time the class with (2: the goal is set for 2 cores)")
     parser.add_argument("--cluster-workers", type=int, default=2,
                         help="grade the class again on a local Dask cluster of this many workers (0: not)")
+    parser.add_argument("--class-rounds", type=int, default=2,
+                        help="times to grade the class, local then cluster in turn (each cluster run is judged "
+                             "against the local run just before it; about 15 min a round)")
     parser.add_argument("--overhead-students", type=int, default=2,
                         help="complete submissions graded with and without the sandbox, twice (0 skips it; about 8 min at 2)")
     parser.add_argument("--only-notebooks", action="store_true",
@@ -79,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if tables.update_readme(json.loads((RESULTS_DIR / "bench.json").read_text())) else 1
     if args.only_class:
         _replace_section(args.out, "class_autograde", lambda: class_autograde(args.class_size, args.class_jobs,
-                                                                             workers=args.cluster_workers), flag="class")
+                                                                             workers=args.cluster_workers,
+                                                                             rounds=args.class_rounds), flag="class")
         return 0
     if args.only_similarity:
         _replace_section(args.out, "similarity", lambda: similarity_time(args.class_size))
@@ -133,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick or args.no_autograde or args.class_size <= 0:
         result["class_autograde"] = {"students": 0, "reason": "skipped (--quick, --no-autograde or --class-size 0)"}
     else:
-        result["class_autograde"] = class_autograde(args.class_size, args.class_jobs, workers=args.cluster_workers)
+        result["class_autograde"] = class_autograde(args.class_size, args.class_jobs, workers=args.cluster_workers,
+                                                     rounds=args.class_rounds)
     if args.quick or args.no_autograde or args.hub_students <= 0:
         result["hub_cycle"] = {"students": 0, "reason": "skipped (--quick, --no-autograde or --hub-students 0)"}
     else:

@@ -105,6 +105,30 @@ def test_the_cluster_is_judged_against_jobs_2_and_the_sizing_by_the_scarcer_reso
     assert "1,500 MB" in sizing
 
 
+def test_the_cluster_is_judged_round_by_round_against_the_local_run_before_it():
+    """Two runs apart, a drift of the machine's speed would decide: each round's ratio must meet the goal."""
+    def result(ratios):
+        return {"class_autograde": {"students": 100, "mix": {"complete_solutions": 34},
+                                    "runs": {"jobs_2": {"seconds": 400.0, "runs_s": [400.0, 430.0]}},
+                                    "cluster": {"workers": 2, "seconds": 420.0, "runs_s": [420.0, 470.0],
+                                                "paired_ratios": ratios, "same_gradebook": True,
+                                                "worker_seconds_per_student": 8.4,
+                                                "projection_1000_students_min": {"2": 70.0}}}}
+    table = tables.readme_tables(result([1.05, 1.093]))
+    assert "`JOBS=2` (the faster of 2 runs: 400, 430 s) | 400 s (6.7 min) |" in table
+    assert ("the same gradebook (the faster of 2 runs, each after a `JOBS=2` run: 420, 470 s) | 420 s (7.0 min) | "
+            "met (each round at most JOBS=2 + 10%: +5.0%, +9.3%) |") in table
+    assert "| not met (each round at most JOBS=2 + 10%: +5.0%, +12.0%) |" in tables.readme_tables(result([1.05, 1.12]))
+
+
+def test_a_measured_figure_is_the_median_run_of_its_rounds():
+    runs = [{"seconds": 430.0, "by": "a"}, {"seconds": None, "reason": "x"}, {"seconds": 400.0, "by": "b"},
+            {"seconds": 500.0, "by": "c"}]
+    shown = grading.median_run(runs, students=100)
+    assert shown["by"] == "a" and shown["runs_s"] == [430.0, None, 400.0, 500.0] and shown["per_student_s"] == 4.3
+    assert grading.median_run([{"seconds": None, "reason": "x"}], 100) == {"seconds": None, "reason": "x"}
+
+
 def test_the_hub_table_lists_each_step_of_the_term():
     result = {"cpu_count": 2, "hub_cycle": {"students": 10, "mix": {"complete": 5, "blank": 3, "probe": 2},
                                             "seconds": {"release": 0.4, "autograde": 120.0}, "total_s": 120.4}}

@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -190,6 +191,22 @@ def test_a_worker_s_grading_process_grades_task_after_task_with_one_zygote(tmp_p
         assert not any(_running(pid) for pid in zygotes[0]), "the zygote ends with it"
     finally:
         server.close()
+
+
+def test_a_grading_process_that_ended_says_why_and_leaves_no_file_behind(tmp_path, monkeypatch):
+    """Its log is a file without a name: a worker ended by its scheduler (Slurm's SIGTERM) or lost leaves nothing
+    in the temporary folder, and what the process printed before it ended still reaches the batch."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    (tmp_path / "no-course").mkdir()  # no nbgrader_config.py: its scratch course cannot be made, it ends at once
+    server = cluster.GradingServer(tmp_path / "no-course")
+    try:
+        with pytest.raises(GradingError, match=r"the grading process on .* ended \(exit 1\): .*no-course"):
+            server.grade(tmp_path / "task.pickle", tmp_path / "out")
+    finally:
+        server.close()
+    assert list(scratch.iterdir()) == []
 
 
 def test_a_worker_starts_a_new_grading_process_when_the_course_changed_on_disk(tmp_path):
