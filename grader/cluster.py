@@ -24,12 +24,14 @@ machine and the course secret.  So ``tcp://`` is accepted on a loopback address 
 """
 from __future__ import annotations
 
+import asyncio
 import csv
 import dataclasses
 import functools
 import hashlib
 import ipaddress
 import json
+import logging
 import os
 import pickle
 import socket
@@ -49,6 +51,21 @@ from .gradebook import add_submission, has_submission, zero_and_flag
 from .results import AUTOGRADED, GRADEBOOK, CourseMismatch, fingerprint, merge_folder, merged_mark, payload, submission
 
 ALLOWED_FAILURES = 2  # retries after a worker died with the student: the scheduler's allowed-failures
+# Dask's own upkeep, relaxed where grading needs none of it, for the workers and the scheduler: the statistical
+# profiler samples every thread each 10 ms, the nanny reads its worker's memory each 100 ms, the system monitor
+# each 0.5 s, the event loop ticks each 20 ms: CPU taken from the students' kernels (``make bench`` measures what
+# is left).  A worker's memory is still watched (each second): the students' kernels are processes of their own,
+# limited by the sandbox, not by Dask.
+DASK_SETTINGS = {"distributed.worker.profile.enabled": False, "distributed.worker.memory.monitor-interval": "1s",
+                 "distributed.admin.system-monitor.interval": "2s", "distributed.admin.tick.interval": "200ms",
+                 "distributed.scheduler.allowed-failures": ALLOWED_FAILURES}
+
+
+def dask_environment() -> dict[str, str]:
+    """``DASK_SETTINGS`` as the environment variables that give them to a ``dask scheduler`` or ``dask worker``
+    (Dask reads ``DASK_A__B__C`` as ``a.b.c``), for the shell, a Slurm job's prologue or a pod's ``env``."""
+    return {"DASK_" + key.upper().replace(".", "__").replace("-", "_"): str(value)
+            for key, value in DASK_SETTINGS.items()}
 
 _ONE_AT_A_TIME = threading.Lock()  # a worker process grades one task at a time, whatever its thread count
 
@@ -192,9 +209,11 @@ def _launch(spec: dict):
     (dask-kubernetes).  The scheduler gets the batch's retry rule; a jobqueue scheduler that listens beyond
     loopback uses TLS with temporary certificates, shared with the workers through ``shared_temp_directory``."""
     import dask
-    dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES})
+    dask.config.set(DASK_SETTINGS)  # the scheduler runs here
     if "jobqueue" in spec:
         options = dict(spec["jobqueue"])
+        options["job_script_prologue"] = [*options.get("job_script_prologue", []),
+                                          *(f"export {name}={value}" for name, value in dask_environment().items())]
         kind, workers = options.pop("kind", "slurm"), options.pop("workers", 1)
         if not _is_loopback((options.get("scheduler_options") or {}).get("host", "")):
             options.setdefault("security", True)
@@ -236,6 +255,9 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
         raise GradingError(f"{error} Nothing was graded.") from error
     ensure_assignment(root)
     course = fingerprint(root)
+    reconnects = logging.getLogger("distributed.client")
+    if not any(isinstance(known, _ReconnectNoise) for known in reconnects.filters):
+        reconnects.addFilter(_ReconnectNoise())
     client = connect(cluster)
     results, skipped, futures, refused_by, pending, workers, lost = [], [], {}, {}, [], 0, []
     try:
@@ -304,6 +326,18 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
     return report
 
 
+class _ReconnectNoise(logging.Filter):
+    """When the scheduler is gone, the batch says so and closes its client; Dask then logs that it could not
+    reconnect (after its whole timeout, it says, though the close cut it short) and, possibly after ``close``
+    returns, the traceback of the cancelled attempt (``distributed.utils.log_errors``): noise under our own
+    message in the instructor's terminal, so dropped for the batch's process."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = record.exc_info[0] if record.exc_info else None
+        return not (kind and issubclass(kind, asyncio.CancelledError)) and \
+            not str(record.msg).startswith("Failed to reconnect to scheduler")
+
+
 def task_key(chunk: list[tuple[str, tuple]]) -> str:
     """The task's name on the scheduler: its students and what each submitted.  Dask takes two tasks of one name
     for one, so the names are part of it (two students may hand in the same files: a copy, a blank notebook)."""
@@ -363,3 +397,8 @@ def worker_died(root: Path, student: str):
                   "a submission that kills workers): look at it, then grade it again (--student)")
     return StudentResult(student, failed_notebooks=notebooks, flagged=notebooks)
 
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--env"]:
+        sys.exit("usage: eval \"$(python -m grader.cluster --env)\" before `dask scheduler` and `dask worker`")
+    print("\n".join(f"export {name}={value}" for name, value in dask_environment().items()))

@@ -268,13 +268,16 @@ def _class_on_cluster(course: Path, env: dict, students: int, workers: int, time
     local = gradebook_cells(course / "gradebook.db")
     with tempfile.TemporaryDirectory(prefix="translab-dask-") as logs, \
             LocalCluster(course, workers, env={**env, "PATH": with_venv_bin(env.get("PATH", ""))}, logs=Path(logs)) as cluster:
+        before = cluster.dask_cpu_seconds()
         seconds, reason = _autograde(course, env, 0, timeout, "--cluster", cluster.address, "--force")
+        dask_cpu = cluster.dask_cpu_seconds() - before
     if seconds is None:
         return {"workers": workers, "seconds": None, "reason": reason}
     worker_s = seconds * workers / students  # one student's cost to one worker, start-up included
     return {"workers": workers, "command": "python -m grader autograde --cluster tcp://127.0.0.1:PORT --force",
             "seconds": seconds, "same_gradebook": gradebook_cells(course / "gradebook.db") == local,
             "student_seconds_by_case": seconds_by_case(course, students),
+            "dask_cpu_s": round(dask_cpu, 1), "dask_cpu_share": round(dask_cpu / (seconds * (os.cpu_count() or 1)), 3),
             "worker_seconds_per_student": round(worker_s, 2),
             "projection_1000_students_min": {str(n): round(1000 * worker_s / n / 60, 1) for n in (2, 8, 32, 128)}}
 

@@ -112,6 +112,7 @@ def test_the_cluster_is_judged_round_by_round_against_the_local_run_before_it():
                                     "runs": {"jobs_2": {"seconds": 400.0, "runs_s": [400.0, 430.0]}},
                                     "cluster": {"workers": 2, "seconds": 420.0, "runs_s": [420.0, 470.0],
                                                 "paired_ratios": ratios, "same_gradebook": True,
+                                                "dask_cpu_s": 8.4, "dask_cpu_share": 0.01,
                                                 "worker_seconds_per_student": 8.4,
                                                 "projection_1000_students_min": {"2": 70.0}}}}
     table = tables.readme_tables(result([1.05, 1.093]))
@@ -119,6 +120,7 @@ def test_the_cluster_is_judged_round_by_round_against_the_local_run_before_it():
     assert ("the same gradebook (the faster of 2 runs, each after a `JOBS=2` run: 420, 470 s) | 420 s (7.0 min) | "
             "met (each round at most JOBS=2 + 10%: +5.0%, +9.3%) |") in table
     assert "| not met (each round at most JOBS=2 + 10%: +5.0%, +12.0%) |" in tables.readme_tables(result([1.05, 1.12]))
+    assert "workers (`grader.cluster.DASK_SETTINGS`), CPU time | 8.4 s (1.0% of the machine) |  |" in table
 
 
 def test_a_measured_figure_is_the_median_run_of_its_rounds():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from translab.contract import COURSE_ENV
 
-from ..cluster import ALLOWED_FAILURES
+from ..cluster import dask_environment
 
 
 def free_port() -> int:
@@ -36,8 +36,7 @@ class LocalCluster:
                  hosts=None, tls: dict | None = None):
         assert not hosts or tls, "between hosts, TLS (grader.cluster refuses plain TCP beyond loopback)"
         self.course, self.count, self.logs, self.hosts, self.tls = Path(course), workers, Path(logs or course), hosts, tls
-        self.env = {**(env or os.environ), COURSE_ENV: str(self.course),
-                    "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": str(ALLOWED_FAILURES)}
+        self.env = {**(env or os.environ), COURSE_ENV: str(self.course), **dask_environment()}
         self.processes: list[subprocess.Popen] = []
         self.port = free_port()
         self.hosts_addresses = hosts.addresses if hosts else ("127.0.0.1", "127.0.0.1")
@@ -73,6 +72,22 @@ class LocalCluster:
                            for name in ("scheduler", "worker0"))
             raise RuntimeError(f"the cluster did not start: {done.stderr[-1500:]}\n{logs}")
         return self
+
+    def dask_cpu_seconds(self) -> float:
+        """CPU seconds the scheduler, the nannies and their workers have used so far: Dask's own upkeep, not the
+        grading processes the workers start (nor anything under those)."""
+        import psutil
+        total = 0.0
+        for process in self.processes:
+            try:
+                top = psutil.Process(process.pid)
+                dask = [top] + [child for child in top.children() if "grader." not in " ".join(child.cmdline())]
+                for member in dask:
+                    times = member.cpu_times()
+                    total += times.user + times.system
+            except psutil.Error:  # killed by a test
+                continue
+        return round(total, 2)
 
     def kill(self, index: int) -> None:
         """SIGKILL a worker's whole process group: nanny, worker, the grading it was doing."""

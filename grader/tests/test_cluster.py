@@ -193,6 +193,17 @@ def test_a_worker_s_grading_process_grades_task_after_task_with_one_zygote(tmp_p
         server.close()
 
 
+def test_dask_reads_the_grading_settings_from_the_environment_the_module_prints():
+    """What an instructor runs before `dask scheduler` and `dask worker`: eval "$(python -m grader.cluster --env)"."""
+    read = "import json, dask, distributed; print(json.dumps({key: dask.config.get(key) for key in %r}))" % (
+        list(cluster.DASK_SETTINGS),)
+    done = subprocess.run(["bash", "-c", f'eval "$({sys.executable} -m grader.cluster --env)" && '
+                                         f'{sys.executable} -c "{read}"'], capture_output=True, text=True, timeout=120,
+                          cwd=REPO_ROOT, env={k: v for k, v in venv_env().items() if not k.startswith("DASK_")})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {key: value for key, value in cluster.DASK_SETTINGS.items()}
+
+
 def test_a_grading_process_that_ended_says_why_and_leaves_no_file_behind(tmp_path, monkeypatch):
     """Its log is a file without a name: a worker ended by its scheduler (Slurm's SIGTERM) or lost leaves nothing
     in the temporary folder, and what the process printed before it ended still reaches the batch."""
