@@ -115,7 +115,8 @@ class StudentResult:
 class BatchReport:
     results: list[StudentResult]
     seconds: float
-    jobs: int
+    jobs: int  # students at a time: --jobs, or the cluster's workers
+    cluster: str = ""  # the scheduler's address, where the batch graded on a cluster
 
     @property
     def infrastructure(self) -> list[StudentResult]:
@@ -420,7 +421,8 @@ def print_summary(root: Path, report: BatchReport, student_timeout: float) -> in
     """What the instructor reads after a batch, and the exit code: 1 when the machine, not a student, failed."""
     failed = [r for r in report.results if r.failed_notebooks]
     graded = len(report.results) - len(report.infrastructure)
-    print(f"autograded {graded} student(s) in {report.seconds:.0f} s with --jobs {report.jobs}"
+    where = f"on {report.jobs} worker(s) of {report.cluster}" if report.cluster else f"with --jobs {report.jobs}"
+    print(f"autograded {graded} student(s) in {report.seconds:.0f} s {where}"
           f"{f', {len(report.infrastructure)} not (below)' if report.infrastructure else ''}; "
           f"report: {root / 'autograded' / REPORT_NAME}")
     for r in failed:

@@ -259,6 +259,7 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
     if not any(isinstance(known, _ReconnectNoise) for known in reconnects.filters):
         reconnects.addFilter(_ReconnectNoise())
     client = connect(cluster)
+    address = getattr(client.scheduler, "address", None) or cluster
     results, skipped, futures, refused_by, pending, workers, lost = [], [], {}, {}, [], 0, []
     try:
         for name in names:
@@ -280,7 +281,7 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
             futures[client.submit(remote_task, given, key=task_key(chunk), pure=False)] = [name for name, _ in chunk]
         tasks = (f"{len(sizes)} task(s)" if len(set(sizes)) < 2 else
                  f"{len(sizes)} tasks of {sizes[0]} student(s) down to {sizes[-1]}")
-        say(f"[autograde] {len(pending)} student(s) sent to {getattr(client.scheduler, 'address', None) or cluster} "
+        say(f"[autograde] {len(pending)} student(s) sent to {address} "
             f"({workers} worker(s) now, in {tasks})")
         stop = None
         for future in as_completed(futures):
@@ -317,7 +318,8 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
             say(f"[autograde] stopped: {stop}")
     finally:
         client.close()
-    report = BatchReport(sorted(results, key=lambda r: r.student), time.perf_counter() - started, jobs=workers)
+    report = BatchReport(sorted(results, key=lambda r: r.student), time.perf_counter() - started, jobs=workers,
+                         cluster=address)
     kept = _report_rows(root, skipped)
     _write_report(root, report)
     if kept:  # the students not graded again keep their rows

@@ -91,7 +91,7 @@ def readme_tables(result: dict) -> str:
                         f"{', '.join(f'{t:,.0f}' for t in times if t)} s)" if len(times) > 1 else ""),
                      f"{cluster['seconds']:,.0f} s ({cluster['seconds'] / 60:.1f} min)", goal))
         if cluster.get("dask_cpu_s") is not None:
-            rows.append(("of which Dask's own scheduler, nannies and workers (`grader.cluster.DASK_SETTINGS`), "
+            rows.append(("Dask's own scheduler, nannies and workers in that run (`grader.cluster.DASK_SETTINGS`), "
                          "CPU time", f"{cluster['dask_cpu_s']:,.1f} s ({cluster['dask_cpu_share']:.1%} of the machine)",
                          ""))
         projection = ", ".join(f"{minutes:,.0f} min on {workers}" for workers, minutes in

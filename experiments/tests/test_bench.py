@@ -120,7 +120,7 @@ def test_the_cluster_is_judged_round_by_round_against_the_local_run_before_it():
     assert ("the same gradebook (the faster of 2 runs, each after a `JOBS=2` run: 420, 470 s) | 420 s (7.0 min) | "
             "met (each round at most JOBS=2 + 10%: +5.0%, +9.3%) |") in table
     assert "| not met (each round at most JOBS=2 + 10%: +5.0%, +12.0%) |" in tables.readme_tables(result([1.05, 1.12]))
-    assert "workers (`grader.cluster.DASK_SETTINGS`), CPU time | 8.4 s (1.0% of the machine) |  |" in table
+    assert "workers in that run (`grader.cluster.DASK_SETTINGS`), CPU time | 8.4 s (1.0% of the machine) |  |" in table
 
 
 def test_a_measured_figure_is_the_median_run_of_its_rounds():

@@ -632,6 +632,7 @@ def test_a_batch_killed_twice_keeps_what_it_merged_and_finishes_when_run_again(g
     assert last.returncode == 0, finished[-3000:]
     assert f"{len(marks[1])} student(s) already merged" in finished, finished[-3000:]
     assert f"{len(INTERRUPTED_CLASS) - len(marks[1])} student(s) sent" in finished, finished[-3000:]
+    assert " on 2 worker(s) of tcp://127.0.0.1:" in finished and "--jobs" not in finished, finished[-3000:]
     batch_root, *_ = graded
     for name in INTERRUPTED_CLASS:
         assert cell_scores(root, name) == cell_scores(batch_root, name), f"{name}: scores differ from make autograde"
