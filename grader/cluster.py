@@ -209,7 +209,7 @@ def _launch(spec: dict):
     (dask-kubernetes).  The scheduler gets the batch's retry rule; a jobqueue scheduler that listens beyond
     loopback uses TLS with temporary certificates, shared with the workers through ``shared_temp_directory``."""
     import dask
-    dask.config.set(DASK_SETTINGS)  # the scheduler runs here
+    dask.config.set(DASK_SETTINGS)  # a jobqueue scheduler runs here (a Kubernetes one: dask-cluster.yaml's env)
     if "jobqueue" in spec:
         options = dict(spec["jobqueue"])
         options["job_script_prologue"] = [*options.get("job_script_prologue", []),

@@ -37,9 +37,13 @@ def _seconds(value) -> str:
     return "not measured" if value is None else f"{value:,.1f} s"
 
 
-def _which_run(times: list) -> str:
-    """Which of a figure's runs the table shows (``grading.median_run``)."""
-    return f"the faster of {len(times)} runs" if len(times) == 2 else f"the median of {len(times)} runs"
+def _runs_shown(times: list, after: str = "") -> str:
+    """For a figure measured in several runs: which run the table shows (``grading.median_run``) and every run's
+    time; nothing for one run."""
+    if len(times) < 2:
+        return ""
+    which = f"the faster of {len(times)} runs" if len(times) == 2 else f"the median of {len(times)} runs"
+    return f" ({which}{after}: {', '.join(f'{t:,.0f}' for t in times if t)} s)"
 
 
 def readme_tables(result: dict) -> str:
@@ -72,8 +76,7 @@ def readme_tables(result: dict) -> str:
         if jobs in runs:
             seconds, times = runs[jobs].get("seconds"), runs[jobs].get("runs_s") or []
             rows.append((f"a class of {students} ({complete} complete, the rest corpus cases), "
-                         f"`JOBS={jobs[-1]}`" + (f" ({_which_run(times)}: "
-                                                 f"{', '.join(f'{t:,.0f}' for t in times if t)} s)" if len(times) > 1 else ""),
+                         f"`JOBS={jobs[-1]}`" + _runs_shown(times),
                          "not measured" if seconds is None else f"{seconds:,.0f} s ({seconds / 60:.1f} min)",
                          judged(seconds, GOALS["class_jobs_2_s"], "12 min") if jobs == "jobs_2" else ""))
     cluster = (result.get("class_autograde") or {}).get("cluster") or {}
@@ -87,8 +90,7 @@ def readme_tables(result: dict) -> str:
             goal = judged(cluster["seconds"], local * 1.1, f"{local * 1.1:,.0f} s, JOBS=2 + 10%") if local else ""
         rows.append((f"the same class on a Dask cluster of {cluster['workers']} local worker processes "
                      f"(`--cluster`), {'the same' if cluster.get('same_gradebook') else 'NOT the same'} gradebook"
-                     + (f" ({_which_run(times)}, each after a `JOBS=2` run: "
-                        f"{', '.join(f'{t:,.0f}' for t in times if t)} s)" if len(times) > 1 else ""),
+                     + _runs_shown(times, ", each after a `JOBS=2` run"),
                      f"{cluster['seconds']:,.0f} s ({cluster['seconds'] / 60:.1f} min)", goal))
         if cluster.get("dask_cpu_s") is not None:
             rows.append(("Dask's own scheduler, nannies and workers in that run (`grader.cluster.DASK_SETTINGS`), "

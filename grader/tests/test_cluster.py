@@ -201,7 +201,7 @@ def test_dask_reads_the_grading_settings_from_the_environment_the_module_prints(
                                          f'{sys.executable} -c "{read}"'], capture_output=True, text=True, timeout=120,
                           cwd=REPO_ROOT, env={k: v for k, v in venv_env().items() if not k.startswith("DASK_")})
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {key: value for key, value in cluster.DASK_SETTINGS.items()}
+    assert json.loads(done.stdout) == cluster.DASK_SETTINGS
 
 
 def test_a_grading_process_that_ended_says_why_and_leaves_no_file_behind(tmp_path, monkeypatch):
