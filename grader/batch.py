@@ -3,8 +3,9 @@
 Each student is graded by an nbgrader process of its own (``--jobs N`` at a time, forked from a server that has
 nbgrader loaded: ``grader.nbgrader_process``), against a private copy of the gradebook merged back in one
 transaction (``grader.gradebook``), from a plain-file copy of the submission (``grader.staging``), with one
-``grader.sandbox`` kernel per student (reset between notebooks) and a checker, both forked from a zygote that has
-torch loaded (``grader.zygote``).  A notebook nbgrader cannot run scores 0 and is flagged for the instructor,
+``grader.sandbox`` kernel per notebook, which imports that notebook's stage of translab
+(``grader.kernel_stages``), and a checker beside it, each forked from a zygote of its own that has torch loaded
+(``grader.zygote``).  A notebook nbgrader cannot run scores 0 and is flagged for the instructor,
 listed at the end and in ``autograded/autograde_report.csv``, and the exit code stays 0.  It is 1 only when the
 grading machinery fails (configuration, kernel, database), which no student can cause: a known-good notebook
 (the canary) tells the two apart.
@@ -304,11 +305,12 @@ class GradingSession:
         try:
             self.uids = stack.enter_context(kernel_sandbox.UidBlock())
             self.work = work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="translab-autograde-")))
-            zygote = None
-            if self.sandbox:  # first: its imports (3 s) overlap what follows; it ends before the scratch folder
+            zygote = checkers = None
+            if self.sandbox:  # first: their imports (3 s) overlap what follows; they end before the scratch folder
                 from .zygote import Zygote
-                try:
+                try:  # the kernels' (no translab: each kernel imports its notebook's stage) and the checkers'
                     zygote = stack.enter_context(Zygote(work, nbgrader_env(), self.root, later=self.later)).path
+                    checkers = stack.enter_context(Zygote(work, nbgrader_env(), self.root, role="checker")).path
                 except OSError as error:  # the machine, not a student: say so before anyone is graded
                     raise GradingError(f"{error}; nothing was graded") from error
             check_config(self.root)
@@ -318,7 +320,8 @@ class GradingSession:
             self.staged.mkdir(mode=0o700)
             self.extra_env, self.kernel_args, self.groups = {}, [], None
             if self.sandbox:
-                self.extra_env, self.kernel_args = kernel_sandbox.grading_kernel(self.root, work, zygote=zygote)
+                self.extra_env, self.kernel_args = kernel_sandbox.grading_kernel(self.root, work, zygote=zygote,
+                                                                                 checkers=checkers)
                 from .cgroups import Cgroups
                 limits = kernel_sandbox.Limits()
                 self.groups = stack.enter_context(Cgroups(limits.memory, limits.tasks))

@@ -23,7 +23,9 @@ from translab.contract import SANDBOX_STATUS_ENV
 from .processes import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, MS_BIND, MS_NOATIME,
                         MS_NODEV, MS_NODIRATIME, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_RELATIME,
                         MS_REMOUNT, MS_STRICTATIME, PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, enter_pid_namespace, prctl)
-from .sandbox import LAUNCH_RECORDS, PRIVATE_SIZE, UID_BASE, Limits, hidden_paths, others_can_reach
+from . import kernel_stages
+from .sandbox import (LAUNCH_RECORDS, PRIVATE_SIZE, UID_BASE, Limits, hidden_paths, kernel_environment,
+                      launcher_environment, others_can_reach)
 from .zygote import FONT_LISTS, font_list_folder, zygote_folder
 
 _libc = None
@@ -56,10 +58,12 @@ def _private_namespace(network: bool, user: bool) -> tuple[bool, bool]:
         if user:
             return False, False
         raise OSError(ctypes.get_errno(), f"unshare(CLONE_NEWNS | CLONE_NEWIPC{' | CLONE_NEWNET' if network else ''})")
-    if user:
+    if user:  # our /proc files our own for as long as it takes to write the maps, then not dumpable again
+        prctl(PR_SET_DUMPABLE, 1)
         Path("/proc/self/setgroups").write_text("deny")
         Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
         Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+        prctl(PR_SET_DUMPABLE, 0)
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     return True, pid_namespace
 
@@ -92,6 +96,17 @@ def _mount_flags() -> dict[str, int]:
         target = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # \040 is a space
         flags[target] = sum(_MOUNT_OPTIONS.get(option, 0) for option in fields[5].split(","))
     return flags
+
+
+def _stage_over_library(work: Path, stage: str | None, root: Path) -> None:
+    """The notebook's stage of translab (``grader.kernel_stages``) over every full copy the kernel could import,
+    read-only: the kernel sees the library a student of that week had, at the paths it imports from."""
+    source = kernel_stages.library(work, int(stage) if stage and stage.isdigit() else 1)
+    if not (source / "__init__.py").is_file():
+        raise OSError(f"the batch's stage of translab is missing ({source})")
+    for target in kernel_stages.library_folders(root):
+        _mount(str(source), str(target), None, MS_BIND)
+        _mount("none", str(target), None, MS_REMOUNT | MS_BIND | MS_RDONLY | _mount_flags().get(str(target), 0))
 
 
 def _read_only_everywhere() -> None:
@@ -234,8 +249,11 @@ def _drop_to(uid: int) -> None:
     os.setuid(uid)
 
 
-def _isolate(args: argparse.Namespace, kernel: list[str], env: dict, status: _Status) -> tuple[list[str], dict, str, str]:
-    """Isolate this process as far as this machine allows; returns the kernel's command line and environment,
+def _isolate(args: argparse.Namespace, kernel: list[str], settings: dict, env: dict,
+             status: _Status) -> tuple[list[str], dict, str, str]:
+    """Isolate this process as far as this machine allows, by the batch's ``settings`` (the launcher's environment:
+    uid, cgroup, stage); returns the kernel's command line and environment (``env``, the allow-listed one, with its
+    private folders),
     the mode reached (``root``, ``user namespace`` or ``limits only``), and whether it joined the student's cgroup
     (``joined``, or why not).  In a PID namespace, what returns is the namespace's PID 2 (``grader.processes``);
     ``status`` learns its pid and whether it has a namespace."""
@@ -245,11 +263,10 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict, status: _St
     if not empty.exists():
         empty.touch(mode=0o444)
     root = os.geteuid() == 0
-    uid = int(env.get("TRANSLAB_SANDBOX_UID", UID_BASE)) if root else os.getuid()
+    uid = int(settings.get("TRANSLAB_SANDBOX_UID", UID_BASE)) if root else os.getuid()
     from . import cgroups
-    group = cgroups.join(env)  # first: its children inherit it, and /sys/fs/cgroup is read-only below
-    for name in (cgroups.ENV, cgroups.PROBLEM_ENV):
-        env.pop(name, None)
+    group = cgroups.join(settings)  # first: its children inherit it, and /sys/fs/cgroup is read-only below
+    stage = settings.get(kernel_stages.STAGE_ENV)
     index = kernel.index("-f") + 1
     sockets = _socket_folder(kernel[index], args.work, uid if root else None)
     connection = Path(kernel[index]).read_bytes()  # nbgrader's runtime folder may be hidden below (root's home)
@@ -269,9 +286,12 @@ def _isolate(args: argparse.Namespace, kernel: list[str], env: dict, status: _St
     # to leave things in), the secrets hidden, then the few places the kernel writes: its sockets, and private
     # tmpfs of a bounded size for HOME, /tmp, /var/tmp and /dev/shm, which vanish with the kernel.
     _read_only_everywhere()
+    _stage_over_library(args.work.resolve(), stage, args.root)
     _own_proc(status.pid_namespace)
-    # and the batch's zygote, whose socket forks kernels (grader.zygote), wherever the batch folder is
-    _hide(hidden_paths(args.root.resolve(), student) + [p for p in [zygote_folder(args.work.resolve())] if p.exists()], empty)
+    # and the batch's zygotes, whose sockets fork kernels and checkers (grader.zygote), and the stages of translab,
+    # wherever the batch folder is
+    private = [zygote_folder(args.work.resolve()), kernel_stages.stages_folder(args.work.resolve())]
+    _hide(hidden_paths(args.root.resolve(), student) + [p for p in private if p.exists()], empty)
     _private_views(home, sockets, args.root, cwd)
     if sockets is not None:
         _writable(sockets)
@@ -332,9 +352,16 @@ def _runs_here(kernel: list[str]) -> bool:
 def _run_here(kernel: list[str], env: dict, pid_namespace: bool) -> None:
     """Run ``python -m module ...`` or ``python -c code ...`` in this process, as that command would: its
     environment, ``sys.argv``, the working folder first on ``sys.path``, a fresh ``__main__``."""
+    import importlib
     import runpy
     import types
-    prctl(PR_SET_DUMPABLE, 1)  # as exec leaves a process (dropping to the student's uid cleared it)
+    # Not dumpable (the uid change cleared it, and it stays so): no other process of the student's uid reads this
+    # one's memory or /proc files.  And none of translab as the zygote's imports left it (the launcher's contract
+    # and paths): the kernel imports the stage mounted over it.
+    for name in [name for name in sys.modules if name == "translab" or name.startswith("translab.")]:
+        del sys.modules[name]
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
     # The zygote gone (its batch killed), the kernel goes too: an exec'd kernel's ipykernel polls for its parent,
     # a forked one's does not (it read JPY_PARENT_PID when the zygote imported it).  Set after the uid change,
     # which clears it; a zygote that died before then has left this process to init (in a PID namespace, the
@@ -370,16 +397,17 @@ def launch(argv: list[str], launcher: int | None = None) -> None:
     if args.zygote is not None and launcher is None:
         from .zygote import run_through
         here = ["--root", str(args.root), "--work", str(args.work), "--limits", args.limits, "--", *kernel]
-        code = run_through(args.zygote, here)
+        code = run_through(args.zygote, here, launcher_environment(os.environ))
         if code is not None:
             sys.exit(code)
         # no zygote answered: start the kernel here, as without one
-    env = {**os.environ, "TRANSLAB_SANDBOX": "1"}
-    status = _Status(env.pop(SANDBOX_STATUS_ENV, None))
+    settings = dict(os.environ)
+    env = {**kernel_environment(settings), "TRANSLAB_SANDBOX": "1"}  # never the batch's whole environment
+    status = _Status(settings.get(SANDBOX_STATUS_ENV))
     stage = "isolating"
     in_process = launcher is not None and _runs_here(kernel)
     try:
-        kernel, env, mode, group = _isolate(args, kernel, env, status)
+        kernel, env, mode, group = _isolate(args, kernel, settings, env, status)
         stage = "limits"
         Limits(**json.loads(args.limits)).apply()
         status.write(ok=True, mode=mode, cgroup=group, **({"launcher": launcher} if launcher is not None else {}))

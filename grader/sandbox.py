@@ -52,7 +52,12 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from translab.contract import CHECKER_DIR_ENV, SANDBOX_STATUS_ENV
+from translab.contract import (CACHE_ENV, CHECKER_DIR_ENV, CHECKER_ENV, DATA_DIR_ENV, FAST_ENV, GRADING_ENV,
+                               REFERENCES_ENV, SANDBOX_STATUS_ENV, VARIANT_ENV)
+
+from .cgroups import ENV as CGROUPS_ENV, PROBLEM_ENV as CGROUP_PROBLEM_ENV
+from . import kernel_stages
+from .kernel_stages import STAGE_ENV
 
 
 KERNEL_NAME = "translab-sandbox"
@@ -92,6 +97,39 @@ class Limits:
             resource.setrlimit(limit, (value, value))
 
 
+# The environment of a grading kernel, of its zygote and of what a launcher sends the zygote: names on this list
+# and nothing else.  The batch runs with the instructor's environment (a hub's API token where the formgrader's
+# button started it, an LMS or cloud token, the course secret where the README's override is used); a kernel that
+# got it whole would print it into its own feedback.  Paths, locale and thread counts only; the values the launcher
+# sets (HOME, TMPDIR, MPLCONFIGDIR, IPYTHONDIR, JUPYTER_RUNTIME_DIR) come on top.
+KERNEL_ENV = frozenset({
+    "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
+    "JPY_PARENT_PID", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "MPLBACKEND",
+    "MPLCONFIGDIR", "TRANSLAB_SANDBOX", GRADING_ENV, FAST_ENV, DATA_DIR_ENV, CACHE_ENV, CHECKER_ENV, VARIANT_ENV})
+KERNEL_ENV_PREFIXES = ("LC_",)
+# What the launcher reads before the kernel starts (the student's uid, cgroup, status folder and stage): set by the
+# grader, never passed on to the kernel.
+LAUNCHER_ENV = frozenset({"TRANSLAB_SANDBOX_UID", SANDBOX_STATUS_ENV, CGROUPS_ENV, CGROUP_PROBLEM_ENV, STAGE_ENV})
+
+
+def kernel_environment(env) -> dict:
+    """``env`` cut to ``KERNEL_ENV``: what a grading kernel may see."""
+    return {name: value for name, value in env.items()
+            if name in KERNEL_ENV or name.startswith(KERNEL_ENV_PREFIXES)}
+
+
+def checker_environment(env) -> dict:
+    """The checker's: the launcher's settings (its cgroup) and where the references are, if elsewhere.  The checker
+    runs as the batch does and reads no secret either."""
+    return {**launcher_environment(env), **{name: env[name] for name in (REFERENCES_ENV,) if name in env}}
+
+
+def launcher_environment(env) -> dict:
+    """What a launcher passes to the zygote that forks its kernel: the kernel's environment and the launcher's own
+    settings (``LAUNCHER_ENV``), which ``grader.launcher`` removes before the kernel starts."""
+    return {**kernel_environment(env), **{name: env[name] for name in LAUNCHER_ENV if name in env}}
+
+
 def processes_of(uid: int) -> list[dict]:
     """The processes whose real uid is ``uid``, as their /proc status fields (zombies included)."""
     found = []
@@ -111,10 +149,12 @@ def _tasks_of(uid: int) -> int:
 
 # ----------------------------------------------------------------- the grading side (grader.batch)
 
-def grading_kernel(root: Path, work: Path, limits: Limits | None = None,
-                   zygote: Path | None = None) -> tuple[dict, list[str]]:
-    """Write the sandbox kernelspec under ``work`` and return (env, nbgrader args) that select it; with ``zygote``
-    (the socket of the batch's ``grader.zygote``) its kernels are forked from there."""
+def grading_kernel(root: Path, work: Path, limits: Limits | None = None, zygote: Path | None = None,
+                   checkers: Path | None = None) -> tuple[dict, list[str]]:
+    """Write the sandbox kernelspec under ``work``, and the stages of translab its kernels import
+    (``grader.kernel_stages``), and return (env, nbgrader args) that select it; with ``zygote`` (the socket of the
+    batch's kernels' ``grader.zygote``) its kernels are forked from there, and with ``checkers`` (the checkers'
+    zygote) each notebook's checker."""
     limits = limits or Limits()
     if os.geteuid() == 0 and not others_can_reach(work.resolve().parent):
         raise OSError(f"{work.parent} is private to root: the sandboxed kernels keep their HOME below it; "
@@ -122,6 +162,8 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None,
     if len(str(socket_prefix(work, 999))) > SOCKET_PATH_MAX - 8:
         raise OSError(f"{work} is too long a path for the kernels' Unix sockets ({SOCKET_PATH_MAX} bytes at most): "
                       "point TMPDIR at a short folder (/tmp)")
+    from translab.paths import PACKAGE_DIR
+    kernel_stages.build(PACKAGE_DIR, work)
     kernels = work / "jupyter" / "kernels" / KERNEL_NAME
     kernels.mkdir(parents=True, exist_ok=True)
     (work / "homes").mkdir(exist_ok=True)
@@ -139,7 +181,7 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None,
     (kernels / "kernel.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
     jupyter_path = os.pathsep.join(filter(None, [str(work / "jupyter"), os.environ.get("JUPYTER_PATH")]))
     args = [f"--Execute.kernel_name={KERNEL_NAME}", "--KernelManager.transport=ipc"]
-    return {"JUPYTER_PATH": jupyter_path}, args + ([f"--GuardedExecute.zygote={zygote}"] if zygote else [])
+    return {"JUPYTER_PATH": jupyter_path}, args + ([f"--GuardedExecute.zygote={checkers}"] if checkers else [])
 
 
 def socket_prefix(work: Path, index: int) -> Path:

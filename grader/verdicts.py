@@ -82,6 +82,7 @@ class Record:
     grade_id: str
     expected: list[Call]
     variant: str | None = None  # the student's variant code (translab.variants), derived by the grader
+    stage: int | None = None  # the stage of translab the kernel imports (grader.kernel_stages); None: the full one
     results: list[tuple[Call, bool, list[str], str, str]] = field(default_factory=list)  # call, passed, ok lines, message, key
     refused: list[str] = field(default_factory=list)
 
@@ -138,9 +139,9 @@ class Checker:
             self._warming.start()
 
     # -- the executor's side
-    def open(self, grade_id: str, calls: list[Call], variant: str | None = None) -> None:
+    def open(self, grade_id: str, calls: list[Call], variant: str | None = None, stage: int | None = None) -> None:
         with self._lock:
-            self._window = Record(grade_id, list(calls), variant)
+            self._window = Record(grade_id, list(calls), variant, stage)
 
     def close(self, wait: float = 10.0) -> Record:
         """End the window: a check still running (its kernel interrupted or gone) gets ``wait`` seconds, then its
@@ -201,7 +202,7 @@ class Checker:
                 wire.send(connection, {"op": "refused", "reason": reason})
                 return
             self._idle.clear()
-        passed, lines, message, key = run_check(call, header, buffers, connection, record.variant)
+        passed, lines, message, key = run_check(call, header, buffers, connection, record.variant, record.stage)
         with self._lock:
             if self._window is record:  # still the same cell: the verdict counts
                 record.results.append((call, passed, lines, message, key))
@@ -211,7 +212,7 @@ class Checker:
 
 
 def _record_to_json(record: Record) -> dict:
-    return {"grade_id": record.grade_id, "variant": record.variant,
+    return {"grade_id": record.grade_id, "variant": record.variant, "stage": record.stage,
             "expected": [[c.check, c.split, c.part] for c in record.expected],
             "results": [[[c.check, c.split, c.part], passed, lines, message, key]
                         for c, passed, lines, message, key in record.results],
@@ -220,8 +221,9 @@ def _record_to_json(record: Record) -> dict:
 
 def _record_from_json(data: dict) -> Record:
     return Record(data["grade_id"], [Call(*call) for call in data["expected"]], data.get("variant"),
-                  [(Call(*call), bool(passed), list(lines), message, key)
-                   for call, passed, lines, message, key in data["results"]], list(data["refused"]))
+                  data.get("stage"), [(Call(*call), bool(passed), list(lines), message, key)
+                                      for call, passed, lines, message, key in data["results"]],
+                  list(data["refused"]))
 
 
 class CheckerGone(RuntimeError):
@@ -230,21 +232,22 @@ class CheckerGone(RuntimeError):
 
 
 class ForkedChecker:
-    """A ``Checker`` in a process of its own, forked from the batch's zygote (``grader.zygote.fork_checker``),
-    which has torch and the checks imported: the nbgrader process then never imports them (1.8 CPU-seconds a
+    """A ``Checker`` in a process of its own, forked from the batch's checkers' zygote (``grader.zygote.fork_checker``),
+    which has torch, the full library and the checks imported: the nbgrader process then never imports them (1.8 CPU-seconds a
     student, on a 2-core machine that the kernel and nbgrader already keep busy).  Same interface; each call is
     a line of JSON on a control socket, answered before it returns, so a window is open before its cell runs.
     The checker process ends when it is stopped, when this process ends (the zygote sees the connection close),
     or with the zygote."""
 
     def __init__(self, zygote: str | os.PathLike, folder: str | os.PathLike, timeout: float = 60.0):
+        from .sandbox import checker_environment
         from .zygote import fork_checker
         self.folder = Path(folder)
         self.path = self.folder / SOCKET_NAME
         self._timeout = timeout
         ours, theirs = socket.socketpair()
         try:
-            self._zygote = fork_checker(Path(zygote), str(self.folder), theirs)
+            self._zygote = fork_checker(Path(zygote), str(self.folder), theirs, checker_environment(os.environ))
         except BaseException:
             ours.close()
             raise
@@ -271,9 +274,9 @@ class ForkedChecker:
     def warm_up(self) -> None:
         """Nothing to do: the checker process warms itself up as it starts."""
 
-    def open(self, grade_id: str, calls: list[Call], variant: str | None = None) -> None:
+    def open(self, grade_id: str, calls: list[Call], variant: str | None = None, stage: int | None = None) -> None:
         self._ask({"op": "open", "grade_id": grade_id, "calls": [[c.check, c.split, c.part] for c in calls],
-                   "variant": variant})
+                   "variant": variant, "stage": stage})
 
     def close(self, wait: float = 10.0) -> Record:
         return _record_from_json(self._ask({"op": "close", "wait": wait}, wait)["record"])
@@ -302,8 +305,9 @@ def serve_forked(control: socket.socket, folder: str) -> None:
             message = json.loads(line)
             op = message.get("op")
             if op == "open":
+                stage = message.get("stage")
                 checker.open(str(message["grade_id"]), [Call(*call) for call in message["calls"]],
-                             message.get("variant"))
+                             message.get("variant"), stage if isinstance(stage, int) else None)
                 reply: dict = {}
             elif op == "close":
                 reply = {"record": _record_to_json(checker.close(float(message.get("wait", 10.0))))}
@@ -348,12 +352,17 @@ def _as_the_cell_calls(check, call: Call, args, kwargs, variant: str | None = No
 
 
 def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket.socket,
-              variant: str | None = None) -> tuple[bool, list[str], str, str]:
-    """Run ``translab.checks.<call.check>`` here, on the student's objects in the kernel: (passed, ok lines,
-    failure message, diagnosis key)."""
-    from translab import checks, wire
+              variant: str | None = None, stage: int | None = None) -> tuple[bool, list[str], str, str]:
+    """Run ``translab.checks.<call.check>`` here, on the student's objects in the kernel, whose translab is
+    ``stage`` (what it holds back, the check hands it no object of): (passed, ok lines, failure message, diagnosis
+    key)."""
+    from translab import checks, stages, wire
+    from . import withheld
     if call.check not in checks.__all__ or not call.check.startswith("check_"):
         return False, [], f"there is no check {call.check}", "checker_error"
+    held = [] if stage is None else [f"{module}:{name}" for module, names in withheld.withheld(stage).items()
+                                     for name in names]
+    held_token = stages.holding_back(held)
     session = wire.Session(connection)
     token = wire.enter(session)
     lines: list[str] = []
@@ -371,6 +380,7 @@ def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket
     finally:
         checks.release_output(output)
         wire.leave(token)
+        stages.stop_holding_back(held_token)
 
 
 # ----------------------------------------------------------------- answers that reach for the tools of a rewrite

@@ -37,21 +37,27 @@ from pathlib import Path
 
 from .processes import PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, exit_code, pass_on, pass_signals_to, prctl
 
-# What a grading kernel imports before its first cell (ipykernel, and the sandbox extension's snapshot)...
-STARTUP = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "torch.testing", "numpy.testing", "translab.checks",
-           "translab.wire")
+# What a grading kernel imports before its first cell (ipykernel, and the sandbox extension's snapshot)...  Never
+# translab: a kernel imports its notebook's stage (``grader.kernel_stages``), which is mounted over the library once
+# the kernel is isolated, and a module the zygote imported would be the full library's, in every kernel it forks.
+STARTUP = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "torch.testing", "numpy.testing")
 # ...and on the way through the six notebooks (measured: the modules a kernel holds after the solutions, less those
 # it starts with).  matplotlib's pyplot and inline backend are left to the kernel: on import they hook themselves
 # into the running IPython (17 ms), which the zygote does not have.
 LATER = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "matplotlib", "matplotlib.figure",
          "matplotlib.font_manager", "matplotlib.backends.backend_agg", "ipywidgets", "tqdm.auto", "safetensors.torch",
-         "tokenizers", "sentencepiece", "translab.plots", "translab.training", "translab.bert", "translab.mlm",
-         "translab.generation", "translab.checkpoint", "translab.data", "translab.datasets", "translab.budget")
+         "tokenizers", "sentencepiece")
+# The checkers' zygote: torch and the full library with its checks (the checker judges with translab's references).
+# No kernel is ever forked from it.
+CHECKER_PRELOAD = ("torch", "torch.fx.experimental.symbolic_shapes", "translab.checks", "translab.wire",
+                   "translab.model", "translab.attention", "translab.training", "translab.generation", "translab.mlm",
+                   "translab.bert", "translab.params")
 MAX_REQUEST = 4 * 1024 ** 2
-# What a request may ask a forked child to become, by kind: named, not imported here, so that the zygote imports
-# none of its callers (``grader.launcher``, the checker's ``grader.verdicts``), and a request can
-# name nothing else.
+# What a zygote's children become, by the zygote's role: named, not imported here, so that the zygote imports none
+# of its callers (``grader.launcher``, the checker's ``grader.verdicts``).  A zygote forks one kind only: the
+# kernels' never has the checker's library, the checkers' never forks a kernel.
 TARGETS = {"kernel": "grader.launcher:launch", "checker": "grader.verdicts:serve_forked"}
+ROLES = ("kernel", "checker")
 
 
 def _target(kind: str):
@@ -77,33 +83,45 @@ def font_list_folder(work: Path) -> Path:
 # ----------------------------------------------------------------- the batch's side
 
 class Zygote:
-    """The batch's zygote (a context manager): ``path`` is the socket the kernelspec's launcher connects to."""
+    """One of the batch's zygotes (a context manager): ``path`` is the socket its requesters connect to: the
+    kernelspec's launchers for the kernels' zygote, nbgrader's ``GuardedExecute`` for the checkers'."""
 
-    def __init__(self, work: Path, env: dict, cwd: Path, later: bool = True):
+    def __init__(self, work: Path, env: dict, cwd: Path, later: bool = True, role: str = "kernel"):
         """``later``: import ``LATER`` too, worth it for a class; one student's kernel is on the critical path
-        and imports them itself, spread over its notebooks, rather than wait for all of them first."""
+        and imports them itself, spread over its notebooks, rather than wait for all of them first.  ``env`` is
+        the batch's: the zygote gets the allow-listed part of it (``grader.sandbox``), whose memory every kernel
+        it forks starts from."""
+        from .sandbox import checker_environment, kernel_environment
+        if role not in ROLES:
+            raise ValueError(f"a zygote for {role!r}")
         folder = zygote_folder(work)  # root's or the instructor's alone; outside every kernel's view
         folder.mkdir(mode=0o700, exist_ok=True)
+        if role == "checker":
+            folder = folder / "checker"
+            folder.mkdir(mode=0o700, exist_ok=True)
+            env = checker_environment(env)
+        else:
+            fonts = font_list_folder(work)
+            seed_font_lists(fonts, env)
+            # not JPY_PARENT_PID (a batch started from a notebook): ipykernel reads it on import, and the kernels the
+            # zygote forks would take their parent, the init of their PID namespace, for init adopting an orphan
+            env = {**{name: value for name, value in kernel_environment(env).items() if name != "JPY_PARENT_PID"},
+                   "MPLCONFIGDIR": str(fonts),
+                   # as ipykernel sets it before a kernel imports matplotlib, which the zygote does for the kernels
+                   "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
         self.path = folder / "socket"
         self.log = folder / "zygote.log"
-        fonts = font_list_folder(work)
-        seed_font_lists(fonts, env)
-        # not JPY_PARENT_PID (a batch started from a notebook): ipykernel reads it on import, and the kernels the
-        # zygote forks would take their parent, the init of their PID namespace, for init adopting an orphan
-        env = {**{name: value for name, value in env.items() if name != "JPY_PARENT_PID"}, "MPLCONFIGDIR": str(fonts),
-               # as ipykernel sets it before a kernel imports matplotlib, which the zygote does for the kernels
-               "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
+        options = ["--role", role] + ([] if later or role == "checker" else ["--startup-only"])
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "grader.zygote", "--socket", str(self.path),
-                                             *([] if later else ["--startup-only"])],
-                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
-                                            cwd=cwd)
+                                             *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                            env=env, cwd=cwd)
         # it listens before it imports: a launcher that comes early waits in the queue instead of missing it
         line = self.process.stdout.readline()
         if line.strip() != b"listening":
             self.close()
             tail = self.log.read_text(errors="replace").strip().splitlines()[-5:]
-            raise OSError("the grading kernels' zygote (grader.zygote) did not start: " + " | ".join(tail))
+            raise OSError(f"the grading {role}s' zygote (grader.zygote) did not start: " + " | ".join(tail))
 
     def close(self) -> None:
         """Closing its stdin ends the zygote and every kernel it forked.  Once it says so, its own exit (0.5 s of
@@ -153,12 +171,13 @@ def _send(path: Path, request: dict, fds: list[int]) -> socket.socket:
     return connection
 
 
-def run_through(path: Path, argv: list[str]) -> int | None:
-    """Have the zygote at ``path`` start the kernel of ``argv`` (``launcher.launch``'s arguments); stay beside it,
-    passing signals on, and return its exit code.  None when no zygote answers: start the kernel here instead."""
+def run_through(path: Path, argv: list[str], env: dict) -> int | None:
+    """Have the zygote at ``path`` start the kernel of ``argv`` (``launcher.launch``'s arguments) with ``env`` (the
+    launcher's allow-listed environment); stay beside it, passing signals on, and return its exit code.  None when
+    no zygote answers: start the kernel here instead."""
     prctl(*PR_SET_DEATHSIG_KILL)  # nbgrader gone: this goes, and the zygote then ends the kernel
     try:
-        connection = _send(path, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}, [0, 1, 2])
+        connection = _send(path, {"argv": argv, "env": env, "cwd": os.getcwd()}, [0, 1, 2])
     except OSError:
         return None
     try:
@@ -176,19 +195,20 @@ def run_through(path: Path, argv: list[str]) -> int | None:
         return 1  # the zygote went, and its kernels with it
 
 
-def fork_checker(path: Path, folder: str, control: socket.socket) -> socket.socket:
-    """Ask the zygote at ``path`` to fork a checker (``grader.verdicts.ForkedChecker``) that serves ``folder`` and
-    obeys ``control``, its output going where this process's does; not waited for (the zygote may still be
+def fork_checker(path: Path, folder: str, control: socket.socket, env: dict) -> socket.socket:
+    """Ask the checkers' zygote at ``path`` to fork a checker (``grader.verdicts.ForkedChecker``) with ``env`` that
+    serves ``folder`` and obeys ``control``, its output going where this process's does; not waited for (the zygote may still be
     importing).  Returns the connection to the zygote, which kills the checker when it closes (this process
     ended, or stopped the checker).  OSError when no zygote listens; one that refuses closes ``control``'s
     other end, which the checker's first answer then finds."""
-    return _send(path, {"checker": folder, "env": dict(os.environ), "cwd": os.getcwd()}, [control.fileno(), 1, 2])
+    return _send(path, {"checker": folder, "env": env, "cwd": os.getcwd()}, [control.fileno(), 1, 2])
 
 
 # ----------------------------------------------------------------- the zygote
 
-def serve(path: Path, preload: tuple[str, ...]) -> None:
-    """Listen at ``path``, import ``preload``, then fork a kernel for each launcher, until stdin closes."""
+def serve(path: Path, preload: tuple[str, ...], role: str = "kernel") -> None:
+    """Listen at ``path``, import ``preload``, then fork a child of ``role`` for each request, until stdin
+    closes."""
     prctl(PR_SET_DUMPABLE, 0)
     prctl(*PR_SET_DEATHSIG_KILL)  # the batch gone: so is the zygote
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -201,7 +221,7 @@ def serve(path: Path, preload: tuple[str, ...]) -> None:
             importlib.import_module(name)
         except Exception as error:  # noqa: BLE001 - a module this lab does not have: the kernel imports it itself
             print(f"[zygote] not preloaded: {name}: {error!r}", file=sys.stderr, flush=True)
-    importlib.import_module(TARGETS["kernel"].partition(":")[0])  # the children's isolation, loaded once
+    importlib.import_module(TARGETS[role].partition(":")[0])  # what the children become, loaded once
     sys.stdout.flush()
     sys.stderr.flush()
     kernels: dict[socket.socket, int] = {}  # a requester's connection -> the pid of its kernel (or checker)
@@ -211,7 +231,7 @@ def serve(path: Path, preload: tuple[str, ...]) -> None:
             break  # the batch is done (or gone)
         for connection in readable:
             if connection is listener:
-                _fork_child(listener, kernels)
+                _fork_child(listener, kernels, role)
             elif connection in kernels:  # a launcher says nothing after its request: this is its end
                 _end(kernels, connection)
         _reap(kernels)
@@ -221,8 +241,9 @@ def serve(path: Path, preload: tuple[str, ...]) -> None:
     os.write(1, b"closed\n")
 
 
-def _fork_child(listener: socket.socket, kernels: dict) -> None:
-    """Accept one request and fork its child: a kernel for a launcher, or a checker for an nbgrader process."""
+def _fork_child(listener: socket.socket, kernels: dict, role: str) -> None:
+    """Accept one request and fork its child: a kernel for a launcher (the kernels' zygote), or a checker for an
+    nbgrader process (the checkers')."""
     connection, _ = listener.accept()
     fds: list[int] = []
     try:
@@ -239,6 +260,8 @@ def _fork_child(listener: socket.socket, kernels: dict) -> None:
             raise ValueError("a launcher closed its request half-way")
         request = json.loads(data)
         launcher, uid, _ = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        if ("checker" in request) != (role == "checker"):
+            raise ValueError(f"a request for a {'checker' if 'checker' in request else 'kernel'} at the {role}s' zygote")
         if "checker" in request and (not isinstance(request["checker"], str) or uid != os.geteuid()):
             # a checker is not sandboxed: only the batch's own processes may ask for one (the socket is theirs
             # alone and hidden from every kernel; this holds even if it were not)
@@ -295,8 +318,7 @@ def _become_kernel(request: dict, fds: list[int], launcher: int) -> int:
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    _fresh_process(request)
-    prctl(PR_SET_DUMPABLE, 1)  # its /proc files its own again: in a user namespace it writes its uid_map
+    _fresh_process(request)  # not dumpable, as the zygote (grader.launcher makes it so again where it must be)
     _target("kernel")(list(request["argv"]), launcher=launcher)
     return 0
 
@@ -358,8 +380,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.zygote")
     parser.add_argument("--socket", type=Path, required=True)
     parser.add_argument("--startup-only", action="store_true", help="import STARTUP only, not LATER")
+    parser.add_argument("--role", choices=ROLES, default="kernel", help="fork kernels, or checkers")
     args = parser.parse_args(argv)
-    serve(args.socket, STARTUP if args.startup_only else STARTUP + LATER)
+    preload = CHECKER_PRELOAD if args.role == "checker" else STARTUP if args.startup_only else STARTUP + LATER
+    serve(args.socket, preload, args.role)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # its kernels are gone: no interpreter teardown of torch and the rest (0.3 s the batch waits for)

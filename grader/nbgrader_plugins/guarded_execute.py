@@ -21,33 +21,35 @@ notebook's kernel, each graded test cell opens a window for the checks its sourc
 are then replaced by what the checker recorded, which is what nbgrader scores.  Answer cells that reach for the
 tools of an attempt on the grader (``verdicts.suspicious``) flag the notebook for a human.
 
-One kernel serves all the notebooks of a student (nbgrader grades one student per process in ``grader.batch``):
-a fresh kernel pays 3 s a notebook for its start, torch, matplotlib and ``torch._dynamo`` (measured), more than
-the graded checks of a notebook cost.  Between notebooks the kernel is reset (``FRESH_NOTEBOOK``: an empty
-namespace, execution count 1, the notebook's folder, no open figures, autograd on, float32), so each notebook is
-graded from its own cells as in a fresh kernel.  What a notebook changed inside a module stays for the student's
-next notebook, which is why a kernel is kept only after a notebook that ran to the end with no incident, and while
-it has most of its CPU allowance (``sandbox.Limits.cpu_seconds``) left; otherwise the next notebook starts a new
-one.  The kernel and the checker it reports to end with the nbgrader process.
+Each notebook is graded in a kernel of its own, forked from the batch's kernels' zygote (a start costs a fork and
+ipykernel's own set-up, not a new interpreter), whose translab is the notebook's stage (``grader.kernel_stages``:
+notebook N sees the library of a student in week N, whatever the course has released).  No kernel outlives its
+notebook, so nothing an answer changed in a module, the kernel's side of the verdict channel included, reaches the
+student's next notebook.  The kernel and its checker end with the notebook.
+
+Outputs that the kernel creates or updates once the first hidden test has begun could carry that test's inputs; a
+cell before the hidden test keeps the outputs it had when the test began (a display updated later is put back), and
+``ClearOutputsAfterHiddenTests`` hides the outputs of the cells after it from the feedback.  A test cell whose checks
+never reported, though the grader cut nothing short, is tampering with the channel: the notebook is flagged.
 """
 from __future__ import annotations
 
-import atexit
+import copy
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
-from nbclient.util import run_hook, run_sync
+from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Unicode
 
 from jupyter_client.manager import KernelManager
 
-from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, SANDBOX_STATUS_ENV, VARIANT_ENV, tagged
+from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, VARIANT_ENV, tagged
 
+from .. import kernel_stages
 from ..demos import NOT_RUN, left_out
 from ..variants import SECRET_ENVS
 from ..verdicts import Checker, ForkedChecker, expected_calls, suspicious
@@ -55,78 +57,8 @@ from ..verdicts import Checker, ForkedChecker, expected_calls, suspicious
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short (read by FlagIncidents)
 
 
-# Run in a kept kernel before the student's next notebook, silently (no output, no history).  reset() comes last:
-# it empties the namespace, helpers included, and restarts the execution count.
-FRESH_NOTEBOOK = """\
-import os as _os, sys as _sys
-_os.chdir({cwd!r})
-if "matplotlib.pyplot" in _sys.modules:
-    _sys.modules["matplotlib.pyplot"].close("all")
-if "torch" in _sys.modules:
-    _sys.modules["torch"].set_grad_enabled(True)
-    _sys.modules["torch"].set_default_dtype(_sys.modules["torch"].float32)
-get_ipython().reset(new_session=True)
-"""
-RESET_TIMEOUT = 10  # seconds for FRESH_NOTEBOOK; a kernel that takes longer is not kept
-KEEP_CPU_SHARE = 0.5  # a kernel is kept while it has used less than this share of its RLIMIT_CPU
-
-
-@dataclass
-class _KeptKernel:
-    """The kernel kept between the notebooks of one student, with the checker its environment names, the client
-    already connected to it (a new client waits at least 0.2 s for the kernel's messages to settle) and the reset
-    it was sent (``reset``, a message id): the kernel runs it while nbgrader saves this notebook and prepares the
-    next, and the next notebook waits for its reply (``_reset_done``) before its first cell."""
-    km: KernelManager
-    checker: Checker | ForkedChecker
-    cwd: str
-    kc: object = None
-    reset: str | None = None
-    reset_deadline: float = 0.0
-
-
-kept_kernel: _KeptKernel | None = None  # this nbgrader process's kernel between two notebooks of its student
-
-
-def _take_kept(cwd: str) -> _KeptKernel | None:
-    """The kept kernel if it was started for this folder (the same student and assignment) and still runs."""
-    global kept_kernel
-    kept, kept_kernel = kept_kernel, None
-    if kept is None:
-        return None
-    if kept.cwd == cwd and run_sync(kept.km.is_alive)() and run_sync(_reset_done)(kept):
-        return kept
-    _retire(kept.km, kept.checker, kept.kc)
-    return None
-
-
-async def _reset_done(kept: _KeptKernel) -> bool:
-    """Whether the kept kernel answered its reset with "ok" by its deadline, its messages about it read: what
-    ``execute_interactive`` waited for in place, before the reset overlapped nbgrader's work between notebooks."""
-    async def about_reset(receive, wanted=lambda message: True) -> dict:
-        """The next message about the reset that ``wanted`` accepts; TimeoutError at the deadline."""
-        while True:
-            left = kept.reset_deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            message = await receive(timeout=left)
-            if message["parent_header"].get("msg_id") == kept.reset and wanted(message):
-                return message
-
-    try:
-        reply = await about_reset(kept.kc.get_shell_msg)
-        if reply["content"].get("status") != "ok":
-            return False
-        # the reset's own busy and idle: no output (silent), nothing left for the next cell
-        await about_reset(kept.kc.get_iopub_msg, lambda message: message["msg_type"] == "status"
-                          and message["content"].get("execution_state") == "idle")
-    except Exception:  # the deadline (queue.Empty or TimeoutError), or the kernel went
-        return False
-    return True
-
-
-def _retire(km: KernelManager | None, checker: Checker | ForkedChecker | None, kc=None) -> None:
-    """Kill a kernel (nothing in it needs a clean exit), close its client and stop its checker."""
+def _end_kernel(km: KernelManager | None, kc=None) -> None:
+    """Kill a notebook's kernel (nothing in it needs a clean exit) and close its client."""
     try:
         if kc is not None:
             kc.stop_channels()
@@ -134,41 +66,6 @@ def _retire(km: KernelManager | None, checker: Checker | ForkedChecker | None, k
             run_sync(km.shutdown_kernel)(now=True)
     except Exception:  # already gone: the batch ends whatever the student's uid left anyway
         pass
-    finally:
-        if checker is not None:
-            checker.stop()
-
-
-@atexit.register
-def retire_kept_kernel() -> None:
-    global kept_kernel
-    if kept_kernel is not None:
-        kept, kept_kernel = kept_kernel, None
-        _retire(kept.km, kept.checker, kept.kc)
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    """CPU time (user + system) the process has used so far; None if it cannot be read."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def kernel_pid(km: KernelManager) -> int | None:
-    """The kernel's own process: the one nbgrader started, or, when that is a launcher a zygote forked the kernel
-    for (``grader.zygote``) or the keeper of a PID namespace (``grader.processes``), the pid the kernel's launch
-    record gives for it (written before any student code, in a folder out of the kernel's reach)."""
-    pid = getattr(km.provisioner, "pid", None)
-    status = os.environ.get(SANDBOX_STATUS_ENV)
-    if pid and status:
-        from ..sandbox import launch_records
-        for record in reversed(launch_records(Path(status))):
-            started_by = (record.get("launcher"), record.get("keeper"))
-            if record.get("ok") and pid in started_by and isinstance(record.get("pid"), int):
-                return record["pid"]
-    return pid
 
 
 def _error(ename: str, message: str) -> NotebookNode:
@@ -209,25 +106,26 @@ class GuardedExecute(Execute):
             if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
                 for reason in suspicious(cell.source):
                     resources[INCIDENTS].append(f"cell {index}: the answer {reason}")
-        cwd = os.path.abspath(resources.get("metadata", {}).get("path") or os.getcwd())
-        kept = _take_kept(cwd) if km is None else None
-        self._kept_client = None
-        if kept is not None:
-            self._checker, km, self._kept_client = kept.checker, kept.km, kept.kc
-        else:
-            self._checker = self._new_checker()
+        self._stage = kernel_stages.stage_of((resources.get("nbgrader") or {}).get("notebook")
+                                             or resources.get("unique_key") or "")
+        self._before_hidden: dict[int, list] | None = None  # earlier cells' outputs as the first hidden test began
+        self._checker = self._new_checker()
         owned = km is None
-        km = km or self.create_kernel_manager()  # ours, so nbclient leaves the kernel running at the end
-        finished = False
+        km = km or self.create_kernel_manager()
         try:
-            result = super().preprocess(nb, resources, km)
-            finished = True
-            return result
+            nb, resources = super().preprocess(nb, resources, km)
         finally:
-            if owned or kept is not None:
-                self._keep_or_retire(cwd, finished)
-            else:  # a kernel manager our caller passed in: theirs to end
-                self._checker.stop()
+            if owned:  # no kernel outlives its notebook (a caller's kernel manager is the caller's to end)
+                _end_kernel(self.km, self.kc)
+            self._checker.stop()
+        self._put_back_outputs(nb)
+        return nb, resources
+
+    def _put_back_outputs(self, nb) -> None:
+        """The cells before the first hidden test as they were when it began: a display the kernel updated later
+        (``display(..., display_id=...)`` and ``handle.update``) would carry what the hidden test showed it."""
+        for index, outputs in (self._before_hidden or {}).items():
+            nb.cells[index].outputs = outputs
 
     def _new_checker(self) -> Checker | ForkedChecker:
         """The batch puts the socket beside the kernel's own (reachable from the sandbox); else a private folder."""
@@ -239,33 +137,10 @@ class GuardedExecute(Execute):
                 self.log.warning("no checker from the zygote (%s): the checker runs in this process", error)
         return Checker(folder)
 
-    def _keep_or_retire(self, cwd: str, finished: bool) -> None:
-        """Keep the kernel for the student's next notebook if this one ran to the end with no incident and the
-        kernel has most of its CPU allowance left, sending it the reset to a fresh namespace (the next notebook
-        takes it only if that worked); else end it."""
-        global kept_kernel
-        from ..sandbox import Limits
-        km, kc = self.km, self.kc
-        keep = finished and self._stopped is None and km is not None and kc is not None
-        if keep:
-            pid = kernel_pid(km)
-            used = _cpu_seconds(pid) if pid else None
-            keep = used is not None and used < KEEP_CPU_SHARE * Limits().cpu_seconds
-        reset = None
-        if keep:
-            try:  # sent, not waited for: the next notebook waits (_take_kept)
-                reset = kc.execute(FRESH_NOTEBOOK.format(cwd=cwd), silent=True, store_history=False)
-            except Exception:  # the kernel went
-                keep = False
-        self.kc = self.km = None
-        if keep:
-            kept_kernel = _KeptKernel(km, self._checker, cwd, kc, reset, time.monotonic() + RESET_TIMEOUT)
-        else:
-            _retire(km, self._checker, kc)
-
     async def async_start_new_kernel(self, **kwargs):
-        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), CHECKER_ENV: str(self._checker.path)}
-        for name in (VARIANT_ENV, *SECRET_ENVS):  # the course secret never reaches student code
+        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), CHECKER_ENV: str(self._checker.path),
+                         kernel_stages.STAGE_ENV: str(self._stage)}
+        for name in (VARIANT_ENV, *SECRET_ENVS):  # the launcher passes on an allow-list; these never, in any case
             kwargs["env"].pop(name, None)
         if self._variant:  # the student's own configuration, as the notebook shows it
             kwargs["env"][VARIANT_ENV] = self._variant
@@ -273,18 +148,6 @@ class GuardedExecute(Execute):
         self._checker.warm_up()
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync name to its own coroutine
-
-    async def async_start_new_kernel_client(self):
-        """The kept kernel's client when there is one (it answered the reset just now), else a new client."""
-        kept, self._kept_client = getattr(self, "_kept_client", None), None
-        if kept is None:
-            return await super().async_start_new_kernel_client()
-        self.kc = kept
-        self.kc.allow_stdin = False
-        await run_hook(self.on_notebook_start, notebook=self.nb)
-        return self.kc
-
-    start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def _get_timeout(self, cell):
         """The cell's timeout, cut to what is left of the notebook's budget (nbclient interrupts at it)."""
@@ -312,11 +175,17 @@ class GuardedExecute(Execute):
         calls = expected_calls(cell.source) if grading.get("grade") and not grading.get("solution") else []
         if not calls:
             return self._run_cell(cell, resources, index)
-        self._checker.open(grading.get("grade_id", f"cell {index}"), calls, self._variant)
+        if self._before_hidden is None and "BEGIN HIDDEN TESTS" in cell.source:
+            self._before_hidden = {i: copy.deepcopy(c.outputs) for i, c in enumerate(self.nb.cells[:index])
+                                   if c.cell_type == "code"}
+        self._checker.open(grading.get("grade_id", f"cell {index}"), calls, self._variant, self._stage)
         try:
             cell, resources = self._run_cell(cell, resources, index)
         finally:
             record = self._checker.close()
+        tampering = _tampering(cell, record)
+        if tampering:
+            self.resources[INCIDENTS].append(f"cell {index} ({record.grade_id}): {tampering}")
         _apply_verdict(cell, record)
         return cell, resources
 
@@ -342,6 +211,20 @@ class GuardedExecute(Execute):
             cell.outputs.append(_error("TimeBudgetExceeded", budget))
             self._stop(index, budget)
         return cell, resources
+
+
+def _tampering(cell: NotebookNode, record) -> str:
+    """Why a test cell's record shows the channel was tampered with, or "": the checker refused a call (not the
+    check the cell's source makes next), or the cell ran to its end in the kernel, no error raised and nothing cut
+    short, and yet its checks never reported (replaced, or their channel rebound).  A cell that stopped on an
+    error before its check (an answer never defined) is a student's mistake, not this."""
+    if record.refused:
+        return "the checker refused calls the cell's source does not make: " + "; ".join(record.refused[:2])
+    raised = any(output.get("output_type") == "error" for output in cell.get("outputs", []))
+    if not record.passed and record.failure()[1] == "no_verdict" and not raised:
+        return ("the cell ran without an error, yet its checks never reported a verdict: the answer replaced the "
+                "checks or the kernel's side of their channel")
+    return ""
 
 
 _GRADER_ERRORS = ("CellNotRun", "DeadKernelError", "UnresponsiveKernel", "TimeBudgetExceeded")

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .. import references
-from ..stages import withheld
+from ..stages import held_in_kernel
 from .harness import CheckFailed, Mistake, _call, _checked, _fail, _fail_if_transposed, _fail_measured, _hidden, _kind, _model_module, _number, _ok, _parameters_like, _require_tensor, _same, _short, _twins, _variant_matches, forbid
 
 
@@ -225,7 +225,7 @@ def reference_base_and_head(case: dict) -> tuple[nn.Module, nn.Module]:
     """The reference base and LM head that check_model gives Model: translab's, with the case's weights; in a
     release that holds part 2's answers back (``translab.stages``), stand-ins that replay their stored outputs."""
     m = _model_module()
-    if withheld(m.TransformerModel) or withheld(m.LanguageModelHead):
+    if held_in_kernel(m.TransformerModel) or held_in_kernel(m.LanguageModelHead):
         return RecordedBase(case), RecordedHead({(i, given): out for i, out in enumerate(case["lm_outputs"])
                                                    for given in (True, False)}, case, case["head_state"])  # reads no padding
     base = m.TransformerModel.from_config(m.ModelConfig.pick(case["config"], dropout=0.1))
@@ -368,7 +368,7 @@ def _check_padding_reaches_the_head(Model: type, base: nn.Module, case: dict, to
     """The LM head ignores the padding mask, so the cases above cannot tell whether Model passes it on; a
     classification head reads it (each sentence's last real token)."""
     m = _model_module()
-    if withheld(m.ClassificationHead):
+    if held_in_kernel(m.ClassificationHead):
         head = RecordedHead({(0, True): case["cls_expected"], (0, False): case["cls_padding_not_to_head"]}, case,
                              case["cls_state"])
     else:

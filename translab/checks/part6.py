@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .. import references, wire
-from ..stages import withheld
+from ..stages import held_in_kernel, withheld
 from .harness import REFUSED, Mistake, CheckFailed, _call, _checked, _fail, _no_warnings, _ok, _parameters_like, _short, forbid
 
 
@@ -663,7 +663,7 @@ def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
     tol = references.tolerance("bert_classifier")
     for case in cases:
         config, nclasses = b.BertConfig(**case["config"]), case["nclasses"]
-        encoder = _RecordedEncoder(case, config) if withheld(b.BertEncoder) else b.BertEncoder.to_load(config)
+        encoder = _RecordedEncoder(case, config) if held_in_kernel(b.BertEncoder) else b.BertEncoder.to_load(config)
         encoder.load_state_dict(case["encoder_state"])
         label = f"BertClassifier(encoder, nclasses={nclasses})" if visible else "BertClassifier on a hidden configuration"
         with _forbid_pooling():
