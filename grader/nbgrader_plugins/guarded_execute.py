@@ -172,12 +172,13 @@ class GuardedExecute(Execute):
             cell.execution_count = None
             return cell, resources
         grading = cell.metadata.get("nbgrader", {})
-        calls = expected_calls(cell.source) if grading.get("grade") and not grading.get("solution") else []
+        is_test = grading.get("grade") and not grading.get("solution")
+        if is_test and self._before_hidden is None and "BEGIN HIDDEN TESTS" in cell.source:
+            self._before_hidden = {i: copy.deepcopy(c.get("outputs", [])) for i, c in enumerate(self.nb.cells[:index])
+                                   if c.cell_type == "code"}
+        calls = expected_calls(cell.source) if is_test else []
         if not calls:
             return self._run_cell(cell, resources, index)
-        if self._before_hidden is None and "BEGIN HIDDEN TESTS" in cell.source:
-            self._before_hidden = {i: copy.deepcopy(c.outputs) for i, c in enumerate(self.nb.cells[:index])
-                                   if c.cell_type == "code"}
         self._checker.open(grading.get("grade_id", f"cell {index}"), calls, self._variant, self._stage)
         try:
             cell, resources = self._run_cell(cell, resources, index)

@@ -8,20 +8,11 @@ import time
 import nbformat
 import pytest
 
-from grader.nbgrader_plugins import guarded_execute
 from grader.nbgrader_plugins.clear_outputs_after_hidden_tests import HIDDEN_AFTER_NOTE, ClearOutputsAfterHiddenTests
 from grader.demos import DEMO_KEY, NOT_RUN
 from grader.nbgrader_plugins.guarded_execute import INCIDENTS, GuardedExecute
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def _own_kernel():
-    """Each test grades as a student of its own: no kernel kept from another test's notebook."""
-    guarded_execute.retire_kept_kernel()
-    yield
-    guarded_execute.retire_kept_kernel()
 
 
 def run_grader(sources: list[str], path: str = ".", demos: tuple[int, ...] = (), **traits) -> tuple[list, list[str], float]:
@@ -95,37 +86,33 @@ def _pid_and_names(cells, index: int = -1) -> tuple[str, str]:
     return pid, names.strip()
 
 
-def test_the_next_notebook_in_the_same_folder_reuses_the_kernel_reset_to_a_fresh_namespace(tmp_path):
-    first, incidents, _ = run_grader(["import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
-                                "plt.figure()\nleft_over = 1\nos_dir = __import__('os').chdir('/')", PID_AND_STATE],
-                               path=str(tmp_path), notebook_budget=60)
+def test_each_notebook_is_graded_in_a_kernel_of_its_own(tmp_path):
+    """No kernel outlives its notebook: nothing the first notebook did (a name, a patched module) reaches the
+    student's next one, which in the sandbox imports another stage of translab."""
+    first, incidents, _ = run_grader(["import string\nstring.ascii_letters = ''\nleft_over = 1", PID_AND_STATE],
+                                     path=str(tmp_path), notebook_budget=60)
     assert incidents == []
-    client = guarded_execute.kept_kernel.kc
-    second, _, _ = run_grader(["import os, matplotlib.pyplot as plt\nprint(os.getcwd(), len(plt.get_fignums()))",
-                         PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
-    assert _pid_and_names(second)[0] == _pid_and_names(first)[0], "the kernel was not kept"
-    assert guarded_execute.kept_kernel.kc is client, "a new client waited for the kept kernel to settle again"
-    assert "left_over" not in _pid_and_names(second)[1]
-    assert second[0].outputs[0].text == f"{tmp_path} 0\n"  # its own folder, no figure of the last notebook
-    assert second[0].execution_count == 1
-    elsewhere, _, _ = run_grader([PID_AND_STATE], path=str(tmp_path.parent), notebook_budget=60)
-    assert _pid_and_names(elsewhere)[0] != _pid_and_names(second)[0], "another folder (student) got the kernel"
+    second, _, _ = run_grader(["import string\nprint(string.ascii_letters == '')", PID_AND_STATE], path=str(tmp_path),
+                              notebook_budget=60)
+    assert _pid_and_names(second)[0] != _pid_and_names(first)[0]
+    assert "left_over" not in _pid_and_names(second)[1] and second[0].outputs[0].text == "False\n"
 
 
-def test_a_kernel_whose_reset_fails_is_not_passed_on(tmp_path):
-    first, incidents, _ = run_grader([PID_AND_STATE, "get_ipython().reset = None  # the reset between notebooks raises"],
-                               path=str(tmp_path), notebook_budget=60)
-    assert incidents == [] and guarded_execute.kept_kernel is not None and guarded_execute.kept_kernel.reset is not None
-    second, _, _ = run_grader([PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
-    assert _pid_and_names(second)[0] != _pid_and_names(first, 0)[0], "a kernel that was not reset was reused"
-
-
-def test_a_notebook_cut_short_does_not_pass_its_kernel_on(tmp_path):
-    first, incidents, _ = run_grader([PID_AND_STATE, "import time\ntime.sleep(30)"], path=str(tmp_path),
-                               notebook_budget=3, timeout=60)
-    assert len(incidents) == 1
-    second, _, _ = run_grader([PID_AND_STATE], path=str(tmp_path), notebook_budget=60)
-    assert _pid_and_names(second)[0] != _pid_and_names(first, 0)[0]
+def test_a_display_updated_after_the_first_hidden_test_keeps_what_it_showed_before():
+    """Issue 47, rule 3: a display shown before the hidden test and updated during it (with what the hidden test
+    gave the answer) stands in an earlier cell; it keeps what it showed when the hidden test began."""
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("from IPython.display import display\nshown = display('before', display_id=True)"),
+        nbformat.v4.new_code_cell("### BEGIN HIDDEN TESTS\nshown.update('a hidden input: 7 13')\n"
+                                  "### END HIDDEN TESTS"),
+        nbformat.v4.new_code_cell("shown.update('after: 7 13')")])
+    notebook.cells[1].metadata["nbgrader"] = {"solution": False, "grade": True, "grade_id": "hidden", "locked": True,
+                                              "points": 1}
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook, _ = GuardedExecute(kernel_name="python3", notebook_budget=60).preprocess(
+        notebook, {"metadata": {"path": "."}})
+    shown = str(notebook.cells[0].outputs)
+    assert "before" in shown and "7 13" not in shown, shown
 
 
 # ----------------------------------------------------------------- a test cell scores the checker's verdict
@@ -151,12 +138,20 @@ def test_a_passing_check_keeps_its_point_whatever_the_kernel_raises_after_it():
     assert cells[1].outputs[0].text.startswith("ok  causal mask for sz = 5")
 
 
-def test_a_test_cell_whose_check_never_reports_scores_nothing():
-    cells, _ = _graded(RIGHT_MASK + "checks.check_mask = lambda *a, **k: print('ok  all tests passed')",
-                       "checks.check_mask(generate_square_subsequent_mask)")
+def test_a_test_cell_whose_check_never_reports_scores_nothing_and_is_flagged():
+    cells, incidents = _graded(RIGHT_MASK + "checks.check_mask = lambda *a, **k: print('ok  all tests passed')",
+                               "checks.check_mask(generate_square_subsequent_mask)")
     assert _errors(cells[1]) == ["CheckFailed"]
     assert "never reported a verdict" in cells[1].outputs[-1].evalue
     assert all("all tests passed" not in output.get("text", "") for output in cells[1].outputs)
+    assert any("never reported a verdict: the answer replaced the checks" in i for i in incidents), incidents
+
+
+def test_a_test_cell_that_stops_on_a_missing_answer_is_not_taken_for_tampering():
+    cells, incidents = _graded("import torch\nfrom translab import checks",
+                               "checks.check_mask(generate_square_subsequent_mask)")
+    assert _errors(cells[1]) == ["CheckFailed"] and "never reported a verdict" in cells[1].outputs[-1].evalue
+    assert incidents == []
 
 
 def test_a_failing_check_shows_the_checkers_message_and_the_answer_is_flagged_when_it_reaches_for_tricks():

@@ -41,9 +41,9 @@ def run_kernel(code: str, env: dict, timeout: float = 120) -> subprocess.Complet
 
 @pytest.fixture(scope="module")
 def zygote(tmp_path_factory):
-    """The batch's zygote (grader.zygote), which forks a checker per nbgrader process when the batch is sandboxed."""
+    """The batch's checkers' zygote (grader.zygote), which forks a checker per notebook when the batch is sandboxed."""
     with Zygote(tmp_path_factory.mktemp("work"), {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT,
-                later=False) as started:
+                role="checker") as started:
         yield started
 
 
@@ -286,7 +286,7 @@ def test_a_forked_checker_has_a_kernels_address_space_at_most(zygote, tmp_path):
 
 
 def test_a_checker_the_zygote_cannot_fork_fails_loudly_not_as_a_wrong_answer(tmp_path):
-    with Zygote(tmp_path, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT, later=False) as zygote:
+    with Zygote(tmp_path, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT, role="checker") as zygote:
         zygote.process.kill()  # listening, then gone: the request reaches no one
         zygote.process.wait()
         with pytest.raises((OSError, CheckerGone)):

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from grader import sandbox
-from grader.nbgrader_plugins.guarded_execute import kernel_pid
 from grader.tests.test_sandbox import STUDENT_UID, launch_kernel, course  # noqa: F401 - the fixture
 from grader.zygote import Zygote
 from translab.paths import REPO_ROOT
@@ -115,22 +114,6 @@ def test_without_a_zygote_the_launcher_starts_the_kernel_itself(course):  # noqa
     assert report["pid"] != record["pid"]
 
 
-def test_the_kept_kernel_is_measured_by_its_own_pid_not_its_launchers(tmp_path, monkeypatch):
-    class Provisioner:
-        pid = 111
-
-    class Manager:
-        provisioner = Provisioner()
-
-    (tmp_path / sandbox.LAUNCH_RECORDS).write_text(
-        json.dumps({"pid": 99, "ok": True, "launcher": 5}) + "\n" + json.dumps({"pid": 222, "ok": True, "launcher": 111})
-        + "\n" + json.dumps({"pid": 333, "ok": False, "launcher": 111}) + "\n")
-    monkeypatch.setenv("TRANSLAB_SANDBOX_STATUS", str(tmp_path))
-    assert kernel_pid(Manager()) == 222
-    (tmp_path / sandbox.LAUNCH_RECORDS).write_text(json.dumps({"pid": 111, "ok": True, "mode": "root"}) + "\n")
-    assert kernel_pid(Manager()) == 111, "a kernel exec'd by its launcher is the launcher's pid"
-
-
 def test_a_zygote_that_cannot_start_says_why(tmp_path):
     work = tmp_path / ("w" * 120)  # too long a path for a Unix socket: bind fails before anything is imported
     work.mkdir()
@@ -146,7 +129,7 @@ os.setgroups([])
 os.setgid({uid})
 os.setuid({uid})
 ours, theirs = socket.socketpair()
-fork_checker(Path(sys.argv[1]), "/tmp", theirs)
+fork_checker(Path(sys.argv[1]), "/tmp", theirs, {{}})
 theirs.close()
 ours.settimeout(30)
 ours.sendall(json.dumps({{"op": "ready"}}).encode() + b"\\n")
@@ -158,14 +141,30 @@ print("refused" if answer == b"" else "forked", flush=True)
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a student's uid is another uid only when the batch runs as root")
-def test_a_student_uid_that_reached_the_zygote_would_get_no_checker(course, zygote):  # noqa: F811
-    """A checker is not sandboxed: only the batch's own uid may have one forked.  The socket is the batch's alone
-    and hidden from every kernel; here it is opened up, to show the zygote's own refusal."""
-    os.chmod(zygote.path.parent, 0o711)
+def _ask_for_a_checker(zygote: Zygote, uid: int) -> str:
+    for folder in {zygote.path.parent, zygote.path.parent.parent}:
+        if folder.name in ("zygote", "checker"):
+            os.chmod(folder, 0o711)
     os.chmod(zygote.path, 0o666)
-    done = subprocess.run([sys.executable, "-c", ASKS_FOR_A_CHECKER.format(uid=STUDENT_UID), str(zygote.path)],
+    done = subprocess.run([sys.executable, "-c", ASKS_FOR_A_CHECKER.format(uid=uid), str(zygote.path)],
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd="/", capture_output=True, text=True,
                           timeout=120)
-    assert done.stdout.strip() == "refused", done.stderr[-2000:]
-    assert "refused a launch: a checker asked for by uid" in zygote.log.read_text()
+    return done.stdout.strip() or done.stderr[-2000:]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a student's uid is another uid only when the batch runs as root")
+def test_a_student_uid_that_reached_the_zygote_would_get_no_checker(course):  # noqa: F811
+    """A checker is not sandboxed: only the batch's own uid may have one forked.  The socket is the batch's alone
+    and hidden from every kernel; here it is opened up, to show the zygote's own refusal."""
+    with Zygote(course[1], {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT, role="checker") as checkers:
+        assert _ask_for_a_checker(checkers, STUDENT_UID) == "refused"
+        assert "refused a launch: a checker asked for by uid" in checkers.log.read_text()
+
+
+def test_the_kernels_zygote_forks_no_checker_and_holds_no_translab(course, zygote):  # noqa: F811
+    """The kernels' zygote never has the full library a checker needs, so it forks none, whoever asks."""
+    assert _ask_for_a_checker(zygote, os.geteuid()) == "refused"
+    assert "refused a launch: a request for a checker at the kernels' zygote" in zygote.log.read_text()
+    imported = subprocess.run(["grep", "-c", "translab", f"/proc/{zygote.process.pid}/maps"], capture_output=True,
+                              text=True).stdout.strip()
+    assert imported == "0", "the zygote mapped a file of translab"
