@@ -412,11 +412,16 @@ def load_ipython_extension(ip) -> None:
 def hidden_paths(root: Path, student: str | None) -> list[Path]:
     """What a student's kernel must not read: the gradebook (hidden tests, everyone's grades), the course
     secret (everyone's variant), the solutions, the checks' references (the checker outside the kernel reads them), other students'
-    submissions, results and feedback, and nbgrader's exchange."""
+    submissions, results and feedback, nbgrader's exchange, and the checkout's tests and experiments."""
     from translab.paths import GRADER_DIR, LAB_HOME, REPO_ROOT, exchange_root
     from .variants import SECRET_FILE  # every student's code
-    paths = [root / name for name in ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback",
-                                      "downloaded", ".git", "grader/references", "references", SECRET_FILE)]
+    private = ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback", "downloaded", ".git",
+               "grader/references", "references", SECRET_FILE,
+               # what a checkout holds beside the library that no kernel needs: its tests, experiments and the
+               # grader's test tooling hold copies of answers (found by grader/tests/test_kernel_holds_nothing.py)
+               "tests", "experiments", "grader/testing", "grader/tests")
+    # the course's, and the checkout's that the kernel imports from, where the course is elsewhere
+    paths = [folder / name for folder in {root, REPO_ROOT} for name in private]
     paths.append(exchange_root(root))  # everyone's submissions and feedback on their way (a hub's shared folder)
     # and the references next to the translab the kernel imports (the course's own, or an installed checkout's),
     # or in the folder TRANSLAB_HOME names

@@ -363,7 +363,7 @@ def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket
     held = [] if stage is None else [f"{module}:{name}" for module, names in withheld.withheld(stage).items()
                                      for name in names]
     held_token = stages.holding_back(held)
-    session = wire.Session(connection)
+    session = wire.Session(connection, hidden=call.split != "visible")
     token = wire.enter(session)
     lines: list[str] = []
     output = checks.capture_output(lines)

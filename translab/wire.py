@@ -351,11 +351,38 @@ def stop_forbidding(token) -> None:
     _FORBIDDEN.reset(token)
 
 
-class Session:
-    """One check, run by the checker, talking to the kernel that asked for it."""
+# What a failure the kernel reports may be called, in a hidden check (``Session``): the check's own label, then one of
+# these, the error's type and its line; never text the kernel chose.
+_FAILURE_KINDS = {"not_written": "is not written yet (it raises NotImplementedError)",
+                  "calls_translab": "calls translab's own implementation of the exercise, switched off while it is "
+                                    "graded",
+                  "stderr_warning": "wrote a warning to stderr", "raised": "raised {type}"}
 
-    def __init__(self, sock: socket.socket):
+
+def _identifier(value, default: str) -> str:
+    value = str(value or "")
+    return value if value.isidentifier() and len(value) <= 60 else default
+
+
+def composed_failure(what, header: dict) -> tuple[str, str]:
+    """(message, key) of a failure the kernel reported in a hidden check, composed here: the label the checker
+    gave the call, the kind of failure, the error's type and its line in the student's code."""
+    key = header.get("key") if header.get("key") in _FAILURE_KINDS else "raised"
+    kind = _FAILURE_KINDS[key].format(type=_identifier(header.get("type"), "an error"))
+    line = header.get("line")
+    where = f" at line {line} of your code" if type(line) is int and 0 < line < 10 ** 6 else ""
+    return (f"{what or 'your code'} {kind}{where} (a hidden test shows the kind of error and its line, not its "
+            "message).", key)
+
+
+class Session:
+    """One check, run by the checker, talking to the kernel that asked for it.  In a ``hidden`` check, what the
+    kernel reports of a failure is composed here (``composed_failure``): a message the answer wrote could quote the
+    hidden inputs into the student's feedback."""
+
+    def __init__(self, sock: socket.socket, hidden: bool = False):
         self.sock = sock
+        self.hidden = hidden
 
     def request(self, op: str, target: "Handle | None" = None, payload=None, **fields):
         buffers = pack(payload) if payload is not None else []
@@ -365,9 +392,13 @@ class Session:
         if kind == "result":
             return decode(header.get("value"), buffers, self)
         if kind == "fail":  # a checked call failed in the kernel: its message, as the check would raise it
+            if self.hidden:
+                raise CheckFailed(*composed_failure(fields.get("what"), header))
             raise CheckFailed(str(header.get("message", ""))[:4000], str(header.get("key", ""))[:200])
         if kind == "raise":
             error = _EXCEPTIONS.get(str(header.get("type")), RuntimeError)
+            if self.hidden:
+                raise error(composed_failure(fields.get("what"), {**header, "key": "raised"})[0])
             raise error(str(header.get("message", ""))[:2000])
         raise WireError(f"an unexpected answer {kind!r}")
 
@@ -458,6 +489,26 @@ def type_module(value) -> str:
 
 # ----------------------------------------------------------------- the kernel's side of a session
 
+def student_frame(error: BaseException | None):
+    """The innermost frame of ``error``'s traceback in the student's own code (not translab, torch or the standard
+    library), or None."""
+    import sysconfig
+    import traceback
+    if error is None:
+        return None
+    skip = tuple(os.path.dirname(p) + os.sep for p in (os.path.dirname(__file__), torch.__file__)) + tuple(
+        {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")})
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if not frame.filename.startswith(skip) and frame.lineno:
+            return frame
+    return None
+
+
+def student_line(error: BaseException | None) -> int | None:
+    frame = student_frame(error)
+    return frame.lineno if frame is not None else None
+
+
 def grading() -> bool:
     """In a grading kernel with a checker to talk to (and not in the checker itself)."""
     return bool(os.environ.get(ENV)) and _SESSION.get() is None
@@ -513,10 +564,13 @@ def serve(check: str, args: tuple, kwargs: dict, split: str, kernel_call: Callab
                 else:
                     raise WireError(f"an unknown request {op!r}")
             except CheckFailed as failed:
-                send(sock, {"op": "fail", "message": failed.message, "key": failed.key})
+                cause = failed.__context__
+                send(sock, {"op": "fail", "message": failed.message, "key": failed.key,
+                            "type": type(cause).__name__ if cause is not None else None, "line": student_line(cause)})
                 continue
             except Exception as error:  # noqa: BLE001 - the student's code raised: the check decides what it means
-                send(sock, {"op": "raise", "type": type(error).__name__, "message": str(error)[:2000]})
+                send(sock, {"op": "raise", "type": type(error).__name__, "message": str(error)[:2000],
+                            "line": student_line(error)})
                 continue
             tree, buffers = encode(value, objects)
             send(sock, {"op": "result", "value": tree}, buffers)

@@ -373,16 +373,11 @@ def _no_warnings(what: str):
 def _where(error: BaseException) -> str:
     """`` at line N of your code: <source line>`` for the innermost frame of the student's own code (not translab,
     torch or the standard library), without its file path."""
-    import os
-    import sysconfig
-    import traceback
-    skip = tuple(os.path.dirname(p) + os.sep for p in (os.path.dirname(__file__), torch.__file__)) + tuple(
-        {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")})
-    for frame in reversed(traceback.extract_tb(error.__traceback__)):
-        if not frame.filename.startswith(skip) and frame.lineno:
-            line = (frame.line or "").strip()
-            return f" at line {frame.lineno} of your code" + (f" ({line[:120]})" if line else "")
-    return ""
+    frame = wire.student_frame(error)
+    if frame is None:
+        return ""
+    line = (frame.line or "").strip()
+    return f" at line {frame.lineno} of your code" + (f" ({line[:120]})" if line else "")
 
 
 def _call(what: str, function: Callable, *args, **kwargs):
@@ -410,6 +405,22 @@ def _kernel_call(target, what: str | None, args: tuple, kwargs: dict, forbidden:
     implementations switched off, a failure of it explained as ``_call`` explains it when ``what`` names it."""
     with forbid(*forbidden):
         return _call(what, target, *args, **kwargs) if what is not None else target(*args, **kwargs)
+
+
+def held_parameters(module, limit: int = 10_000) -> list:
+    """Every parameter ``module`` holds, read from what ``nn.Module`` stores (each submodule's ``_parameters`` and
+    ``_modules``), not from what it reports: an answer that redefines ``parameters`` or ``named_parameters`` hides
+    nothing from a count.  A tensor held in two places counts once."""
+    found, seen, stack, visited = [], set(), [module], 0
+    while stack and visited < limit:
+        current, visited = stack.pop(), visited + 1
+        for tensor in dict(current._parameters).values():
+            key = (wire.kernel_pointer(tensor), tuple(tensor.shape)) if isinstance(tensor, torch.Tensor) else None
+            if key is not None and key not in seen:
+                seen.add(key)
+                found.append(tensor)
+        stack.extend(child for child in dict(current._modules).values() if child is not None)
+    return found
 
 
 def _parameters_like(module, state: dict) -> None:

@@ -10,7 +10,7 @@ from torch import nn
 
 from .. import references
 from ..relations import positional_fit, scale_finding, softmax_scale
-from .harness import (Mistake, _call, _checked, _fail, _fail_if_transposed, _fail_measured, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins,
+from .harness import (Mistake, _call, held_parameters, _checked, _fail, _fail_if_transposed, _fail_measured, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins,
                       _variant_matches, forbid)
 
 
@@ -176,10 +176,10 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
                 _fail(f"{label} is not an nn.Module.", "an instance of a subclass of nn.Module", _kind(module),
                       "keep `class PositionalEncoding(nn.Module)` and call super().__init__() first",
                       key="wrong_type", keep=True)
-            trainable = [name for name, p in module.named_parameters()]
+            trainable = [tuple(p.shape) for p in held_parameters(module)]
             if trainable:
                 _fail("the positional encoding has trainable parameters.", "no parameters (a fixed buffer)",
-                      f"parameters {trainable}",
+                      f"parameters of shape {trainable}",
                       "the sinusoidal table is fixed, not learned: store it with self.register_buffer('pe', ...), "
                       "not nn.Parameter (a buffer moves with .to(device) and is never updated by the optimizer)",
                       key="pe.trainable", keep=True)

@@ -11,7 +11,7 @@ from torch import nn
 
 from .. import references
 from ..stages import held_in_kernel
-from .harness import CheckFailed, Mistake, _call, _checked, _fail, _fail_if_transposed, _fail_measured, _hidden, _kind, _model_module, _number, _ok, _parameters_like, _require_tensor, _same, _short, _twins, _variant_matches, forbid
+from .harness import CheckFailed, Mistake, _call, _checked, _fail, _fail_if_transposed, _fail_measured, _hidden, _kind, _model_module, _number, _ok, _parameters_like, _require_tensor, _same, _short, _twins, _variant_matches, forbid, held_parameters
 
 
 def _load_state(module: nn.Module, state: dict, what: str, cfg: dict | None = None) -> None:
@@ -312,7 +312,7 @@ def check_model(Model: type, split: str = "visible") -> None:
             if not isinstance(model, nn.Module):
                 _fail("Model(base, head) is not an nn.Module.", "an instance of a subclass of nn.Module", _kind(model),
                       "keep `class Model(nn.Module)` and call super().__init__() first", key="wrong_type", keep=True)
-            trainable = sum(p.numel() for p in model.parameters())
+            trainable = sum(p.numel() for p in held_parameters(model))
             expected_count = sum(p.numel() for p in base.parameters()) + sum(p.numel() for p in head.parameters())
             if trainable != expected_count:
                 _fail("Model(base, head) does not register the base and the head as submodules.",

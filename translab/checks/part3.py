@@ -8,7 +8,7 @@ from torch import nn
 
 from .. import references
 from ..data import PAD_ID
-from .harness import Mistake, CheckFailed, _call, _checked, _fail, _kind, _model_module, _number, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
+from .harness import Mistake, CheckFailed, _call, _checked, _fail, _hidden, _kind, _model_module, _number, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
 
 
 @_checked
@@ -81,7 +81,8 @@ def check_lm_loss(lm_loss: Callable, split: str = "visible") -> None:
         _fail("lm_loss(logits, targets) differs from the reference.", f"{expected.item():.4f}", f"{value:.4f}",
               "flatten logits to (batch*seq, vocab) and targets to (batch*seq,), then "
               "nn.CrossEntropyLoss(ignore_index=PAD_ID) on the raw logits")
-    _ok(f"LM loss {loss.item():.4f}: cross-entropy on raw logits, padding ignored")
+    _ok(f"LM loss {'on the hidden case' if _hidden() else f'{loss.item():.4f}'}: cross-entropy on raw logits, "
+        "padding ignored")
 
 
 def _loss_forbidden():

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .. import references, wire
-from .harness import _call, _checked, _equal, _fail, _kind, _model_module, _number, _ok, _require_tensor, _same, forbid
+from .harness import _call, _checked, _equal, _fail, _hidden, _kind, _model_module, _number, _ok, _require_tensor, _same, forbid, held_parameters
 
 
 def _classifier(case: dict):
@@ -34,7 +34,8 @@ def check_accuracy(evaluate_accuracy: Callable, split: str = "visible") -> None:
     value = _number(found, "evaluate_accuracy(model, batches)")
     expected = case["expected"]
     if math.isclose(value, expected, abs_tol=tol.atol, rel_tol=tol.rtol):
-        _ok(f"accuracy {value:.4f} over {total} sentences in {len(batches)} batches of different lengths")
+        _ok("accuracy right on the hidden batches of different lengths" if _hidden() else
+            f"accuracy {value:.4f} over {total} sentences in {len(batches)} batches of different lengths")
         return
     if math.isclose(value, expected * total, abs_tol=1e-4):
         _fail("evaluate_accuracy returns a count.", f"{expected:.4f}", value, "divide by the number of sentences",
@@ -113,9 +114,10 @@ def check_transfer(transfer: Callable, split: str = "visible") -> None:
     if not _same(out, reference_out, tol):
         _fail("the classifier's output is not head(base(src)) with the causal and padding masks.",
               hint="return Model(base, head): its forward applies both masks")
-    trainable = sum(p.numel() for p in clf.parameters() if p.requires_grad)
-    if trainable != sum(p.numel() for p in clf.parameters()):
+    held = held_parameters(clf)
+    trainable = sum(p.numel() for p in held if p.requires_grad)
+    if trainable != sum(p.numel() for p in held):
         _fail("some parameters are frozen.", "every parameter trainable (we fine-tune the whole model)",
               f"{trainable} trainable", key="transfer.frozen")
-    _ok(f"transfer: pretrained base copied ({sum(p.numel() for p in base.parameters()):,} weights), fresh "
+    _ok(f"transfer: pretrained base copied ({'every weight' if _hidden() else f'{sum(p.numel() for p in base.parameters()):,} weights'}), fresh "
         f"{f'{nclasses}-class ' if visible else ''}head, pretrained LM untouched")

@@ -202,7 +202,8 @@ def check_mlm_loss(mlm_loss: Callable, split: str = "visible") -> None:
     expected = case["expected"]
     value = float(loss.detach().double())
     if _same(loss, expected, tol):
-        _ok(f"MLM loss {value:.4f}: bidirectional encoder, loss only on the chosen tokens")
+        _ok(f"MLM loss {'on the hidden case' if _hidden() else f'{value:.4f}'}: bidirectional encoder, loss only on "
+            "the chosen tokens")
         return
     mistakes = MLM_LOSS_MISTAKES
     matches = _variant_matches(loss, case, mistakes, expected, tol)

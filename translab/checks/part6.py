@@ -466,7 +466,8 @@ def check_weight_mapping(convert_checkpoint: Callable, split: str = "visible", B
             note = ("your BertBase, loaded with the same tensors, computes the same outputs" if same else
                     "not graded here: your BertBase loads these tensors but computes other outputs (see its check)")
         except Exception as error:  # noqa: BLE001 - the base is graded by its own check
-            note = f"not graded here: your BertBase could not load or run them ({str(error).splitlines()[0][:120]})"
+            note = "not graded here: your BertBase could not load or run them" + (
+                f" ({type(error).__name__})" if not visible else f" ({str(error).splitlines()[0][:120]})")
         message += f"\n    {note}"
     _ok(message)
 
