@@ -11,15 +11,19 @@ Rules:
   student may choose), any other ``alice/01_x.ipynb`` -> ``alice``.  Flat files: Moodle's
   ``Jane Doe_12345_assignsubmission_file_01_x.ipynb`` -> ``12345`` (a name with two such markers is skipped: the
   student chose both the display name before and the file name after); Canvas's
-  ``doejane[_LATE|_late]_12345_67890_01_x.ipynb`` -> ``doejane``, the part before the first ``_``.  Deeper
+  ``doejane[_LATE|_late]_12345_67890_01_x.ipynb`` -> the student whose ``lms_user_id`` in the gradebook is Canvas's
+  user id ``12345`` (``make students ROSTER=...`` with Canvas's gradebook export keeps them), else ``doejane``, the
+  login Canvas writes from the sortable name, which two students may share.  Deeper
   folders (except inside a Moodle folder), hidden files (macOS's ``._x``) and names without a student: skipped.
 * Notebooks.  Only the lab's own (the ``NN_name.ipynb`` in ``solutions/<assignment>/``), maybe followed by a
   copy number: Canvas's ``-1``, ``-2`` on a resubmission, or a browser's `` (1)``.
 * Student ids (``STUDENT_ID``): 1 to 64 ASCII letters, digits, ``.``, ``_``, ``-``, not starting with ``.``
   or ``-``.  Any other id is reported and its entries skipped, never renamed: a made-up id could merge two
   students or grade one under a name nobody recognises.  Moodle's participant numbers and Canvas's logins pass.
-* Impersonation.  Files of one student id under two display names (a folder named to look like a classmate's):
-  none is collected, all are reported as a conflict; no submission replaces another student's.
+* Impersonation.  Files of one student id under two display names (a folder named to look like a classmate's),
+  or of two Canvas users under one login (namesakes, or a student renamed after a classmate) that the roster does
+  not tell apart: none is collected, all are reported as a conflict; no submission replaces another student's,
+  and copy numbers never compete across users.  Names are compared in Unicode's NFC form (macOS writes NFD).
 * Resubmissions.  Of several files for one notebook of one student the latest is kept: the highest copy
   number, then the latest zip time, then the later entry in the zip; if it cannot be read, the next one.
 * Never collected: absolute paths, ``..``, backslashes or control characters in a name; symlinks, devices and
@@ -49,6 +53,7 @@ import re
 import secrets
 import stat
 import struct
+import unicodedata
 import zipfile
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -63,6 +68,8 @@ NOTEBOOK_PATTERN = re.compile(r"(?:^|_)(?P<notebook>\d\d_[a-z0-9_]+?)(?P<copy>-\
 # student's own file name after it, so only a name with exactly one marker says whose it is.
 MOODLE_MARKER = re.compile(r"_(?P<student>\d+)_assignsubmission_[a-z]+_")
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<student>\d+)_assignsubmission_[a-z]+_$")
+# Canvas's flat file: the login (from the sortable name), [LATE], the user id, the submission id, the file's name
+CANVAS_FILE = re.compile(r"^(?P<login>[^_]+)(?:_(?:LATE|late))?_(?P<user>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
 # A person's name as a formgrader page may show it: letters (any script, with their accents), spaces, and the
 # apostrophes, hyphens and full stops of names; nothing a browser could read as markup.  An LMS lets students
 # choose their display name, so anything else is not used.
@@ -99,6 +106,7 @@ class Candidate:
     copy: int  # the LMS's copy number: 0 for none, 1 for "-1", ...
     zip_time: datetime | None
     name: str | None = None  # the student's full name, where the LMS writes it (Moodle)
+    lms_user: str | None = None  # Canvas's user id, where the LMS writes one
 
     @property
     def order(self) -> tuple:
@@ -183,11 +191,11 @@ def _name_parts(name: str) -> list[str]:
     return parts
 
 
-def _student_and_file(parts: list[str]) -> tuple[str, str, str | None]:
+def _student_and_file(parts: list[str]) -> tuple[str, str, str | None, str | None]:
     """(student id as the LMS wrote it, the part of the name that should be a notebook, the student's name if
-    the LMS wrote one)."""
+    the LMS wrote one, Canvas's user id if it wrote one)."""
     if len(parts) > 1 and (folder := MOODLE_FOLDER.match(parts[0])):  # in folders: the last marker, Moodle's
-        return folder["student"], parts[-1], folder["name"]
+        return folder["student"], parts[-1], folder["name"], None
     markers = list(MOODLE_MARKER.finditer(parts[0])) if len(parts) == 1 else []
     if len(markers) > 1:
         raise Skip(f"{len(markers)} Moodle participant markers (_<number>_assignsubmission_) in one file name: the "
@@ -195,27 +203,32 @@ def _student_and_file(parts: list[str]) -> tuple[str, str, str | None]:
                    "download the zip with a folder per student (Moodle's default), or collect this file by hand")
     if markers:  # flat: the display name, Moodle's marker, the student's file name
         marker = markers[0]
-        return marker["student"], parts[0][marker.end():], parts[0][:marker.start()]
+        return marker["student"], parts[0][marker.end():], parts[0][:marker.start()], None
     if len(parts) == 2:
-        return parts[0], parts[1], None
+        return parts[0], parts[1], None, None
     if len(parts) == 1:
         if NOTEBOOK_PATTERN.match(parts[0]):
             raise Skip("no student in the name: expected a folder per student or an LMS file name "
                        "such as doejane_12345_67890_01_....ipynb")
-        student, _, rest = parts[0].partition("_")  # Canvas: the login, then [late_]user_submission_file
-        return student, rest, None
+        if canvas := CANVAS_FILE.match(parts[0]):
+            return canvas["login"], canvas["file"], None, canvas["user"]
+        student, _, rest = parts[0].partition("_")  # the login, then the file's name
+        return student, rest, None, None
     raise Skip("nested folders: expected <student folder>/<notebook> or an LMS's flat file name")
 
 
-def _candidate(index: int, info: zipfile.ZipInfo, lab_notebooks: set[str]) -> Candidate | None:
-    """The entry as a submission, None for a folder entry (nothing is created from those), or Skip."""
+def _candidate(index: int, info: zipfile.ZipInfo, lab_notebooks: set[str],
+               canvas_users: dict[str, str] | None = None) -> Candidate | None:
+    """The entry as a submission, None for a folder entry (nothing is created from those), or Skip.
+    ``canvas_users``: the gradebook's students by Canvas user id (``canvas_users``)."""
     if info.is_dir():
         return None
     parts = _name_parts(info.filename)
     mode = info.external_attr >> 16
     if stat.S_IFMT(mode) and not stat.S_ISREG(mode):
         raise Skip("a symbolic link" if stat.S_ISLNK(mode) else f"not a regular file (type {stat.S_IFMT(mode):o})")
-    student, file_name, name = _student_and_file(parts)
+    student, file_name, name, lms_user = _student_and_file(parts)
+    student = (canvas_users or {}).get(lms_user, student) if lms_user else student
     if not STUDENT_ID.fullmatch(student):
         raise Skip(f"invalid student id {student!r}: ids are 1 to 64 letters, digits, '.', '_' or '-', "
                    "not starting with '.' or '-'", student=student)
@@ -233,7 +246,7 @@ def _candidate(index: int, info: zipfile.ZipInfo, lab_notebooks: set[str]) -> Ca
         raise Skip(f"{info.file_size} bytes uncompressed, over the {MAX_NOTEBOOK_BYTES} bytes a notebook may have",
                    student, notebook)
     copy = int(re.sub(r"\D", "", match["copy"] or "") or 0)
-    return Candidate(index, info, student, notebook, copy, zip_time(info), name)
+    return Candidate(index, info, student, notebook, copy, zip_time(info), name, lms_user)
 
 
 def zip_time(info: zipfile.ZipInfo) -> datetime | None:
@@ -397,11 +410,12 @@ def collect_zip(root: Path, archive: Path, assignment: str) -> CollectReport:
         raise CollectError(f"no notebooks in {root / 'solutions' / assignment} to recognise submissions by: "
                            "is --root the course folder?")
     report = CollectReport(archive)
+    users = canvas_users(root)
     with _open_archive(archive) as zipped:
         copies: dict[str, dict[str, list[Candidate]]] = defaultdict(lambda: defaultdict(list))
         for index, info in enumerate(zipped.infolist()):
             try:
-                candidate = _candidate(index, info, lab_notebooks)
+                candidate = _candidate(index, info, lab_notebooks, users)
             except Skip as skip:
                 report.add(info.filename, SKIPPED, str(skip), skip.student, skip.notebook, zip_time(info))
                 continue
@@ -410,12 +424,16 @@ def collect_zip(root: Path, archive: Path, assignment: str) -> CollectReport:
                 _note_name(report, candidate)
         for student in _claimed_by_several(copies):
             claims = [c for notebooks in copies.pop(student).values() for c in notebooks]
-            names = sorted({shown_name(c.name or "") for c in claims})
+            names = sorted({shown_name(_same_form(c.name)) for c in claims})
+            users = sorted({c.lms_user for c in claims if c.lms_user})
+            why = (f"{len(users)} Canvas users ({', '.join(users)}) under the login {student}: namesakes, or one renamed "
+                   "after a classmate; none is collected; map each Canvas user id to its student (make students "
+                   "ROSTER=... with Canvas's gradebook export) and collect again" if len(users) > 1 else
+                   f"{len(names)} differently named folders or files claim student id {student} ({'; '.join(names)}): "
+                   "none is collected, as one of them may be impersonating the other; check the LMS and collect the "
+                   "right one by hand")
             for claim in claims:
-                report.add(claim.info.filename, SKIPPED, f"conflict: {len(names)} differently named folders or files "
-                           f"claim student id {student} ({'; '.join(names)}): none is collected, as one of them may "
-                           "be impersonating the other; check the LMS and collect the right one by hand",
-                           student, claim.notebook, claim.zip_time)
+                report.add(claim.info.filename, SKIPPED, f"conflict: {why}", student, claim.notebook, claim.zip_time)
             report.names.pop(student, None)
             report.unusable_names.pop(student, None)
         if copies:
@@ -437,15 +455,35 @@ def collect_zip(root: Path, archive: Path, assignment: str) -> CollectReport:
     return report
 
 
+def _same_form(name: str | None) -> str:
+    """A name as one person's: Unicode's composed form (macOS writes names decomposed), single spaces."""
+    return " ".join(unicodedata.normalize("NFC", name or "").split())
+
+
 def _claimed_by_several(copies: dict[str, dict[str, list[Candidate]]]) -> list[str]:
-    """Students whose entries carry more than one display name: an LMS writes one name per participant, so two are
-    one student's files plus files that claim to be theirs."""
+    """Students whose entries carry more than one display name or Canvas user: an LMS writes one name per
+    participant, so two are one student's files plus files that claim to be theirs (or a namesake's)."""
     return sorted(student for student, notebooks in copies.items()
-                  if len({" ".join((c.name or "").split()) for cs in notebooks.values() for c in cs}) > 1)
+                  if len({(_same_form(c.name), c.lms_user) for cs in notebooks.values() for c in cs}) > 1)
+
+
+def canvas_users(root: Path) -> dict[str, str]:
+    """{Canvas user id: student id} of the gradebook's students (nbgrader's ``lms_user_id``), read-only; empty where
+    there is no gradebook yet."""
+    import sqlite3
+    path = root / "gradebook.db"
+    if not path.is_file():
+        return {}
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            rows = db.execute("SELECT id, lms_user_id FROM student WHERE lms_user_id IS NOT NULL").fetchall()
+    except sqlite3.Error:
+        return {}
+    return {str(user): str(student) for student, user in rows if str(user).strip()}
 
 
 def _note_name(report: CollectReport, candidate: Candidate) -> None:
-    name = " ".join((candidate.name or "").split())
+    name = _same_form(candidate.name)
     if not name:
         return
     if PERSON_NAME.fullmatch(name) and len(name) <= MAX_NAME:

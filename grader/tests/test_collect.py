@@ -442,3 +442,45 @@ def test_two_names_claiming_one_id_collect_neither_and_report_both(course, tmp_p
     assert submitted(course) == {"1003": {MASK: honest}}
     skipped = reasons(rows)
     assert all(name in skipped and "conflict" in skipped[name] and "Impostor" in skipped[name] for name in claims)
+
+
+def test_two_canvas_namesakes_are_never_one_student(course, tmp_path, capsys):
+    """Issue 48: two Canvas users whose sortable names give one login (namesakes, or one renamed after a
+    classmate).  Without a roster that tells them apart neither is collected; one user's copy number never
+    outranks the other's upload."""
+    wrong = f"doejane_4799_9100_{MASK}-3.ipynb"  # the classmate's, with a higher copy number
+    right = f"doejane_4711_9001_{MASK}.ipynb"
+    archive = make_zip(tmp_path / "canvas.zip", [entry(right), entry(wrong)])
+    code, output, rows = run_collect(course, archive, capsys)
+    assert submitted(course) == {}
+    skipped = reasons(rows)
+    assert all("2 Canvas users (4711, 4799) under the login doejane" in skipped[name] for name in (right, wrong))
+    assert not reasons(rows, "dropped"), "one user's copy replaced the other's"
+
+
+def test_canvas_namesakes_known_to_the_roster_are_each_graded_on_their_own(course, tmp_path, capsys):
+    from grader.gradebook import open_gradebook
+    with open_gradebook(course / "gradebook.db") as gradebook:
+        gradebook.update_or_create_student("jdoe1", first_name="Jane", last_name="Doe", lms_user_id="4711")
+        gradebook.update_or_create_student("jdoe2", first_name="Jane", last_name="Doe", lms_user_id="4799")
+    mine, mine_later = f"doejane_4711_9001_{MASK}.ipynb", f"doejane_4711_9002_{MODEL}.ipynb"
+    theirs = f"doejane_4799_9100_{MASK}-3.ipynb"
+    archive = make_zip(tmp_path / "canvas.zip", [entry(mine), entry(theirs), entry(mine_later)])
+    code, output, rows = run_collect(course, archive, capsys)
+    assert code == 0, output
+    assert submitted(course) == {"jdoe1": {MASK: mine, MODEL: mine_later}, "jdoe2": {MASK: theirs}}
+    assert not reasons(rows, "dropped") and not reasons(rows)
+
+
+def test_one_name_in_two_unicode_spellings_is_one_student(course, tmp_path, capsys):
+    """Issue 48: macOS writes names decomposed (NFD); the same participant's name composed (NFC) elsewhere in the
+    zip is the same person, not an impersonation."""
+    import unicodedata
+    name = "José Núñez"
+    composed, decomposed = unicodedata.normalize("NFC", name), unicodedata.normalize("NFD", name)
+    assert composed != decomposed
+    files = [f"{composed}_2001_assignsubmission_file_/{MASK}.ipynb", f"{decomposed}_2001_assignsubmission_file_{MODEL}.ipynb"]
+    archive = make_zip(tmp_path / "moodle.zip", [entry(name) for name in files])
+    code, output, rows = run_collect(course, archive, capsys)
+    assert code == 0, output
+    assert submitted(course) == {"2001": {MASK: files[0], MODEL: files[1]}}
