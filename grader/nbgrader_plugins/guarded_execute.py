@@ -85,9 +85,9 @@ class GuardedExecute(Execute):
         "grading, and what shows them), each saying so in its output.  False runs every cell.")).tag(config=True)
 
     zygote = Unicode("", help=(
-        "The socket of the batch's zygote (grader.zygote), set by the batch: the checker is forked from it, with "
-        "torch and the checks imported, instead of importing them here.  Empty, or no zygote answering: the "
-        "checker is a thread of this process.")).tag(config=True)
+        "The socket of the batch's checkers' zygote (grader.zygote), set by the batch: each notebook's checker is "
+        "forked from it, with torch, the full library and the checks imported, instead of importing them here.  "
+        "Empty, or no zygote answering: the checker is a thread of this process.")).tag(config=True)
 
     _variant: str | None = None  # the student's variant code (grader.variants), derived in preprocess
 

@@ -104,6 +104,17 @@ def nbgrader_ids(notebook) -> frozenset[str]:
                        for prefix, suffix in (("", ""), ("", "-comment"), ("", "_extra_credit"), ("comment-", ""))}
 
 
+# Characters of one markdown cell (or markdown output) that the pages render.  Rendering and cleaning grow faster than
+# the text: a 1 MB markdown table in a written answer took 217 s to grade, twice, outside the student's cgroup, and held
+# up the class's feedback (issue 48); an honest answer is a few kB.
+MAX_RENDERED = 64 * 1024
+
+
+def _preformatted(text: str) -> str:
+    """``text`` as one block of escaped preformatted text (on one line: a blank line would end the block)."""
+    return "<pre>" + html.escape(text).replace("\r", "").replace("\n", "&#10;") + "</pre>"
+
+
 def render_markdown(source: str, attachments: dict | None = None) -> str:
     """Markdown to HTML as nbconvert's HTMLExporter (hence the formgrader and the feedback) renders it."""
     return MarkdownWithMath(renderer=IPythonRenderer(escape=False, attachments=attachments or {})).render(source)
@@ -208,8 +219,13 @@ class SanitizeStudentContent(SanitizeHTML):
         """The source itself when its rendering is clean; else one HTML block holding the cleaned rendering
         (on one line: a blank line would end the block); else, should that still not render clean, the
         source as escaped preformatted text (also when it does not render at all, e.g. a missing attachment,
-        which would otherwise break the formgrader's page)."""
-        as_text = "<pre>" + html.escape(source).replace("\r", "").replace("\n", "&#10;") + "</pre>"
+        which would otherwise break the formgrader's page).  A source over ``MAX_RENDERED`` characters is never
+        rendered: its beginning shows as escaped text, with a note."""
+        if len(source) > MAX_RENDERED:
+            return _preformatted(f"[This answer is {len(source):,} characters long, over the {MAX_RENDERED:,} a page "
+                                 f"renders: its first {MAX_RENDERED:,} are shown as plain text. The whole answer is in "
+                                 f"the submitted notebook.]\n\n" + source[:MAX_RENDERED])
+        as_text = _preformatted(source)
         try:
             rendered = render_markdown(source, attachments)
         except Exception:  # noqa: BLE001 (whatever the renderer chokes on, the escaped text is safe)

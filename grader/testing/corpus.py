@@ -567,6 +567,15 @@ AMPLIFYING_ANSWER = "**(a)** The mask blocks the future. **(b)** The encoding ad
     "\n\n".join([AMPLIFYING_FORMULA] * 340)
 case("amplifying_formulas", "notebook 01 right; its written answer is 82 KB of formulas that expand a macro 100 times")(
     _nb1(lambda nb: _replace(nb, "written_mask_pe", AMPLIFYING_ANSWER)))
+# Issue 48: a 1 MB markdown table in a written answer once took 217 s to grade (an honest classmate: 14 s) and held up
+# the class's feedback: every markdown cell was rendered and cleaned with no size cap.  Past
+# sanitize_student_content.MAX_RENDERED characters a cell shows as escaped text, never rendered.
+HUGE_TABLE_ROW = "| " + " | ".join(f"cell {i}" for i in range(10)) + " |\n"
+HUGE_ANSWER = ("**(a)** The mask blocks the future. **(b)** The encoding adds order.\n\n"
+               + "| " + " | ".join(f"h{i}" for i in range(10)) + " |\n|" + "---|" * 10 + "\n"
+               + HUGE_TABLE_ROW * (2 ** 20 // len(HUGE_TABLE_ROW)))
+case("huge_written_answer", "notebook 01 right; its written answer holds a 1 MB markdown table")(
+    _nb1(lambda nb: _replace(nb, "written_mask_pe", HUGE_ANSWER)))
 
 
 # ----------------------------------------------------------------- issue 11: what the grader held against too little
