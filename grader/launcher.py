@@ -6,6 +6,10 @@ cgroup, mount, IPC, network and PID namespaces, read-only mounts with the course
 private tmpfs for HOME and the temporary folders, the drop to the student's uid, the resource limits, then the
 kernel itself (``exec``, or in a child the batch's ``grader.zygote`` forked).  Each step reports to the
 student's status folder through descriptors opened before any isolation.
+
+Why one file: the steps run in one process, in the order this file gives them, before any student code (the
+notebook's stage of translab mounted before the course's private folders are covered, the uid dropped last); split,
+that order would be spread over modules that each look safe alone.
 """
 from __future__ import annotations
 
@@ -24,8 +28,8 @@ from .processes import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, C
                         MS_NODEV, MS_NODIRATIME, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_RELATIME,
                         MS_REMOUNT, MS_STRICTATIME, PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, enter_pid_namespace, prctl)
 from . import kernel_stages
-from .sandbox import (LAUNCH_RECORDS, PRIVATE_SIZE, UID_BASE, Limits, hidden_paths, kernel_environment,
-                      launcher_environment, others_can_reach)
+from .kernel_environment import kernel_environment, launcher_environment
+from .sandbox import LAUNCH_RECORDS, PRIVATE_SIZE, UID_BASE, Limits, hidden_paths, others_can_reach
 from .zygote import FONT_LISTS, font_list_folder, zygote_folder
 
 _libc = None

@@ -240,7 +240,7 @@ class ForkedChecker:
     or with the zygote."""
 
     def __init__(self, zygote: str | os.PathLike, folder: str | os.PathLike, timeout: float = 60.0):
-        from .sandbox import checker_environment
+        from .kernel_environment import checker_environment
         from .zygote import fork_checker
         self.folder = Path(folder)
         self.path = self.folder / SOCKET_NAME

@@ -91,7 +91,7 @@ class Zygote:
         and imports them itself, spread over its notebooks, rather than wait for all of them first.  ``env`` is
         the batch's: the zygote gets the allow-listed part of it (``grader.sandbox``), whose memory every kernel
         it forks starts from."""
-        from .sandbox import checker_environment, kernel_environment
+        from .kernel_environment import checker_environment, kernel_environment
         if role not in ROLES:
             raise ValueError(f"a zygote for {role!r}")
         folder = zygote_folder(work)  # root's or the instructor's alone; outside every kernel's view

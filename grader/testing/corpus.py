@@ -249,6 +249,11 @@ case("calls_reference_copy", "the mask answer loads a second copy of translab.mo
         "def generate_square_subsequent_mask(sz):\n    return _copy.generate_square_subsequent_mask(sz)\n"))))
 
 
+def _mask_answer(source: str) -> Builder:
+    """A case confined to notebook 01's solution, its mask answer replaced by ``source``."""
+    return _nb1(lambda nb: _replace(nb, "mask_answer", source))
+
+
 # Issue 47: the student's kernel held what the grader must keep (the full library, the instructor's environment);
 # each rule found by its attackers, as a case.  Their honest twin is solution_01 (and invalid_json's notebook 02).
 # Rule 1: a cell before the first hidden test prints the kernel's environment and every /proc/*/environ and cmdline
@@ -269,36 +274,36 @@ case("prints_environment", "notebook 01 right; a cell before the first hidden te
 # Rule 2: translab's own mask called two more ways forbid's hooks in the kernel never saw: from a worker thread, and
 # compiled from the library's file as the kernel reads it.  The kernel's translab is stage 1: both find a stub.
 case("calls_reference_in_thread", "the mask answer calls translab's own mask from a worker thread")(
-    _nb1(lambda nb: _replace(nb, "mask_answer", (
+    _mask_answer((
         "import concurrent.futures\nfrom translab import model as _library\n"
         "_pool = concurrent.futures.ThreadPoolExecutor(1)\n\n"
         "def generate_square_subsequent_mask(sz):\n"
-        "    return _pool.submit(_library.generate_square_subsequent_mask, sz).result()\n"))))
+        "    return _pool.submit(_library.generate_square_subsequent_mask, sz).result()\n")))
 case("execs_library_source", "the mask answer compiles translab/model.py as the kernel reads it and calls its mask")(
-    _nb1(lambda nb: _replace(nb, "mask_answer", (
+    _mask_answer((
         "import importlib.util, pathlib\n"
         "_text = pathlib.Path(importlib.util.find_spec('translab.model').origin).read_text()\n"
         "_space = {'__name__': 'my_model'}\n"
         "exec(compile(_text.replace('from .', 'from translab.'), 'my_model.py', 'exec'), _space)\n\n"
-        "def generate_square_subsequent_mask(sz):\n    return _space['generate_square_subsequent_mask'](sz)\n"))))
+        "def generate_square_subsequent_mask(sz):\n    return _space['generate_square_subsequent_mask'](sz)\n")))
 # Rule 3: hidden inputs through output in an earlier cell (a display the answer updates whenever it is called), and
 # through text the answer chose, quoted in a hidden check's message.
 SHOWN_MARKER = "sizes shown="
 case("display_updated_after_hidden", "a right mask that shows every size it is given in a display of its answer "
      "cell, updated on each call, the hidden test's included")(
-    _nb1(lambda nb: _replace(nb, "mask_answer", (
+    _mask_answer((
         "from IPython.display import display\n_sizes = []\n"
         f"_shown = display({SHOWN_MARKER + '[]'!r}, display_id=True)\n\n"
         "def generate_square_subsequent_mask(sz):\n    _sizes.append(int(sz))\n"
         f"    _shown.update({SHOWN_MARKER!r} + str(_sizes))\n"
-        "    return torch.triu(torch.full((sz, sz), float('-inf')), diagonal=1)\n"))))
+        "    return torch.triu(torch.full((sz, sz), float('-inf')), diagonal=1)\n")))
 QUOTE_MARKER = "quoted by the answer:"
 case("message_quotes_inputs", "a mask right on the visible size that raises, on any other, an error quoting its "
      "argument")(
-    _nb1(lambda nb: _replace(nb, "mask_answer", (
+    _mask_answer((
         "def generate_square_subsequent_mask(sz):\n    if sz != 5:\n"
         f"        raise ValueError(f'{QUOTE_MARKER} {{sz}} x {{sz}}')\n"
-        "    return torch.triu(torch.full((sz, sz), float('-inf')), diagonal=1)\n"))))
+        "    return torch.triu(torch.full((sz, sz), float('-inf')), diagonal=1)\n")))
 
 
 # Rule 4: the kernel's side of the verdict channel rebound (under a computed name the static scan misses) so that

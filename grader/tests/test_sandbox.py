@@ -479,3 +479,14 @@ def test_the_kernel_starts_with_a_copy_of_the_batchs_font_list(course, launch):
     (fonts / "fontlist-v0.0.0.json").write_text('{"_version": "test"}')
     report = launch(FONTS)
     assert report["text"] == '{"_version": "test"}' and report["owner"] == report["uid"] and report["in_home"], report
+
+
+def test_a_kernel_gets_the_allow_listed_part_of_the_batchs_environment():
+    """Issue 47: paths, locale and thread counts pass; a hub's token, a cloud key, the course secret and the
+    launcher's own settings never reach the kernel."""
+    from grader.kernel_environment import kernel_environment, launcher_environment
+    from grader.variants import SECRET_ENV
+    batch = {"PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1", "JUPYTERHUB_API_TOKEN": "t",
+             "AWS_SECRET_ACCESS_KEY": "k", SECRET_ENV: "s", "TRANSLAB_SANDBOX_UID": "200000", "HOME": "/root"}
+    assert kernel_environment(batch) == {"PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+    assert launcher_environment(batch) == {**kernel_environment(batch), "TRANSLAB_SANDBOX_UID": "200000"}
