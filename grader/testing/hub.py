@@ -308,8 +308,8 @@ def class_of(size: int) -> dict[str, str]:
 
 
 def probe_source(hub: DemoHub, answer: str) -> str:
-    """A hostile answer: tries the other students' homes, the exchange, the gradebook and the hub's port from
-    the grading kernel, prints what it reached, then answers correctly."""
+    """A hostile answer: tries the other students' homes, the exchange, the gradebook, the hub's port and the hub's
+    API token from the grading kernel, prints what it reached, then answers correctly."""
     return (
         "import glob as _glob, socket as _socket\n"
         "_reached = []\n"
@@ -327,6 +327,15 @@ def probe_source(hub: DemoHub, answer: str) -> str:
         "    pass\n"
         "try:\n"
         f"    _socket.create_connection(('127.0.0.1', {hub.port}), timeout=2).close(); _reached.append('hub port')\n"
+        "except OSError:\n"
+        "    pass\n"
+        # the hub's API token is in the environment of the instructor's server, where the formgrader's button
+        # starts the batch (issue 47): neither the kernel's environment nor the one it was started with holds it
+        "import os as _os\n"
+        "_reached += [f'environment: {_name}' for _name in _os.environ if _name.startswith(('JUPYTERHUB', 'JPY_API'))]\n"
+        "try:\n"
+        "    if b'JUPYTERHUB_API_TOKEN' in open('/proc/self/environ', 'rb').read():\n"
+        "        _reached.append('/proc/self/environ: JUPYTERHUB_API_TOKEN')\n"
         "except OSError:\n"
         "    pass\n"
         f"print({PROBE_MARK!r}, _reached)\n\n" + answer)
