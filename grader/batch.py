@@ -281,7 +281,7 @@ def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[s
     """
     start = time.perf_counter()
     fork_server(checker_imports=preloads_checks(names, sandbox))  # its imports overlap what follows
-    with GradingSession(root, sandbox, later=len(names) > 1) as session:
+    with GradingSession(root, sandbox) as session:
         report = session.grade(names, jobs, extra_args, student_timeout)
     report.seconds = time.perf_counter() - start
     _write_report(root, report)
@@ -293,9 +293,8 @@ class GradingSession:
     cgroups, the sandbox's kernelspec.  ``grade_batch`` opens one per batch; a cluster worker keeps one open
     between its tasks (``grader.results.serve``), so that a task costs only its students."""
 
-    def __init__(self, root: Path, sandbox: bool = True, later: bool = True):
-        """``later``: the zygote imports what the notebooks import later too (``grader.zygote``)."""
-        self.root, self.sandbox, self.later = root, sandbox, later
+    def __init__(self, root: Path, sandbox: bool = True):
+        self.root, self.sandbox = root, sandbox
         self._stack = contextlib.ExitStack()
         self._next = 0  # the index of the next student: its uid, status folder and cgroup are its own
 
@@ -309,7 +308,9 @@ class GradingSession:
             if self.sandbox:  # first: their imports (3 s) overlap what follows; they end before the scratch folder
                 from .zygote import Zygote
                 try:  # the kernels' (no translab: each kernel imports its notebook's stage) and the checkers'
-                    zygote = stack.enter_context(Zygote(work, nbgrader_env(), self.root, later=self.later)).path
+                    # what the notebooks import later too: each notebook's kernel is a new one, which would
+                    # import them again (grader.zygote's LATER), one student as a class
+                    zygote = stack.enter_context(Zygote(work, nbgrader_env(), self.root)).path
                     checkers = stack.enter_context(Zygote(work, nbgrader_env(), self.root, role="checker")).path
                 except OSError as error:  # the machine, not a student: say so before anyone is graded
                     raise GradingError(f"{error}; nothing was graded") from error

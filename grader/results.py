@@ -217,7 +217,7 @@ def serve(course: Path) -> int:
                         session.room() < len(payload["students"]) + 1:
                     stack.close()
                     fork_server(checker_imports=not payload["sandbox"])
-                    session = stack.enter_context(GradingSession(root, payload["sandbox"], later=True))
+                    session = stack.enter_context(GradingSession(root, payload["sandbox"]))
                 grade_to_folders(course, payload, Path(request["out"]), session=session)
                 answer = {"ok": True}
             except GradingError as error:

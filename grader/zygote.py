@@ -17,9 +17,11 @@ once (``STARTUP`` and ``LATER``) and then forks one kernel per launch.
   kills the kernel; when the batch ends (it closes the zygote's stdin), the zygote kills every kernel it forked,
   and a kernel whose zygote is killed dies with it.
 * Where no zygote answers, the launcher starts the kernel itself, as before.
-* Each nbgrader process also has its checker forked from here (``fork_checker``, ``verdicts.ForkedChecker``):
-  the checks need torch too, and the nbgrader process then never imports it.  The checker runs as the batch
-  does, never as a student; it stays undumpable, and dies with its nbgrader process or with the zygote.
+* Each notebook's checker is forked from a second zygote of the batch, the checkers' (``--role checker``,
+  ``fork_checker``, ``verdicts.ForkedChecker``), which has torch, the full library and the checks imported: the
+  nbgrader process then never imports them, and the kernels' zygote never holds the full library (issue 47).  A
+  zygote forks one kind of child only.  The checker runs as the batch does, never as a student; it stays
+  undumpable, and dies with its nbgrader process or with its zygote.
 """
 from __future__ import annotations
 
@@ -86,9 +88,9 @@ class Zygote:
     """One of the batch's zygotes (a context manager): ``path`` is the socket its requesters connect to: the
     kernelspec's launchers for the kernels' zygote, nbgrader's ``GuardedExecute`` for the checkers'."""
 
-    def __init__(self, work: Path, env: dict, cwd: Path, later: bool = True, role: str = "kernel"):
-        """``later``: import ``LATER`` too, worth it for a class; one student's kernel is on the critical path
-        and imports them itself, spread over its notebooks, rather than wait for all of them first.  ``env`` is
+    def __init__(self, work: Path, env: dict, cwd: Path, role: str = "kernel"):
+        """A kernels' zygote imports ``STARTUP`` and ``LATER`` (every notebook's kernel is a new fork, which would
+        otherwise import them again), a checkers' one ``CHECKER_PRELOAD``.  ``env`` is
         the batch's: the zygote gets the allow-listed part of it (``grader.sandbox``), whose memory every kernel
         it forks starts from."""
         from .kernel_environment import checker_environment, kernel_environment
@@ -111,7 +113,7 @@ class Zygote:
                    "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
         self.path = folder / "socket"
         self.log = folder / "zygote.log"
-        options = ["--role", role] + ([] if later or role == "checker" else ["--startup-only"])
+        options = ["--role", role]
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "grader.zygote", "--socket", str(self.path),
                                              *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
@@ -379,10 +381,9 @@ def _reap(kernels: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.zygote")
     parser.add_argument("--socket", type=Path, required=True)
-    parser.add_argument("--startup-only", action="store_true", help="import STARTUP only, not LATER")
     parser.add_argument("--role", choices=ROLES, default="kernel", help="fork kernels, or checkers")
     args = parser.parse_args(argv)
-    preload = CHECKER_PRELOAD if args.role == "checker" else STARTUP if args.startup_only else STARTUP + LATER
+    preload = CHECKER_PRELOAD if args.role == "checker" else STARTUP + LATER
     serve(args.socket, preload, args.role)
     sys.stdout.flush()
     sys.stderr.flush()
