@@ -100,7 +100,7 @@ def remote_task(task: dict) -> dict[str, dict[str, bytes]]:
 
 
 class GradingServer:
-    """A worker's grading process (``python -m grader.results --serve``), kept between its tasks: one zygote and
+    """A worker's grading process (``python -m grader.results --serve``), kept between its tasks: its zygotes and
     one fork server for every student the worker grades, not one per task (2.2 to 2.7 s of each task here).  A process
     of its own, because a Dask worker is a daemon process, which may not start the batch's helpers; and whatever
     happens to a student's grading cannot take the worker down.  It ends with the worker (its stdin closes)."""

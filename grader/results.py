@@ -112,7 +112,7 @@ def student_gradebook(main_db: Path, keep: list[str]) -> bytes:
 
 
 def grade_to_folders(course: Path, payload: dict, out: Path, session=None) -> list[Path]:
-    """Grade ``payload``'s students with the batch of ``make autograde`` (one zygote for them all), in a scratch
+    """Grade ``payload``'s students with the batch of ``make autograde`` (its zygotes for them all), in a scratch
     course beside ``course`` (or in ``session``'s, a ``grader.batch.GradingSession`` kept between tasks), and
     write a result folder for each, ``out/<student>``: result.json, gradebook.db, autograded/."""
     from .batch import STUDENT_BUDGET, grade_batch
@@ -199,7 +199,7 @@ def _unpack(submitted: Path, sent: dict) -> None:
 
 def serve(course: Path) -> int:
     """``python -m grader.results --serve COURSE``: a cluster worker's grading process (``grader.cluster``), kept
-    between its tasks so that one zygote and one fork server serve every student it grades.  Reads one request a
+    between its tasks so that its zygotes and one fork server serve every student it grades.  Reads one request a
     line on stdin ({"payload": path, "out": path}), answers one line on stdout ({"ok": true} or {"error": ...});
     what grading prints goes to stderr.  Ends when stdin does (the worker is gone)."""
     from .batch import GradingSession
