@@ -496,7 +496,8 @@ def student_frame(error: BaseException | None):
     import traceback
     if error is None:
         return None
-    skip = tuple(os.path.dirname(p) + os.sep for p in (os.path.dirname(__file__), torch.__file__)) + tuple(
+    # translab's own folder (this file's) and torch's
+    skip = tuple(os.path.dirname(path) + os.sep for path in (__file__, torch.__file__)) + tuple(
         {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")})
     for frame in reversed(traceback.extract_tb(error.__traceback__)):
         if not frame.filename.startswith(skip) and frame.lineno:
