@@ -37,7 +37,6 @@ from __future__ import annotations
 import copy
 import os
 import time
-from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
