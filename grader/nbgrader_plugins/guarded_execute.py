@@ -50,6 +50,7 @@ from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, VARIANT_ENV, tagged
 
 from .. import kernel_stages
 from ..demos import NOT_RUN, left_out
+from .clear_outputs_after_hidden_tests import is_hidden_test, is_test
 from ..variants import SECRET_ENVS
 from ..verdicts import Checker, ForkedChecker, expected_calls, suspicious
 
@@ -171,11 +172,10 @@ class GuardedExecute(Execute):
             cell.execution_count = None
             return cell, resources
         grading = cell.metadata.get("nbgrader", {})
-        is_test = grading.get("grade") and not grading.get("solution")
-        if is_test and self._before_hidden is None and "BEGIN HIDDEN TESTS" in cell.source:
+        if self._before_hidden is None and is_hidden_test(cell):
             self._before_hidden = {i: copy.deepcopy(c.get("outputs", [])) for i, c in enumerate(self.nb.cells[:index])
                                    if c.cell_type == "code"}
-        calls = expected_calls(cell.source) if is_test else []
+        calls = expected_calls(cell.source) if is_test(cell) else []
         if not calls:
             return self._run_cell(cell, resources, index)
         self._checker.open(grading.get("grade_id", f"cell {index}"), calls, self._variant, self._stage)
