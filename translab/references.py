@@ -41,7 +41,8 @@ TOLERANCES: dict[str, Tolerance] = {
     "multi_head_attention": Tolerance(1e-5, 1e-5),
     "transformer": Tolerance(2e-5, 2e-5),  # three encoder layers in float32: 1e-5 left a margin of about 10
     "heads": Tolerance(1e-5, 1e-5),
-    "model": Tolerance(1e-5, 1e-5),
+    # four encoder layers and a 100-way head in float32: 1e-5 left a margin of 9.6 on no-AVX paths (AMD EPYC, CI)
+    "model": Tolerance(2e-5, 2e-5),
     "parameters": EXACT,  # integer counts
     "lm_targets": EXACT,  # token ids
     "lm_loss": Tolerance(1e-5, 1e-5),
