@@ -177,28 +177,46 @@ def _own_proc(pid_namespace: bool) -> None:
             raise
 
 
+# what a kernel sees of the machine as it is: the system's programs, libraries and settings, and the kernel API files
+SYSTEM_FOLDERS = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys"}
+SHARED_FOLDERS = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+
+
+def _mapped_folders() -> set[Path]:
+    """The folders of every file this process has mapped: the interpreter's and its libraries' (torch's, and
+    wherever a Nix or Homebrew Python keeps the ones it links), which the kernel forked from it needs too."""
+    found = set()
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith("/") and not fields[5].endswith(" (deleted)"):
+            found.add(Path(fields[5]).parent)
+    return {folder for folder in found if len(folder.parts) > 1 and folder.parts[1] not in SYSTEM_FOLDERS}
+
+
 def _private_views(home: Path, sockets: Path | None, course: Path, cwd: Path) -> None:
-    """Root's home (where pyenv may keep the interpreter), and as an ordinary user that user's home, empty
-    except the interpreter, this package and the course, read-only; /tmp, /var/tmp and /dev/shm private to the
-    kernel (a world-writable /tmp is the one place outside its HOME an unprivileged uid could leave files for
-    the instructor), except the kernel's HOME, sockets and working folder."""
-    needed = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(__file__).resolve().parents[1]}
-    homes = {Path(os.path.expanduser("~root")).resolve()}
-    if os.geteuid() != 0:
-        needed.add(course.resolve())
-        homes.add(Path(os.path.expanduser("~")).resolve())
-    for private_home in sorted(homes):
-        covered = os.geteuid() != 0 or not others_can_reach(private_home)
-        if covered and private_home.is_dir() and not any(p == private_home or p in private_home.parents for p in needed):
-            _cover_keeping(private_home, [p for p in needed if private_home in p.parents])
-    for shared in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")):
-        if shared.is_dir():
-            keep = [path for path in (home, sockets, cwd) if path and shared in path.parents]
-            keep += [p for p in needed if shared in p.parents]
-            _cover_keeping(shared, keep, mode="1777", writable=True)
+    """Every top folder of the machine but the system's (``SYSTEM_FOLDERS``) covered by an empty read-only tmpfs
+    in which only what the kernel needs reappears: the interpreter and its libraries, this package, the course, the
+    lab's data, the kernel's HOME, sockets and working folder.  Other checkouts and courses, last year's
+    submissions, other users' homes, /srv, /opt, /var and /run (a hub's database, Jupyter servers' runtime files)
+    are then unreachable without anyone having to name them.  /tmp, /var/tmp and /dev/shm are private to the kernel
+    and writable (a world-writable /tmp is the one place outside its HOME an unprivileged uid could leave files for
+    the instructor)."""
+    from translab.paths import LAB_HOME, cache_dir, data_dir
+    interpreter = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(__file__).resolve().parents[1]}
+    needed = interpreter | {course.resolve(), LAB_HOME, data_dir(), cache_dir(), *_mapped_folders()}
+    needed = {path.resolve() for path in needed if path.exists()} | {p for p in (home, sockets, cwd) if p}
+    shared = [path for path in SHARED_FOLDERS if path.is_dir()]
+    for top in sorted(Path("/").iterdir()):
+        if top.name in SYSTEM_FOLDERS or top in shared or top.is_symlink() or not top.is_dir():
+            continue
+        if top not in needed:
+            _cover_keeping(top, [p for p in needed | set(shared) if top in p.parents])  # /var/tmp: covered below
+    for folder in SHARED_FOLDERS:
+        if folder.is_dir():
+            _cover_keeping(folder, [p for p in needed if folder in p.parents], mode="1777", writable=True)
     if os.geteuid() != 0:  # the kernel keeps our uid: nothing to reach that we cannot
         return
-    blocked = [path for path in needed | {home.parent} | ({sockets.parent} if sockets else set())
+    blocked = [path for path in interpreter | {home.parent} | ({sockets.parent} if sockets else set())
                if not others_can_reach(path)]
     if blocked:
         raise OSError(f"the sandboxed kernel could not reach {blocked}: make them world-readable or grade "

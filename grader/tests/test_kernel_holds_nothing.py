@@ -2,7 +2,7 @@
 
 One student submits the six released notebooks, each with a probe cell at its end (``grader.testing.kernel_probe``):
 in notebook N's grading kernel it finds no code of the full library's answers of parts N and later (nor, in
-notebook 01, in any file the student's uid can read), no hidden expected output, and no stand-in token of the
+notebook 01, in any file the student's uid can read, another checkout beside this one included), no hidden expected output, and no stand-in token of the
 batch's environment (in notebook 01, in its own memory, its environment and every ``/proc/*/environ``).  The class
 is graded by ``make autograde`` and again by the formgrader's Autograde button (nbgrader's own entry point), with
 the tokens in the environment of each; neither the autograded notebooks nor the feedback holds one.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 
@@ -20,7 +21,7 @@ import pytest
 from grader.testing import kernel_probe
 from grader.variants import SECRET_ENV
 from translab.contract import ASSIGNMENT
-from translab.paths import GRADER_DIR
+from translab.paths import GRADER_DIR, REPO_ROOT
 
 from conftest import press_formgrader_button, small_course, venv_env
 
@@ -33,7 +34,19 @@ TOKENS = {name: kernel_probe.TOKEN_PREFIX + secrets.token_hex(16)
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
+def other_checkout():
+    """Another copy of the full library where nothing names it: last year's course, a second clone beside this
+    one (as on the CI machine, where one at /work/main was readable from every kernel).  The kernel must not
+    find it: it sees only what it needs of the machine, not everything but what we hid."""
+    folder = REPO_ROOT.parent / f".translab-probe-{secrets.token_hex(4)}"
+    shutil.copytree(REPO_ROOT / "translab", folder / "translab", ignore=shutil.ignore_patterns("__pycache__"))
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory, other_checkout):
     root = small_course(tmp_path_factory.mktemp("probe_course"))
     released = root / "notebooks" / ASSIGNMENT
     folder = root / "submitted" / STUDENT / ASSIGNMENT

@@ -411,7 +411,8 @@ def test_the_kernel_leaves_nothing_behind_and_cannot_fill_the_disk(course, launc
     tmpfs of a bounded size (PRIVATE_SIZE), and nothing of the student's uid remains afterwards."""
     report = launch(LEAVE_BEHIND)
     assert report["shm"] >= 0, "the kernel may use shared memory inside its own IPC namespace"
-    assert report["run_lock"].startswith(("OSError", "PermissionError")), report["run_lock"]
+    # /run is covered (not there at all) or, where a machine's is kept, read-only
+    assert report["run_lock"].startswith(("OSError", "PermissionError", "FileNotFoundError")), report["run_lock"]
     assert report["var_tmp"] == "ok" and not Path("/var/tmp/translab-student").exists()
     for place in ("home", "tmp"):
         assert report[place]["error"] == "OSError" and report[place]["written_mb"] <= 256, (place, report[place])
