@@ -44,7 +44,7 @@ nbformat.write(notebook, sys.argv[1])
 PARTS = (1, 2, 3, 4, 5)
 KERNEL_PYTHON = "3.12"  # the GPU runtime's (and Colab's) Python: the kernel's wheels are fetched for it here
 KERNEL_PACKAGES = ("ipykernel", "nbclient", "nbformat")
-STUDENT = "colab-student"  # on the release's roster: part 2 shows this student's configuration
+STUDENT = "colab-student"  # part 2 shows this student's configuration, from the code saved as use_code saves it
 
 
 def prepare(folder: Path) -> None:
@@ -54,13 +54,15 @@ def prepare(folder: Path) -> None:
 
     from grader import student_release
     from grader.testing.completed import with_solutions
+    from grader.variants import code_for
     from translab import data
     from translab.contract import ASSIGNMENT
     from translab.paths import REPO_ROOT
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         release = Path(scratch) / "release"
-        student_release.write(release, student_ids=[STUDENT], until=7, wheel=True)
+        student_release.write(release, until=7, wheel=True)
+        (folder / "student.json").write_text(json.dumps({"code": code_for(STUDENT, REPO_ROOT)}), encoding="utf-8")
         wheel = next((release / "dist").glob("*.whl"))
         shutil.copy2(wheel, folder / wheel.name)
         for path in sorted((release / "notebooks" / ASSIGNMENT).glob("*.ipynb")):
@@ -94,7 +96,9 @@ def run(folder: Path, out: Path, python: str | None, fast: bool = False) -> dict
     for path in (home, work, kernels):
         path.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRANSLAB_", "PYTHONPATH", "VIRTUAL_ENV", "NBGRADER"))}
-    env.update(TRANSLAB_STUDENT_ID=STUDENT, HOME=str(home), JUPYTER_PATH=str(scratch / "jupyter"), PIP_NO_INDEX="1",
+    (home / ".config" / "translab").mkdir(parents=True)  # the student's variants.use_code(...), done once
+    shutil.copy2(folder / "student.json", home / ".config" / "translab" / "student.json")
+    env.update(HOME=str(home), JUPYTER_PATH=str(scratch / "jupyter"), PIP_NO_INDEX="1",
                PIP_FIND_LINKS=str(folder / "whl"), PIP_DISABLE_PIP_VERSION_CHECK="1")
     if fast:  # a dry run on a CPU: the grading budget
         env["TRANSLAB_FAST"] = "1"

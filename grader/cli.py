@@ -16,7 +16,6 @@ grading machinery does.  Options of the form ``--Class.trait=value`` after ``aut
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -185,9 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             if not (args.package or args.colab):
                 print("  no Colab links: the setup cells say where translab comes from once you give "
                       "PACKAGE=<wheel URL> or COLAB=owner/name (the GitHub repository you push this folder to)")
-            codes = json.loads((args.dest / "variants.json").read_text(encoding="utf-8"))["codes"]
-            print(f"  variant codes for {len(codes)} student(s) known now (`make students ROSTER=...` adds a class "
-                  "list); a student who joins later gets a code from `make variants STUDENT=id`")
+            print("  no student's variant code is in it: send each student theirs from `make variants` (all, in a "
+                  "table) or `make variants STUDENT=id` (one); they run `variants.use_code(...)` once")
     except GradingError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

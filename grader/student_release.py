@@ -4,8 +4,8 @@ The released notebooks (``notebooks/``, made by ``make release`` from the soluti
 (``translab/``), the visible half of every reference (``references/``: the hidden cases never leave the
 instructor), the shipped tokenizer and checkpoint, the measured results the notebooks read, and a
 Makefile whose ``make setup`` / ``make lab`` work there on their own.  No solutions, no gradebook, no
-grader code, no hidden test data, no course secret: only ``variants.json``, the variant code of each student known
-at release time under a hash of their id (``translab.variants``).
+grader code, no hidden test data, no course secret and no student's variant code (the instructor sends each
+student theirs: ``make variants``).
 
 Beside the folder, ``dist/`` holds the same as one wheel (``pip install``-able anywhere: the lab's files ride inside
 the package, ``translab/_lab``), whose dependencies are ranges tested with the torch a platform ships (Colab's),
@@ -14,7 +14,6 @@ release is pushed to, for the "Open in Colab" badges) are written into each note
 """
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -26,7 +25,6 @@ import torch
 
 from translab import references, setup_cell
 from translab.contract import ASSIGNMENT
-from translab.variants import TABLE_NAME as VARIANTS_TABLE
 
 from . import withheld
 from translab.paths import REPO_ROOT
@@ -55,7 +53,7 @@ STUDENT_REQUIREMENTS = {
 # `pip install "translab[lab] @ ..."`: JupyterLab with nbgrader's Validate, where no Jupyter is (a laptop).
 LAB_REQUIREMENTS = {"jupyterlab": ">=4.0", "notebook": ">=7.0", "nbgrader": ">=0.9", "ipykernel": ">=6.25"}
 TESTED_PYTHON = ">=3.11"  # 3.11 here, 3.12 on the GPU runtime
-BUNDLED = "_lab"  # translab/_lab in the wheel: artifacts, results, references, variants.json, notebooks
+BUNDLED = "_lab"  # translab/_lab in the wheel: artifacts, results, references, notebooks
 
 STUDENT_MAKEFILE = """\
 # translab, the student release: `make setup` once, then `make lab` (shortcuts for python -m translab setup / lab).
@@ -103,8 +101,8 @@ notebook (File > Download .ipynb) and hand it in as your course asks.
 
 In this folder, `make setup` then `make lab` do the same with the exact versions the course was tested with.
 
-Part 2 asks once for the id your instructor uses for you (`variants.set_student_id("...")` in a cell), to show
-you the configuration whose parameters you count. Your instructor releases the next part after each deadline, with
+Part 2 asks once for the variant code your instructor sends you (`variants.use_code("XXXXX-XXXXX")` in a cell),
+to show you the configuration whose parameters you count. Your instructor releases the next part after each deadline, with
 translab's own versions of the answers of the parts before it (a later part builds on them, whether or not yours
 work).
 
@@ -117,13 +115,10 @@ class ReleaseError(RuntimeError):
     """The release cannot be written as asked; the message says why and what to do."""
 
 
-def write(dest: Path, root: Path = REPO_ROOT, student_ids: list[str] | None = None, until: int = 1,
-          package: str = "", colab: str = "", wheel: bool = False) -> list[Path]:
+def write(dest: Path, root: Path = REPO_ROOT, until: int = 1, package: str = "", colab: str = "", wheel: bool = False) -> list[Path]:
     """Write the student release into ``dest`` (which must not exist or be empty); returns the files written.
     ``until``: the part the students start now: the notebooks up to it, translab's reference code of the parts
-    before it, stubs for the rest (``grader.withheld``; ``LAST_PART + 1``: everything).  ``student_ids``: whose
-    variant codes the release's table holds (default: the gradebook's roster and the students with a
-    submission); a student not in it gets a code from the instructor (``grader.variants``).
+    before it, stubs for the rest (``grader.withheld``; ``LAST_PART + 1``: everything).
     ``package``: what the notebooks' setup cells ``pip install`` (a wheel URL, a name on PyPI); ``colab``: the
     GitHub repository (owner/name[@ref]) the release will be pushed to: badges open its notebooks in Colab, and
     ``package`` defaults to its ``dist/`` wheel.  ``wheel``: build that wheel into ``dest/dist``."""
@@ -135,11 +130,6 @@ def write(dest: Path, root: Path = REPO_ROOT, student_ids: list[str] | None = No
     try:
         withheld.withheld(until)
     except withheld.StageError as error:
-        raise ReleaseError(str(error)) from error
-    from .variants import SecretMissing, require_secret
-    try:
-        require_secret(root)
-    except SecretMissing as error:
         raise ReleaseError(str(error)) from error
     if dest.exists() and any(dest.iterdir()):
         raise ReleaseError(f"{dest} is not empty: choose a new folder (the release never overwrites files)")
@@ -175,9 +165,6 @@ def write(dest: Path, root: Path = REPO_ROOT, student_ids: list[str] | None = No
     (dest / "README.md").write_text(student_readme(package, colab, notebooks[0].name), encoding="utf-8")
     (dest / "data").mkdir()
     _copy(root / "data" / "README.md", dest / "data" / "README.md")
-    from . import variants
-    table = variants.release_table(variants.known_students(root) if student_ids is None else student_ids, root)
-    (dest / VARIANTS_TABLE).write_text(json.dumps(table, indent=1), encoding="utf-8")
     if wheel:
         build_wheel(dest, dest / "dist")
     return sorted(path for path in dest.rglob("*") if path.is_file())
@@ -266,7 +253,6 @@ def build_wheel(release: Path, dist: Path) -> Path:
         for name in ("artifacts", "results", "references", "notebooks"):
             if (release / name).is_dir():
                 shutil.copytree(release / name, bundled / name)
-        shutil.copy2(release / VARIANTS_TABLE, bundled / VARIANTS_TABLE)
         dist.mkdir(parents=True, exist_ok=True)
         built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
                                 "--wheel-dir", str(dist), str(stage)], capture_output=True, text=True)

@@ -23,7 +23,8 @@ SECRET_ENV = "TRANSLAB_COURSE_SECRET"
 SECRET_FILE = ".translab_secret"
 SECRET_FILE_ENV = "TRANSLAB_COURSE_SECRET_FILE"  # where a hub reads it (hub/jupyterhub_config.py)
 SECRET_ENVS = (SECRET_ENV, SECRET_FILE_ENV)
-REPORT = Path("reports") / "variants.csv"
+REPORT = Path("reports") / "variants.csv"           # the instructor's: codes with the counts they make right
+CODES = Path("reports") / "variant_codes.csv"       # what each student is sent: their code and the line to run
 
 
 class SecretMissing(RuntimeError):
@@ -76,13 +77,6 @@ def grading_code(student_id: str | None, root: Path) -> str | None:
     return variants.derive_code(secret, student_id) if secret is not None else None
 
 
-def release_table(student_ids: list[str], root: Path) -> dict:
-    """What the student release carries: each known student's code under a hash of the id (not a class list)."""
-    secret = require_secret(root)
-    return {"version": 1, "codes": {variants.id_key(sid): variants.derive_code(secret, sid)
-                                    for sid in sorted(set(student_ids))}}
-
-
 def known_students(root: Path) -> list[str]:
     """The gradebook's students (``make students``) and those with a submission."""
     from .course import students
@@ -128,15 +122,26 @@ def shared_counts(table: list[dict]) -> list[list[str]]:
     return [sorted(group) for group in groups.values() if len(group) > 1]
 
 
-def write_report(root: Path, student_ids: list[str] | None = None) -> tuple[Path, list[dict]]:
-    table = rows(known_students(root) if student_ids is None else student_ids, root)
-    path = Path(root) / REPORT
+def use_code_line(code: str) -> str:
+    return f"from translab import variants; variants.use_code(\"{variants.shown_code(variants.normal_code(code))}\")"
+
+
+def _write_csv(path: Path, table: list[dict], fields: list[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=list(table[0]) if table else ["student", "code"])
+        writer = csv.DictWriter(file, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(table)
-    return path, table
+
+
+def write_report(root: Path, student_ids: list[str] | None = None) -> tuple[Path, list[dict]]:
+    """``reports/variants.csv`` (with the counts: the instructor's only) and ``reports/variant_codes.csv`` (a
+    mail merge's or an LMS message's source: each student's code and the line they run once, nothing else)."""
+    table = rows(known_students(root) if student_ids is None else student_ids, root)
+    _write_csv(Path(root) / REPORT, table, list(table[0]) if table else ["student", "code"])
+    _write_csv(Path(root) / CODES, [{**row, "run once": use_code_line(row["code"])} for row in table],
+               ["student", "code", "run once"])
+    return Path(root) / REPORT, table
 
 
 SHOWN_KEY = "variant_shown"  # the notebook metadata (``translab``) that nbgrader_plugins.record_variant_shown leaves
@@ -173,9 +178,10 @@ def main(root: Path, student: str | None, init: bool) -> None:
     if student is not None:
         mine = variants.from_code(code_for(student, root))
         print(f"{student}: {variants.shown_code(mine.code)}: {mine.text()}\n  the student runs, once: "
-              f"from translab import variants; variants.use_code(\"{variants.shown_code(mine.code)}\")")
+              f"{use_code_line(mine.code)}")
         return
     path, table = write_report(root)
-    print(f"{path}: the variants of {len(table)} student(s) (codes, configurations, the terms and counts of part 2)")
+    print(f"{path}: the variants of {len(table)} student(s) (codes, configurations, the terms and counts of part 2: "
+          f"yours only)\n{Path(root) / CODES}: what to send each student (their code and the line they run once)")
     for group in shared_counts(table):
         print(f"  same counts (copying between them cannot be seen from the numbers): {', '.join(group)}")

@@ -26,7 +26,6 @@ CHECKER_ENV = "TRANSLAB_CHECKER"               # the checker's socket, in a grad
 CHECKER_DIR_ENV = "TRANSLAB_CHECKER_DIR"       # where the batch puts a student's checker sockets
 SANDBOX_STATUS_ENV = "TRANSLAB_SANDBOX_STATUS"  # the batch's file where the launcher says how it isolated a kernel
 VARIANT_ENV = "TRANSLAB_VARIANT"               # the student's variant code, set by the grader (and a hub)
-STUDENT_ENV = "TRANSLAB_STUDENT_ID"            # the student's id, where the platform does not say it
 CONFIG_ENV = "TRANSLAB_CONFIG_DIR"             # where a student's saved id or code lives (default ~/.config/translab)
 UNSANDBOXED_ENV = "TRANSLAB_UNSANDBOXED"       # "1": grading without the sandbox was asked for (--no-sandbox)
 GRADER_RUN_ENV = "TRANSLAB_GRADER_RUN"       # "1": an nbgrader process translab's own commands started

@@ -8,9 +8,9 @@ showed, the visible check and the grade all agree, and numbers copied from anoth
 another configuration, which the check says.
 
 The kernel finds its code, in this order: ``TRANSLAB_VARIANT`` (set by the grader in a grading kernel, and by a
-JupyterHub that knows the secret); a code the student saved with ``use_code``; the student release's table
-(``variants.json``: the code of every student on the roster at release time, keyed by a hash of the id), for the
-id in ``TRANSLAB_STUDENT_ID``, ``JUPYTERHUB_USER`` or saved once with ``set_student_id``.
+JupyterHub that knows the secret), else the code the student saved once with ``use_code``, which the instructor
+sends each student (``make variants`` lists them).  Nothing a student is given holds another student's code: a
+table in the release, keyed by anything a classmate can compute from an id, would be a lookup of everyone's.
 
 The configurations are disjoint from the worked example of the prose (ntoken=100), from the checks' visible
 sizes and from every hidden one: ntoken is 101 to 1999, dim_feedforward equals nhid, nhid is a multiple of 16
@@ -26,10 +26,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from .contract import CONFIG_ENV, STUDENT_ENV, VARIANT_ENV
-from .paths import LAB_HOME
+from .contract import CONFIG_ENV, VARIANT_ENV
 
-TABLE_NAME = "variants.json"              # the student release's table of codes
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base 32: no I, L, O, U to misread
 CODE_LENGTH = 10
 
@@ -109,11 +107,6 @@ def in_pool(cfg: dict) -> bool:
             and cfg["nhead"] in NHEAD_CHOICES and cfg.get("nclasses") in (None, *NCLASSES_CHOICES))
 
 
-def id_key(student_id: str) -> str:
-    """How the release's table names a student: a hash, so the table is not a class list."""
-    return hashlib.sha256(f"translab-student-v1:{student_id}".encode()).hexdigest()[:32]
-
-
 # ----------------------------------------------------------------- the student's side
 
 def _saved_file() -> Path:
@@ -136,36 +129,10 @@ def _save(**fields) -> Path:
     return path
 
 
-def student_id() -> str | None:
-    """The student's id: ``TRANSLAB_STUDENT_ID``, else the JupyterHub user, else the one saved once."""
-    for value in (os.environ.get(STUDENT_ENV), os.environ.get("JUPYTERHUB_USER"), _saved().get("student_id")):
-        if value and str(value).strip():
-            return str(value).strip()
-    return None
-
-
-def set_student_id(value: str) -> Variant:
-    """Save your student id (the one your instructor uses, e.g. your LMS login) once; returns your variant."""
-    value = str(value).strip()
-    if not value:
-        raise ValueError("an empty student id: give the id your instructor uses for you (e.g. your LMS login)")
-    _save(student_id=value)
-    return mine(show=True)
-
-
 def use_code(code: str) -> Variant:
-    """Save the variant code your instructor gave you (for a student who joined after the release); returns it."""
+    """Save the variant code your instructor sent you, once for every notebook; returns your variant."""
     _save(code=normal_code(code))
     return mine(show=True)
-
-
-def _table(home: Path = LAB_HOME) -> dict:
-    path = home / TABLE_NAME
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data.get("codes", {}) if isinstance(data, dict) else {}
 
 
 def resolve() -> tuple[Variant, str]:
@@ -175,19 +142,10 @@ def resolve() -> tuple[Variant, str]:
     saved = _saved()
     if saved.get("code"):
         return from_code(saved["code"]), f"the code you saved in {_saved_file()}"
-    who = student_id()
-    if who is None:
-        raise VariantUnknown(
-            "translab does not know who you are, so it cannot show your configuration. Run, once, "
-            "`variants.set_student_id(\"your id\")` with the id your instructor uses for you (e.g. your LMS "
-            "login); it is saved for every notebook.")
-    code = _table().get(id_key(who))
-    if code is None:
-        raise VariantUnknown(
-            f"no variant for the student id {who!r} in this release of the lab (you may have joined after it, or "
-            "the id is not the one your instructor uses). Check the id (`variants.set_student_id(...)` changes "
-            "it), or ask your instructor for your variant code and run `variants.use_code(\"XXXXX-XXXXX\")` once.")
-    return from_code(code), f"for the student id {who!r}"
+    raise VariantUnknown(
+        "translab has no variant code for you, so it cannot show your configuration. Your instructor sends each "
+        "student a code of their own; run, once, `variants.use_code(\"XXXXX-XXXXX\")` with yours: it is saved "
+        "for every notebook. (On the course's JupyterHub it is set for you.)")
 
 
 SHOWN = "Your configuration (code "  # how the notebook shows the code; the grader reads it back (grader.variants)

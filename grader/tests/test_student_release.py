@@ -17,7 +17,7 @@ from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from translab.references import NAMES
 
-ROSTER = ("alice", "student02")  # the students known when the release is made
+ROSTER = ("alice", "student02")  # students of the course, none of whose codes may be in a release
 SECRET_MARKERS = ("BEGIN HIDDEN TESTS", "BEGIN SOLUTION", "### BEGIN", "split=\"hidden\"")
 
 
@@ -27,7 +27,7 @@ def stages(tmp_path_factory) -> dict[int, Path]:
     made = {}
     for until in range(1, withheld.LAST_PART + 2):
         dest = tmp_path_factory.mktemp(f"students-until-{until}") / "translab"
-        written = student_release.write(dest, student_ids=list(ROSTER), until=until)
+        written = student_release.write(dest, until=until)
         assert written and all(dest in path.parents for path in written)
         made[until] = dest
     return made
@@ -42,7 +42,7 @@ def release(stages) -> Path:
 def test_the_release_holds_no_solutions_gradebook_grader_or_hidden_cases(release):
     names = {path.relative_to(release).parts[0] for path in release.rglob("*")}
     assert names == {"notebooks", "translab", "references", "artifacts", "results", "data", "Makefile",
-                     "README.md", "pyproject.toml", "constraints.txt", "variants.json"}, names
+                     "README.md", "pyproject.toml", "constraints.txt"}, names
     assert not list(release.rglob("*.db")) and not list(release.rglob("nbgrader_config.py"))
     for name in NAMES:
         reference = torch.load(release / "references" / f"{name}.pt", weights_only=True)
@@ -59,19 +59,20 @@ def test_the_release_holds_no_solutions_gradebook_grader_or_hidden_cases(release
     assert (release / "translab" / "jupyter_student" / "labconfig" / "page_config.json").exists()
 
 
-def test_the_release_carries_each_known_students_code_but_no_secret_nor_class_list(release):
-    """variants.json: one code per student known at release time, under a hash of the id; the course secret, the
-    ids and every other student's configuration stay with the instructor."""
+def test_no_students_code_nor_the_secret_can_be_found_in_the_release(release):
+    """Issue 48: a table of codes keyed by anything computable from an id (a hash of it) let any student look up
+    a classmate's code; the release now holds no student's code in any form, nor the secret."""
     from grader.variants import load_secret
     from translab import variants
-    table = json.loads((release / "variants.json").read_text(encoding="utf-8"))
     secret = load_secret(REPO_ROOT)
-    assert table["codes"] == {variants.id_key(sid): variants.derive_code(secret, sid) for sid in ROSTER}
+    codes = {sid: variants.derive_code(secret, sid) for sid in ROSTER}
     for path in release.rglob("*"):
-        if path.is_file() and path.suffix not in (".pt", ".model"):
+        if path.is_file():
             data = path.read_bytes()
             assert secret not in data, f"{path.relative_to(release)} holds the course secret"
-            assert b"student02" not in data, f"{path.relative_to(release)} names a student"
+            for sid, code in codes.items():
+                assert code.encode() not in data and variants.shown_code(code).encode() not in data, \
+                    f"{path.relative_to(release)} holds {sid}'s variant code"
 
 
 def test_the_release_makefile_starts_a_student_lab(release):
@@ -202,7 +203,7 @@ def test_the_answers_that_are_data_are_held_back_too(stages):
 def test_a_stage_that_does_not_exist_is_refused_before_anything_is_written(tmp_path):
     for until in (0, withheld.LAST_PART + 2):
         with pytest.raises(student_release.ReleaseError, match="UNTIL="):
-            student_release.write(tmp_path / f"until-{until}", student_ids=[], until=until)
+            student_release.write(tmp_path / f"until-{until}", until=until)
         assert not (tmp_path / f"until-{until}").exists()
 
 
@@ -220,8 +221,10 @@ def test_a_completed_notebook_passes_its_visible_checks_in_the_release_of_its_we
     env = {**os.environ, "PYTHONPATH": str(release), "TRANSLAB_DATA_DIR": str(REPO_ROOT / "data"), "TRANSLAB_FAST": "1"}
     for key in ("TRANSLAB_REFERENCES", "TRANSLAB_VARIANT", "JUPYTERHUB_USER", "TRANSLAB_COURSE_SECRET"):
         env.pop(key, None)
-    # a student on the release's roster, who said once who they are (part 2's counts are for their variant)
-    env.update(TRANSLAB_STUDENT_ID="alice", TRANSLAB_CONFIG_DIR=str(tmp_path))
+    # a student who saved once the code the instructor sent (part 2's counts are for their variant)
+    from grader.variants import code_for
+    (tmp_path / "student.json").write_text(json.dumps({"code": code_for("alice", REPO_ROOT)}), encoding="utf-8")
+    env.update(TRANSLAB_CONFIG_DIR=str(tmp_path))
     outcome = {}
     for notebook in (done, released):
         process = subprocess.run([sys.executable, "-c", RUN, str(notebook)], cwd=done.parent, env=env,

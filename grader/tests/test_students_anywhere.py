@@ -59,7 +59,7 @@ def test_the_wheel_asks_for_ranges_that_hold_our_pins_and_all_translab_imports()
 
 def test_the_release_writes_where_translab_comes_from_and_the_colab_badges(tmp_path):
     dest = tmp_path / "release"
-    student_release.write(dest, student_ids=[], until=2, colab="course-org/translab-students@week2")
+    student_release.write(dest, until=2, colab="course-org/translab-students@week2")
     wheel = f"https://raw.githubusercontent.com/course-org/translab-students/week2/dist/{student_release.wheel_name()}"
     for notebook in sorted((dest / "notebooks" / ASSIGNMENT).glob("*.ipynb")):
         cells = nbformat.read(notebook, as_version=4).cells
@@ -72,7 +72,7 @@ def test_the_release_writes_where_translab_comes_from_and_the_colab_badges(tmp_p
     assert laptop[:3] == [f'pip install "translab[lab] @ {wheel}"', *laptop[1:3]] and "translab setup" in laptop[1] \
         and "translab lab" in laptop[2]
     with pytest.raises(student_release.ReleaseError, match="owner/name"):
-        student_release.write(tmp_path / "bad", student_ids=[], colab="https://github.com/x/y")
+        student_release.write(tmp_path / "bad", colab="https://github.com/x/y")
     assert not (tmp_path / "bad").exists()
 
 
@@ -115,7 +115,7 @@ def test_the_wheel_in_a_fresh_venv_with_another_torch_runs_notebook_01_from_its_
     if shutil.disk_usage(tmp_path).free < FREE_DISK_NEEDED:
         pytest.skip(f"needs {FREE_DISK_NEEDED / 1e9:.0f} GB free for a venv with a CUDA build of torch")
     release = tmp_path / "release"
-    student_release.write(release, student_ids=[], until=1, wheel=True)
+    student_release.write(release, until=1, wheel=True)
     wheel = next((release / "dist").glob("translab-*.whl"))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
                                              functools.partial(_Quiet, directory=str(wheel.parent)))
