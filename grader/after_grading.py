@@ -5,7 +5,8 @@ A markdown cell of the solutions tagged ``"translab": {"after_grading": true}`` 
 notebooks when they are released and put back in each student's feedback, read from the solutions, after the cell
 it follows there (``nbgrader_plugins/remove_after_grading.py`` and ``show_after_grading.py`` apply this rule).
 The model answer of a written question is the solution of its answer cell (nbgrader's release leaves only "YOUR
-ANSWER HERE"); the feedback shows it below the student's own answer, found by ``grade_id``.
+ANSWER HERE"); the feedback shows it below the student's own answer, found by ``grade_id``, once that answer
+has its grade (feedback forced out earlier says it will come with it).
 """
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from __future__ import annotations
 KEY = "after_grading"
 NOTE = "*Shown after grading.*\n\n"
 MODEL_ANSWER = "*Model answer, shown after grading* (your answer is above; the rubric gives the points):\n\n"
+# where feedback goes out (``--force``) before a written answer has its grade: the model answer waits for the grade
+AWAITING_GRADE = ("*The model answer to this question comes with its grade: your instructor has not graded your "
+                  "answer yet.*")
 
 
 def written_answer(cell) -> bool:

@@ -1,11 +1,12 @@
 """Cells students see only after grading (grader.after_grading): out of the release, back in the feedback."""
 from __future__ import annotations
 
+import copy
 import json
 
 import nbformat
 
-from grader.after_grading import MODEL_ANSWER, NOTE, after_grading, written_answer
+from grader.after_grading import AWAITING_GRADE, MODEL_ANSWER, NOTE, after_grading, written_answer
 from grader.nbgrader_plugins.remove_after_grading import RemoveAfterGrading
 from grader.nbgrader_plugins.show_after_grading import ShowAfterGrading
 from translab.contract import ASSIGNMENT
@@ -65,9 +66,13 @@ def test_the_feedback_shows_the_model_answer_below_the_students_own(monkeypatch)
     submitted = nbformat.v4.new_notebook(cells=[
         _markdown("question", "q"), _written("my own answer", "w"), _markdown("next part", "n")])
     monkeypatch.setattr(ShowAfterGrading, "_source", lambda self, resources: solution)
-    feedback, _ = ShowAfterGrading().preprocess(submitted, {})
+    feedback, _ = ShowAfterGrading().preprocess(copy.deepcopy(submitted), {})
     assert [cell.source for cell in feedback.cells] == [
         "question", "my own answer", MODEL_ANSWER + "The mask hides the future.", "next part"]
+    # feedback forced out before the answer's grade: the model answer waits for it
+    monkeypatch.setattr(ShowAfterGrading, "_awaiting_grade", lambda self, resources: {"w"})
+    feedback, _ = ShowAfterGrading().preprocess(copy.deepcopy(submitted), {})
+    assert [cell.source for cell in feedback.cells] == ["question", "my own answer", AWAITING_GRADE, "next part"]
 
 
 def test_no_student_notebook_holds_a_model_answer():

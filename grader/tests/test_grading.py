@@ -12,11 +12,11 @@ import pytest
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
-from conftest import (CHEAT_FAILS, MISTAKE_CELLS, MISTAKE_MESSAGES, cell_scores, hidden_test_lines, page_text,
+from conftest import (BOB_ID, CHEAT_FAILS, MISTAKE_CELLS, MISTAKE_MESSAGES, cell_scores, hidden_test_lines, page_text,
                       press_formgrader_button, venv_env)
 
 pytestmark = pytest.mark.slow
-BOB = "12345"  # bob's Moodle participant number, the id `collect` gives him
+BOB = BOB_ID
 NOTEBOOKS = sorted(p.stem for p in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
 
 
@@ -126,12 +126,16 @@ def test_feedback_contains_no_hidden_test_code(course):
 
 
 def test_feedback_shows_each_model_answer_after_the_students_own(course):
-    """What answers a written question reaches the student with the feedback, not before (issue 31)."""
+    """What answers a written question reaches the student with the feedback, not before (issue 31), and only with
+    that answer's grade (issue 49): bob's 04 answer was graded by hand, his 01 answer was not (feedback --force)."""
     root, _ = course
     text = page_text(root / "feedback" / BOB / ASSIGNMENT / "04_transfer_experiment.html")
     question, _, after = text.partition("Model answer, shown after grading")
     assert "Written question: interpret the curves" in question
     assert "a good answer reads them off its own plot" in after
+    ungraded = page_text(root / "feedback" / BOB / ASSIGNMENT / "01_mask_and_positional_encoding.html")
+    assert "Model answer, shown after grading" not in ungraded and "comes with its grade" in ungraded
+    assert "loss would collapse by copying" not in ungraded  # a line of 01's model answer
 
 
 def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
