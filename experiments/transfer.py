@@ -368,13 +368,14 @@ def plot(result: dict, path: Path) -> None:
     left.grid(alpha=0.3)
     left.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2)
     curves = result.get("epoch_curves") or {}
-    for init, (color, _, label) in ((k, STYLES[k]) for k in INITS):
+    for init, (color, marker, label) in ((k, STYLES[k]) for k in INITS):
         for i, history in enumerate(curves.get(init, [])):
-            right.plot(history["epoch"], [a * 100 for a in history["test_accuracy"]], color=color, alpha=0.8,
-                       marker=".", label=label if i == 0 else None)
+            right.plot(history["epoch"], [a * 100 for a in history["valid_accuracy"]], color=color, alpha=0.8,
+                       marker=marker or ".", markersize=4, label=label if i == 0 else None)
+    # validation, never test, per epoch: the lab teaches that test is scored once, for the epoch validation kept
     right.set_xlabel("epoch")
-    right.set_ylabel("test accuracy (%)")
-    right.set_title(f"per-epoch test accuracy at {result.get('epoch_curve_size')} labels (one line per seed)")
+    right.set_ylabel("validation accuracy (%)")
+    right.set_title(f"validation accuracy per epoch, {result.get('epoch_curve_size')} labels (a line per seed)")
     right.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     right.grid(alpha=0.3)
     if curves:
@@ -606,6 +607,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="score the candidate recipes on validation only -> recipe_search.json (default sizes 400 1600, 2 seeds)")
     parser.add_argument("--inits", nargs="+", choices=INITS, default=None,
                         help="with --tune: search these arms' recipes only, keeping the others' (default: all)")
+    parser.add_argument("--replot", action="store_true",
+                        help="draw transfer.png again from the transfer.json in --out, training nothing")
     parser.add_argument("--compare", nargs="+", metavar="NAME=CHECKPOINT",
                         help="fine-tune each checkpoint, score on validation only -> checkpoint_comparison.json")
     args = parser.parse_args(argv)
@@ -617,6 +620,10 @@ def main(argv: list[str] | None = None) -> int:
     if not seeds:
         parser.error("--seeds must be at least 1")
     jobs = args.jobs or max(1, (os.cpu_count() or 1) // max(1, args.threads))
+    if args.replot:
+        plot(json.loads((args.out / "transfer.json").read_text(encoding="utf-8")), args.out / "transfer.png")
+        print(f"wrote {args.out / 'transfer.png'} from {args.out / 'transfer.json'}")
+        return 0
     if args.compare:
         checkpoints = dict(item.split("=", 1) for item in args.compare if "=" in item)
         if len(checkpoints) != len(args.compare):
