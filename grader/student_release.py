@@ -33,7 +33,7 @@ from translab.paths import REPO_ROOT
 LIBRARY = "translab"
 ARTIFACTS = ("tokenizer.model", "pretrained_lm.pt", "pretrained_lm.json")
 RESULTS = ("transfer.json", "transfer.png", "bert_finetune.json", "diagnostics.json", "recipe_search.json",
-           "student_run.json")
+           "student_run.json", "bench.json")  # bench.json: the time each training cell prints before it starts
 # What the student wheel needs, as ranges: the platform's own packages (Colab's torch, numpy, ...) satisfy them, so
 # the setup cell installs translab beside them instead of replacing them.  torch: the versions tested, by
 # grader/tests/test_students_anywhere.py (2.14.1, a fresh venv, CPU), `make test` itself (2.13.0) and a GPU runtime

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,21 @@ def test_the_release_holds_no_solutions_gradebook_grader_or_hidden_cases(release
     assert 'packages = ["translab", "translab.checks"]' in pyproject and "playwright" not in pyproject
     assert "pytest" not in pyproject and '"nbgrader>=' in pyproject and "==" not in pyproject, "ranges, not pins"
     assert (release / "translab" / "jupyter_student" / "labconfig" / "page_config.json").exists()
+
+
+def test_every_training_cell_of_the_release_finds_its_measured_time(stages):
+    """Issue 49: without results/bench.json in the release every training cell printed "no time measured"."""
+    from translab import workload
+    release = stages[withheld.LAST_PART + 1]
+    cells = [found for path in sorted((release / "notebooks").rglob("*.ipynb"))
+             for cell in nbformat.read(path, as_version=4).cells
+             for found in re.findall(r'budget\.estimate\("(\d\d)", "([^"]+)"\)', cell.source)]
+    assert {part for part, _ in cells} == set(workload.TRAINS), cells
+    script = ("import sys; from translab.budget import FULL; "
+              f"sys.exit(0 if all(FULL.estimate(part, cell) for part, cell in {cells!r}) else 1)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=release, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(release), "TRANSLAB_HOME": str(release)})
+    assert done.returncode == 0 and "no time measured" not in done.stdout, done.stdout + done.stderr
 
 
 def test_no_students_code_nor_the_secret_can_be_found_in_the_release(release):
