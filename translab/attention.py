@@ -68,7 +68,8 @@ def attention_maps(model: nn.Module, *inputs, **kwargs) -> torch.Tensor:
     first) while ``model(*inputs, **kwargs)`` runs: (layers, batch, heads, seq, seq).
 
     Each layer's input and masks are recorded by a hook and its attention recomputed from the layer's own weights
-    (``multi_head_attention``), so the model runs unchanged; in eval mode its fast path returns no weights."""
+    (``multi_head_attention``), so the model runs unchanged: an encoder layer never asks its attention for the weights
+    (it calls it with ``need_weights=False`` in every mode)."""
     encoder = next((m for m in model.modules() if isinstance(m, nn.TransformerEncoder)), None)
     if encoder is None:
         raise ValueError(f"{type(model).__name__} holds no nn.TransformerEncoder whose attention could be read")

@@ -22,7 +22,7 @@ WORK = {
     "03": Work(45, 20, "the self-check; the attention maps of other sentences; generating from your own prompts"),
     "04": Work(60, 20, "the self-check; a second seed of the fine-tuning run"),
     "05": Work(60, 15, "the self-check; guessing other masked words"),
-    "06": Work(90, 20, "the self-check; the attention maps of other sentences"),
+    "06": Work(120, 20, "the self-check; the attention maps of other sentences"),
 }
 TRAINS = ("03", "04", "05", "06")  # the notebooks with a training cell, which prints its measured time first
 WEEK = 10 * 60  # minutes: a course's week of work for a lab, which the core and optional parts together stay within

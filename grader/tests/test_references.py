@@ -17,9 +17,9 @@ from translab.paths import REPO_ROOT
 from translab.references import EXACT, NAMES, TOLERANCES, Tolerance, tolerance
 
 SOLUTIONS = sorted((REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
-POINTS = {"01_mask_and_positional_encoding": 12, "02_model_and_parameters": 17, "03_pretraining_and_generation": 6,
-          "04_transfer_experiment": 8, "05_masked_language_modeling": 9, "06_transfer_at_scale": 12}
-WRITTEN = {"written_mask_pe": 4, "written_heads": 2, "written_parameters": 6, "written_interpretation": 4,
+POINTS = {"01_mask_and_positional_encoding": 12, "02_model_and_parameters": 15, "03_pretraining_and_generation": 6,
+          "04_transfer_experiment": 10, "05_masked_language_modeling": 9, "06_transfer_at_scale": 12}
+WRITTEN = {"written_mask_pe": 4, "written_heads": 2, "written_parameters": 4, "written_interpretation": 6,
            "written_mlm": 4, "written_scale": 4}
 
 

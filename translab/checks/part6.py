@@ -128,7 +128,8 @@ def bert_base_pieces(model: nn.Module, ids, padding, types) -> SimpleNamespace:
 
 BERT_BASE_MISTAKES = {  # what the output looks like: "the output of an encoder with <looks_like>"
     "scaled": Mistake("the word embeddings are multiplied by sqrt(hidden_size), as in part 2. BERT does not scale them: "
-                      "it learned their size, and the embedding LayerNorm sets the scale anyway",
+                      "it learned their size. The embedding LayerNorm rescales the sum, but scaling the word part alone "
+                      "makes it outweigh the learned positions and token types",
                       lambda p: p.run(p.norm(p.word * p.scale + p.position + p.kind)),
                       "embeddings scaled by sqrt(hidden_size)"),
     "no_embedding_norm": Mistake("the embedding LayerNorm is not applied: "
