@@ -3,6 +3,7 @@ checks: right answers pass, each usual mistake is named, hidden checks keep thei
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -199,3 +200,5 @@ def test_the_library_and_pytorchs_attention_are_switched_off_while_the_answer_ru
         return nn.MultiheadAttention(x.size(-1), heads, batch_first=True)(x, x, x)
     message = failure(checks.check_multi_head_attention, with_the_module)
     assert "uses PyTorch's own MultiheadAttention" in message and named(message) == {"calls_translab"}
+    # an accusation states its evidence: the student's line that made the call
+    assert re.search(r"The call is at line \d+ of your code \(return nn.MultiheadAttention\(x.size\(-1\)", message), message

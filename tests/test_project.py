@@ -6,6 +6,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
 
@@ -383,3 +384,48 @@ def test_tests_reach_no_private_name_of_another_module():
     reached = {path.relative_to(REPO_ROOT).as_posix(): names for path in files
                if (names := _private_names_reached(path))}
     assert not reached, reached
+
+
+# Names that answers written outside this lab give their helpers or their module-level values: the Annotated
+# Transformer's attention, subsequent_mask and clones, Hugging Face's transpose_for_scores, the UvA tutorial's
+# scaled-dot-product pieces, a student's scores, weights and mask.  A given cell that rebinds one after an answer cell
+# changes what that answer calls: notebook 01's demo once bound `attention` to nn.MultiheadAttention, and a right
+# answer whose helper was named `attention` was then graded as calling PyTorch's own (issue 50).
+STUDENT_NAMES = frozenset({
+    "attention", "attn", "scores", "weights", "mask", "softmax", "masked_softmax", "subsequent_mask", "causal_mask",
+    "clones", "split_heads", "merge_heads", "combine_heads", "transpose_for_scores", "scaled_attention", "d_k", "dk",
+    "head", "heads", "pe", "div_term"})
+
+
+def _bound_at_top(source: str) -> set[str]:
+    """The names a code cell binds in the notebook's namespace (assignments, loops, imports, defs), not inside
+    its functions."""
+    import ast
+    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    names = set()
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(statement.name)
+            continue
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
+
+
+def test_no_given_cell_rebinds_a_name_students_give_their_helpers():
+    import nbformat
+    taken = {}
+    for path in sorted((REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb")):
+        answered = False
+        for cell in nbformat.read(path, as_version=4).cells:
+            grading = cell.metadata.get("nbgrader", {})
+            if cell.cell_type != "code" or grading.get("grade"):
+                continue
+            if grading.get("solution"):
+                answered = True
+            elif answered and _bound_at_top(cell.source) & STUDENT_NAMES:
+                taken[f"{path.stem}:{cell.id}"] = sorted(_bound_at_top(cell.source) & STUDENT_NAMES)
+    assert taken == {}, f"given cells that rebind names students use: {taken}"

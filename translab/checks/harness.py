@@ -380,6 +380,15 @@ def _where(error: BaseException) -> str:
     return f" at line {frame.lineno} of your code" + (f" ({line[:120]})" if line else "")
 
 
+def refuse_call(what: str, error: AssertionError) -> None:
+    """Fail for an answer that called the implementation it is to write: an accusation, so it names the call and
+    the student's line it came from (a name the student's code calls may have been bound elsewhere: the line says
+    which name)."""
+    where = _where(error)
+    evidence = f" The call is{where}." if where else ""
+    _fail(f"{what}: {error}{evidence}", key="calls_translab")
+
+
 def _call(what: str, function: Callable, *args, **kwargs):
     if wire.remote(function):  # in the grader's checker: the kernel runs it, with this function's rules
         return wire.session().call(function, args, kwargs, what=what)
@@ -394,7 +403,7 @@ def _call(what: str, function: Callable, *args, **kwargs):
               key="not_written")
     except AssertionError as error:
         if REFUSED in str(error):  # forbid()'s message: the answer calls the implementation it is to write
-            _fail(f"{what}: {error}", key="calls_translab")
+            refuse_call(what, error)
         _fail(f"{what} failed an assertion{_where(error)}: {str(error)[:300]}", key="raised")
     except Exception as error:
         _fail(f"{what} raised {type(error).__name__}{_where(error)}: {str(error)[:400]}", key="raised")

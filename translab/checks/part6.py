@@ -10,7 +10,8 @@ from torch import nn
 
 from .. import references, wire
 from ..stages import held_in_kernel, withheld
-from .harness import REFUSED, Mistake, CheckFailed, _call, _checked, _fail, _no_warnings, _ok, _parameters_like, _short, forbid
+from .harness import (REFUSED, Mistake, CheckFailed, _call, _checked, _fail, _no_warnings, _ok, _parameters_like, _short,
+                      forbid, refuse_call)
 
 
 def _bert_module():
@@ -383,7 +384,7 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
             raise
         except AssertionError as error:
             if REFUSED in str(error):  # forbid()'s message: the answer calls the implementation it is to write
-                _fail(f"{what}: {error}", key="calls_translab")
+                refuse_call(what, error)
             _fail(f"{what} failed an assertion: {str(error)[:300]}", key="raised")
         except NotImplementedError:
             _fail(f"{what} is not written yet (it raises NotImplementedError).",
