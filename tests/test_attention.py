@@ -202,3 +202,14 @@ def test_the_library_and_pytorchs_attention_are_switched_off_while_the_answer_ru
     assert "uses PyTorch's own MultiheadAttention" in message and named(message) == {"calls_translab"}
     # an accusation states its evidence: the student's line that made the call
     assert re.search(r"The call is at line \d+ of your code \(return nn.MultiheadAttention\(x.size\(-1\)", message), message
+
+
+@pytest.mark.parametrize("split", ["visible", "hidden"])
+def test_an_answer_that_writes_into_its_callers_tensor_is_named(split):
+    """Issue 50: the checks hand each answer copies, so one that scaled `q` in place passed; in a model `q` is the
+    layer's own projection, which it overwrote."""
+    def in_place(q, k, v, mask=None):
+        q /= math.sqrt(q.size(-1))
+        return sdpa(q, k, v, mask, scale=lambda d: 1.0)
+    message = failure(checks.check_attention, in_place, split=split)
+    assert named(message) == {"mutates_input"} and "`q` in place" in message, message

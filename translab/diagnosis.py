@@ -328,6 +328,7 @@ KEYS = {
     "not_written": "the answer is not written yet (NotImplementedError)",
     "calls_translab": "the answer calls translab's own implementation",
     "raised": "the answer raised an exception",
+    "mutates_input": "the answer changes a tensor it was given, in place",
     "stderr_warning": "the answer printed a warning to stderr",
     "wrong_type": "the answer returns the wrong type (not a tensor / not a number)",
     "wrong_dtype": "the answer returns the wrong dtype",

@@ -356,7 +356,8 @@ def stop_forbidding(token) -> None:
 _FAILURE_KINDS = {"not_written": "is not written yet (it raises NotImplementedError)",
                   "calls_translab": "calls translab's own implementation of the exercise, switched off while it is "
                                     "graded",
-                  "stderr_warning": "wrote a warning to stderr", "raised": "raised {type}"}
+                  "stderr_warning": "wrote a warning to stderr", "raised": "raised {type}",
+                  "mutates_input": "changed a tensor it was given, in place (compute a new tensor instead)"}
 
 
 def _identifier(value, default: str) -> str:

@@ -389,9 +389,43 @@ def refuse_call(what: str, error: AssertionError) -> None:
     _fail(f"{what}: {error}{evidence}", key="calls_translab")
 
 
+def _tensors_given(function: Callable, args: tuple, kwargs: dict) -> list[tuple[str, torch.Tensor]]:
+    """The tensors a call hands the answer, by the name of their parameter where the signature gives one."""
+    import inspect
+    try:
+        named = dict(inspect.signature(function).bind_partial(*args, **kwargs).arguments)
+    except (TypeError, ValueError):
+        named = {**{f"argument {i + 1}": value for i, value in enumerate(args)}, **kwargs}
+    return [(name, value) for name, value in named.items() if isinstance(value, torch.Tensor)]
+
+
+def _unchanged(tensor: torch.Tensor, saved: torch.Tensor) -> bool:
+    if tensor.shape != saved.shape or tensor.dtype != saved.dtype:
+        return False
+    if tensor.is_floating_point():
+        return bool(torch.equal(tensor.isnan(), saved.isnan()) and torch.equal(tensor.nan_to_num(0.0), saved.nan_to_num(0.0)))
+    return bool(torch.equal(tensor, saved))
+
+
 def _call(what: str, function: Callable, *args, **kwargs):
+    """Call the student's ``function``, each failure explained; a tensor it was given and changed in place fails
+    too (issue 50: a check hands copies, so an answer that wrote into its caller's tensor went unreported; in a
+    model the caller is the layer before, whose output, or autograd's record of it, it overwrites)."""
     if wire.remote(function):  # in the grader's checker: the kernel runs it, with this function's rules
         return wire.session().call(function, args, kwargs, what=what)
+    given = _tensors_given(function, args, kwargs)
+    saved = [tensor.detach().clone() for _, tensor in given]
+    result = _call_once(what, function, args, kwargs)
+    changed = [name for (name, tensor), copy in zip(given, saved) if not _unchanged(tensor.detach(), copy)]
+    if changed:
+        _fail(f"{what} changed the tensor it was given as {' and '.join(f'`{name}`' for name in changed)} in place: "
+              "the caller's tensor is not the answer's to write.",
+              hint="compute a new tensor instead: `x = x + y`, not `x += y`; `masked_fill`, not `masked_fill_`; "
+                   "or work on a `.clone()`", key="mutates_input")
+    return result
+
+
+def _call_once(what: str, function: Callable, args: tuple, kwargs: dict):
     try:
         with _no_warnings(what):
             return function(*args, **kwargs)
