@@ -20,7 +20,7 @@ ARGS     ?=
 PORT     ?= 8888
 HOST     ?= 127.0.0.1
 
-.PHONY: help setup secret hub-proxy variants browser slurm data test test-fast lab formgrader release students student-release references autograde merge feedback grades report similarity collect \
+.PHONY: help setup secret hub-proxy variants browser slurm data test test-fast test-exhaustive lab formgrader release students student-release references autograde merge feedback grades report similarity collect \
         pretrain tokenizer experiment bench hub-demo clean
 
 help: ## list the targets
@@ -65,6 +65,9 @@ test: $(INSTALLED) ## run every test: library, data, notebooks, grading, reduced
 
 test-fast: $(INSTALLED) ## the unit tests only (no notebook or nbgrader runs)
 	$(PY) -m pytest -m "not slow"
+
+test-exhaustive: $(INSTALLED) ## what make test samples once, every case: each week's release, the wheel on another torch
+	$(PY) -m pytest -m exhaustive
 
 lab: $(INSTALLED) ## JupyterLab for students on notebooks/, no instructor tools (prints the URL; HOST=127.0.0.1; python -m translab lab)
 	$(PY) -m translab lab --notebooks notebooks/$(ASSIGNMENT) --host $(HOST) --port $(PORT)

@@ -107,6 +107,7 @@ def _outputs(cell) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # about 3 minutes (a second torch installed); the wheel's ranges are held in make test
 def test_the_wheel_in_a_fresh_venv_with_another_torch_runs_notebook_01_from_its_setup_cell(tmp_path):
     """As Colab would: a fresh environment with the platform's torch and a kernel, no translab, TRANSLAB_HOME unset,
     a working folder outside the release; the wheel served over HTTP.  The setup cell installs it, says how long it
