@@ -422,6 +422,7 @@ def plain(tmp_path_factory):
     return root
 
 
+@pytest.mark.exhaustive  # a second grading of a few students, unsandboxed (about 45 s): make test-exhaustive
 def test_parallel_grading_gives_the_same_cells_as_plain_nbgrader(graded, plain):
     root, *_ = graded
     for name in PLAIN:

@@ -155,6 +155,7 @@ def test_each_stage_holds_back_the_open_parts_answers_and_ships_their_notebooks_
         assert shipped == NOTEBOOKS[:until], (until, shipped)
         assert not list(release.rglob("*.pyc")) and not list(release.rglob("__pycache__"))
         texts = {path: path.read_text(encoding="utf-8") for path in (release / "translab").rglob("*.py")}
+        dumps = {path: ast.dump(ast.parse(text)) for path, text in texts.items()}  # once per file, not per answer
         for part, answers in withheld.ANSWERS.items():
             for entry in answers:
                 module, name = entry.split(":")
@@ -168,7 +169,7 @@ def test_each_stage_holds_back_the_open_parts_answers_and_ships_their_notebooks_
                 docstring = ast.get_docstring(ours)
                 code = ", ".join(body[1 if docstring else 0:])  # the body, statement after statement
                 for path, text in texts.items():
-                    assert code not in ast.dump(ast.parse(text)), f"stage {until}: {path.name} holds code of {entry}"
+                    assert code not in dumps[path], f"stage {until}: {path.name} holds code of {entry}"
                     assert not docstring or docstring.splitlines()[0] not in text, \
                         f"stage {until}: {path.name} holds the docstring of {entry}"
     called = subprocess.run([sys.executable, "-c", "from translab import model\ntry:\n    model.Model(None, None)\n"
@@ -205,6 +206,8 @@ def test_the_answers_that_are_data_are_held_back_too(stages):
                 for monomial, value in right.items():
                     assert not re.search(rf"\b{value}\s*\*\s*{re.escape(monomial)}\b", text), (until, name, monomial)
                 assert "3 * nhid" not in text and "(nhid + 1)" not in text, f"stage {until}: {name}"
+        if until not in (2, 3):  # the formula is a stub up to week 2 and released from week 3: the two sides suffice
+            continue
         run = subprocess.run([sys.executable, "-c", "from translab import diagnosis, params, stages\n"
                               "print(diagnosis.right_count(dict(ntoken=100, nhid=200, nlayers=4, nhead=2, "
                               "dim_feedforward=200, nclasses=None)), stages.withheld(params.term_sizes), "
