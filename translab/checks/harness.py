@@ -399,14 +399,6 @@ def _tensors_given(function: Callable, args: tuple, kwargs: dict) -> list[tuple[
     return [(name, value) for name, value in named.items() if isinstance(value, torch.Tensor)]
 
 
-def _unchanged(tensor: torch.Tensor, saved: torch.Tensor) -> bool:
-    if tensor.shape != saved.shape or tensor.dtype != saved.dtype:
-        return False
-    if tensor.is_floating_point():
-        return bool(torch.equal(tensor.isnan(), saved.isnan()) and torch.equal(tensor.nan_to_num(0.0), saved.nan_to_num(0.0)))
-    return bool(torch.equal(tensor, saved))
-
-
 def _call(what: str, function: Callable, *args, **kwargs):
     """Call the student's ``function``, each failure explained; a tensor it was given and changed in place fails
     too (issue 50: a check hands copies, so an answer that wrote into its caller's tensor went unreported; in a
@@ -416,7 +408,8 @@ def _call(what: str, function: Callable, *args, **kwargs):
     given = _tensors_given(function, args, kwargs)
     saved = [tensor.detach().clone() for _, tensor in given]
     result = _call_once(what, function, args, kwargs)
-    changed = [name for (name, tensor), copy in zip(given, saved) if not _unchanged(tensor.detach(), copy)]
+    changed = [name for (name, tensor), copy in zip(given, saved)
+               if not references.within(tensor.detach(), copy, references.EXACT, equal_nan=True)]
     if changed:
         _fail(f"{what} changed the tensor it was given as {' and '.join(f'`{name}`' for name in changed)} in place: "
               "the caller's tensor is not the answer's to write.",
