@@ -26,7 +26,7 @@ from translab.data import BOS_ID, normalize
 from .transfer import load_pretrained, training_pairs
 from translab.model import ModelConfig, TransformerModel
 from translab.probe import linear_probe, sentence_features
-from translab.paths import RESULTS_DIR
+from translab.paths import RESULTS_DIR, as_recorded
 
 ZERO_SHOT_PAIRS = (("great", "terrible"), ("good", "bad"), ("wonderful", "awful"), ("best", "worst"))
 
@@ -70,7 +70,7 @@ def run(checkpoint: Path, sizes: list[str], seeds: list[int], valid_size: int | 
                 probe.append({"size": size, "seed": seed, "base": name,
                               **{pooling: linear_probe(train, valid[name], pooling) for pooling in ("mean", "last")}})
     zero_shot = {f"{pos}/{neg}": zero_shot_accuracy(lm, tokenizer, valid_pairs, pos, neg) for pos, neg in ZERO_SHOT_PAIRS}
-    return {"command": "python -m experiments.diagnostics " + " ".join(sys.argv[1:]), "checkpoint": str(checkpoint),
+    return {"command": "python -m experiments.diagnostics " + " ".join(sys.argv[1:]), "checkpoint": as_recorded(checkpoint),
             "valid_sentences": len(valid_pairs), "selection": "validation only; test set not loaded",
             "linear_probe": probe, "zero_shot": zero_shot, "wall_time_s": round(time.time() - started, 1)}
 

@@ -37,7 +37,7 @@ from translab.checkpoint import PRETRAINED_PATH, load_checkpoint
 from translab.bert import mean_pool
 from translab.datasets import Batch, bucketed_batches, encode_pairs
 from translab.model import Model, ModelConfig, build_classifier
-from translab.paths import REPO_ROOT, RESULTS_DIR
+from translab.paths import REPO_ROOT, RESULTS_DIR, as_recorded
 from translab.results import ARMS, format_cost, format_table
 from translab.training import evaluate_accuracy, fine_tune, set_seed, warmup_linear
 
@@ -428,7 +428,7 @@ def run(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads
         "command": "python -m experiments.transfer " + " ".join(sys.argv[1:]),
         "quick": quick, "sizes": sizes, "seeds": seeds, "threads": threads, "jobs": jobs,
         "torch": str(torch.__version__),
-        "checkpoint": {"path": _shown(Path(checkpoint)), "sha256": data.sha256_of(Path(checkpoint)),
+        "checkpoint": {"path": as_recorded(checkpoint), "sha256": data.sha256_of(Path(checkpoint)),
                        "steps": manifest.get("steps"), "heldout_perplexity": manifest.get("heldout_perplexity")},
         "minilm": {"sha256": data.sha256_of(data.minilm_dir() / "model.safetensors"),
                    "max_length": MINILM_MAX_LENGTH},
@@ -575,12 +575,6 @@ def compare_checkpoints(checkpoints: dict[str, Path], sizes: list[str], seeds: l
     out.mkdir(parents=True, exist_ok=True)
     (out / "checkpoint_comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
     return comparison
-
-
-def _shown(path: Path) -> str:
-    """A path as the results record it: relative to the repository when inside it (the same on every machine)."""
-    path = path.resolve()
-    return str(path.relative_to(REPO_ROOT)) if REPO_ROOT in path.parents else str(path)
 
 
 def _size_key(size: str) -> float:

@@ -429,3 +429,27 @@ def test_no_given_cell_rebinds_a_name_students_give_their_helpers():
             elif answered and _bound_at_top(cell.source) & STUDENT_NAMES:
                 taken[f"{path.stem}:{cell.id}"] = sorted(_bound_at_top(cell.source) & STUDENT_NAMES)
     assert taken == {}, f"given cells that rebind names students use: {taken}"
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def test_committed_results_name_the_project_s_files_relative_to_it():
+    """A manifest that says /home/someone/translab/artifacts/... is wrong on every other machine (lab review, §2)."""
+    import json
+    from translab.paths import as_recorded
+    assert as_recorded(REPO_ROOT / "artifacts" / "pretrained_lm.pt") == "artifacts/pretrained_lm.pt"
+    assert as_recorded("/elsewhere/model.pt") == "/elsewhere/model.pt"
+    inside = re.compile(r"^/\S*/(artifacts|results|data)/\S+$")
+    found = {f"{path.relative_to(REPO_ROOT)}: {text}"
+             for path in sorted([*(REPO_ROOT / "results").rglob("*.json"), *(REPO_ROOT / "artifacts").glob("*.json")])
+             for text in _strings(json.loads(path.read_text(encoding="utf-8"))) if inside.match(text)}
+    assert not found, found

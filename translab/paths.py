@@ -35,6 +35,13 @@ GRADER_DIR = REPO_ROOT / "grader"
 RESULTS_DIR = LAB_HOME / "results"
 
 
+def as_recorded(path: Path | str) -> str:
+    """A path as results and manifests record it: relative to the checkout when inside it, so that a committed file
+    says the same on every machine."""
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO_ROOT)) if REPO_ROOT in path.parents else str(path)
+
+
 def exchange_root(course_root: Path | str) -> Path:
     """nbgrader's exchange: the hub's shared folder, else a folder of the course's own (the local flow)."""
     return Path(os.environ.get(EXCHANGE_ENV) or Path(course_root) / "exchange")
