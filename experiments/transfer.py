@@ -104,6 +104,8 @@ CANDIDATES = {
 CHOSEN = {"pretrained": "uniform lr 1e-3", "scratch": "uniform lr 1e-3, mean pooling", "minilm": "lr 1e-4"}
 RECIPES = {init: CANDIDATES[init][name] for init, name in CHOSEN.items()}
 QUICK_RECIPE_CHANGES = {"min_steps": 20, "max_epochs": 2, "min_epochs": 1, "patience": 1}
+# --quick evaluates on fixed, balanced slices (MiniLM's evaluation was most of the reduced run: 200 and 400 took 84 s)
+QUICK_VALID, QUICK_TEST = 100, 200
 
 
 def load_pretrained(path: Path) -> tuple[Model, dict]:
@@ -395,7 +397,7 @@ def run(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads
     data.minilm_dir()
     valid, test = data.load_split("valid"), data.load_split("test")
     if quick:  # a fixed, balanced slice keeps the reduced run within seconds
-        valid, test = balanced_subset(valid, 200, 0), balanced_subset(test, 400, 0)
+        valid, test = balanced_subset(valid, QUICK_VALID, 0), balanced_subset(test, QUICK_TEST, 0)
     runs, arms = [], {}
     # One pool per arm: each arm's wall time and peak memory are its own.
     for init in INITS:
@@ -487,7 +489,7 @@ def tune(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, thread
     load_pretrained(checkpoint)
     valid = data.load_split("valid")
     if quick:
-        valid = balanced_subset(valid, 200, 0)
+        valid = balanced_subset(valid, QUICK_VALID, 0)
     changes = QUICK_RECIPE_CHANGES if quick else {}
     job_list = [{"size": size, "seed": seed, "init": init, "threads": threads, "checkpoint": str(checkpoint),
                  "recipe": asdict(replace(recipe, **changes)), "valid": valid, "test": None, "curve": False, "candidate": name}
@@ -550,7 +552,7 @@ def compare_checkpoints(checkpoints: dict[str, Path], sizes: list[str], seeds: l
     valid = data.load_split("valid")
     recipe = RECIPES["pretrained"]
     if quick:
-        valid, recipe = balanced_subset(valid, 200, 0), replace(recipe, **QUICK_RECIPE_CHANGES)
+        valid, recipe = balanced_subset(valid, QUICK_VALID, 0), replace(recipe, **QUICK_RECIPE_CHANGES)
     job_list = [{"size": size, "seed": seed, "init": "pretrained", "threads": threads, "checkpoint": str(path),
                  "recipe": asdict(recipe), "valid": valid, "test": None, "curve": False, "name": name}
                 for name, path in checkpoints.items() for size in sizes for seed in seeds]

@@ -651,21 +651,22 @@ case("leave_behind", "the mask answer (right) first pins 512 MB of SysV shared m
                      "tries to fill HOME and /tmp with 2 GB each")(
     _nb1(lambda nb: _prepend(nb, "mask_answer", LEAVE_BEHIND)))
 
-SLEEP = "import time\ntime.sleep(15)\n"  # under the corpus test's 20 s cell timeout; four are over its notebook budget
-case("slow_cells", "four cells of 15 s each before the encoding answer: under the cell timeout, over the "
+SLEEP = "import time\ntime.sleep(9)\n"  # under the corpus test's 12 s cell timeout; three are over its notebook budget
+case("slow_cells", "four cells of 9 s each before the encoding answer: under the cell timeout, over the "
                    "notebook's budget", spends_budget=True)(
     _nb1(lambda nb: _insert_before(nb, "pe_answer", [SLEEP] * 4)))
 
 
 def _with_many_cells(notebook):
-    notebook.cells.extend(nbformat.v4.new_code_cell("pass") for _ in range(20_000))
+    # at about 12 ms a cell (6 on a fast machine), 8,000 outlast any notebook budget the tests set
+    notebook.cells.extend(nbformat.v4.new_code_cell("pass") for _ in range(8_000))
     return notebook
 
 
-case("many_cells", "notebook 01 right, then 20,000 cells of `pass`", spends_budget=True)(_nb1(_with_many_cells))
+case("many_cells", "notebook 01 right, then 8,000 cells of `pass`", spends_budget=True)(_nb1(_with_many_cells))
 
 
-@case("slow_everywhere", "notebooks 01, 02 and 03 each open with four cells of 15 s: over the student's budget",
+@case("slow_everywhere", "notebooks 01, 02 and 03 each open with four cells of 9 s: over the student's budget",
       spends_budget=True)
 def _slow_everywhere(sources: Sources, out: Path) -> None:
     for stem in (NB1, NB2, NB3):

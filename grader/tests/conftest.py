@@ -181,13 +181,43 @@ def run_grader(root: Path, *args: str) -> str:
     return output
 
 
+_RELEASED: dict[str, Path] = {}  # "base": where the session's released course goes; "course": it, once released
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _released_course_base(tmp_path_factory):
+    _RELEASED["base"] = tmp_path_factory.mktemp("released")
+
+
+def _released_course() -> Path:
+    """The repository's course, released once per session (nbgrader generate_assignment: 7-8 s, which twenty
+    temporary courses used to pay each); the release itself is tested on the session's graded ``course``."""
+    if "course" not in _RELEASED:
+        template = _RELEASED["base"] / "course"
+        template.mkdir()
+        shutil.copy(REPO_ROOT / "nbgrader_config.py", template)
+        shutil.copytree(REPO_ROOT / "solutions", template / "solutions")
+        run_grader(template, "release")
+        _RELEASED["course"] = template
+    return _RELEASED["course"]
+
+
+def add_release(root: Path) -> Path:
+    """The released notebooks and the gradebook (nbgrader's copy of the tests) of the repository's course, into a
+    course at ``root`` whose solutions/ are the repository's; what ``python -m grader release`` writes there."""
+    released = _released_course()
+    shutil.copytree(released / "notebooks", root / "notebooks")
+    shutil.copy(released / "gradebook.db", root / "gradebook.db")
+    return root
+
+
 def small_course(root: Path, cases: list[str] = ()) -> Path:
     """A course with the assignment released and corpus ``cases`` submitted (grader.testing.corpus)."""
     from grader.testing import corpus
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
     shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
-    run_grader(root, "release")
+    add_release(root)
     if cases:
         corpus.build(root / "submitted", root, list(cases))
     return root

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_grader, course_copy, page_of, submission_id
+from conftest import add_release, run_grader, course_copy, page_of, submission_id
 from test_lab_servers import TOKEN, served
 from translab.paths import REPO_ROOT
 
@@ -102,8 +102,7 @@ WRITTEN = "written_mask_pe"  # notebook 01's written answer (4 points)
 def graded_course(tmp_path_factory) -> Path:
     """A course with two students' notebook 01 autograded: alice's right, bob's with a wrong mask."""
     import nbformat
-    root = course_copy(tmp_path_factory.mktemp("instructor_course"), "solutions")
-    run_grader(root, "release")
+    root = add_release(course_copy(tmp_path_factory.mktemp("instructor_course"), "solutions"))
     solution = nbformat.read(root / "solutions" / "transfer_learning" / f"{NB1}.ipynb", as_version=4)
     for student, mask in (("alice", None), ("bob", WRONG_MASK)):
         notebook = nbformat.from_dict(json.loads(json.dumps(solution)))

@@ -21,7 +21,6 @@ import copy
 import os
 import re
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -44,7 +43,7 @@ from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from grader.nbgrader_plugins.sanitize_student_content import SanitizeStudentContent, render_markdown
 
-from conftest import run_grader, page_of, submission_id
+from conftest import run_grader, page_of, small_course, submission_id
 
 CASE = "script_injection"
 NB1 = corpus.NB1
@@ -162,11 +161,7 @@ def test_the_course_config_sanitizes_after_autograding_and_before_feedback():
 def injected_course(chromium, tmp_path_factory) -> Path:
     """A temporary course in which the case is autograded (sanitizer included) and its feedback generated; after
     the Chromium check, so that a machine without a browser skips before grading."""
-    root = tmp_path_factory.mktemp("injected_course")
-    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
-    shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
-    run_grader(root, "release")
-    corpus.build(root / "submitted", root, [CASE])
+    root = small_course(tmp_path_factory.mktemp("injected_course"), [CASE])
     run_grader(root, "autograde")
     run_grader(root, "feedback", "--force")  # written answers stay ungraded here: test_feedback_waits_for_manual_grades
     return root

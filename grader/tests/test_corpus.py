@@ -3,9 +3,9 @@
 One temporary course; every case is one student.  The scores each case must get are in
 ``grader/testing/expected_scores.csv`` (one row per case, the auto-graded points per notebook, the notebooks that must
 come out flagged for the instructor, and known holes, which are strict xfails: fixing one makes the test
-fail until the table says so).  The per-cell timeout is lowered to 20 s for this course only (the lab's 60 s
-would make the infinite-loop case cost a minute), and so are the time budgets: 30 s a notebook (the lab's 180),
-75 s a student (the lab's 600), which the cases that spend them reach.
+fail until the table says so).  The per-cell timeout is lowered to 12 s for this course only (the lab's 60 s
+would make the infinite-loop case cost a minute), and so are the time budgets: 22 s a notebook (the lab's 180),
+60 s a student (the lab's 600), which the cases that spend them reach.
 """
 from __future__ import annotations
 
@@ -39,13 +39,13 @@ from conftest import cell_scores, run_grader, small_course, venv_env
 pytestmark = pytest.mark.slow
 TABLE = REPO_ROOT / "grader" / "testing" / "expected_scores.csv"
 NOTEBOOKS = sorted(p.stem for p in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
-TIMEOUT_ARG = "--Execute.timeout=20"
-# a right submission takes 3 to 9 s in all: a margin of 6 or more; many_cells, cut at its notebook's budget, then
-# takes nbgrader 20 to 30 s to save its 20,000 cells (measured alone: 46 s in all, 54 s before issue 47), which a
-# student budget of 60 s left too little room for beside a classmate.  25 s a notebook left infinite_loop 5 s after
-# its 20-s cell for the rest of notebook 01, a fresh kernel's checks included: on a slower 2-core machine the budget
-# ran out in its last cell (flagged) or in the multi-head cells (-2 points); 30 s leaves 10
-NOTEBOOK_BUDGET, STUDENT_BUDGET = 30, 75
+TIMEOUT_ARG = "--Execute.timeout=12"
+# A right submission takes 3 to 9 s in all.  22 s a notebook leaves infinite_loop 10 s after its 12-s cell for the
+# rest of notebook 01, a fresh kernel's checks included (25 s after a 20-s cell, 5 s, ran out on a slower 2-core
+# machine).  many_cells, cut at its notebook's budget, then takes nbgrader about 10 s to save its 8,000 cells: about
+# 35 s in all, which 60 s a student leaves room for beside a classmate; slow_everywhere's three notebooks (66 s of
+# notebook budgets) spend it.  Each second here is paid by every case that spends a budget, in every `make test`.
+NOTEBOOK_BUDGET, STUDENT_BUDGET = 22, 60
 BUDGET_ARGS = [f"--GuardedExecute.notebook_budget={NOTEBOOK_BUDGET}", "--student-timeout", str(STUDENT_BUDGET)]
 # students also graded by plain `nbgrader autograde` (one process, no sandbox) to compare cell by cell
 PLAIN = ["solution_01", "syntax_error", "hard_coded"]
@@ -432,11 +432,14 @@ def test_parallel_grading_gives_the_same_cells_as_plain_nbgrader(graded, plain):
         assert parallel == reference, f"{name}: --jobs 2 differs from plain nbgrader"
 
 
-def test_a_broken_grading_machine_fails_the_batch_and_leaves_the_gradebook_alone(plain, tmp_path):
+def test_a_broken_grading_machine_fails_the_batch_and_leaves_the_gradebook_alone(graded, tmp_path):
     """A kernel that does not exist is the machine's fault, not the students': exit 1, nothing merged
     (unlike a broken submission, which is graded 0, flagged, and the batch goes on with exit 0)."""
-    root = tmp_path / "course"
-    shutil.copytree(plain, root)
+    graded_root, root = graded[0], tmp_path / "course"
+    for name in ("solutions", "notebooks", f"submitted/{PLAIN[0]}"):  # the course and one student, no special file
+        shutil.copytree(graded_root / name, root / name)
+    for name in ("nbgrader_config.py", "gradebook.db"):
+        shutil.copy(graded_root / name, root / name)
     before = hashlib.sha256((root / "gradebook.db").read_bytes()).hexdigest()
     done = subprocess.run([sys.executable, "-m", "grader", "--root", str(root), "autograde",
                            "--student", PLAIN[0], "--Execute.kernel_name=no-such-kernel"], text=True, capture_output=True)
@@ -590,8 +593,10 @@ def beside_cpu_hogs(tmp_path_factory):
     corpus.build_case("cpu_hog", root / "submitted" / "attacker" / ASSIGNMENT, root)
     for name in CLASSMATES:
         corpus.build_case("solution_01", root / "submitted" / name / ASSIGNMENT, root)
+    # the attacker's cell is cut at 20 s, not 12: its busy processes must outlast four classmates graded beside it
     process = subprocess.run([sys.executable, "-m", "grader", "--root", str(root), "autograde", "--jobs", "2",
-                              TIMEOUT_ARG, *BUDGET_ARGS], text=True, capture_output=True)
+                              "--Execute.timeout=20", "--GuardedExecute.notebook_budget=30", "--student-timeout", "75"],
+                             text=True, capture_output=True)
     assert process.returncode == 0, (process.stdout + process.stderr)[-5000:]
     assert "a cgroup per student: cgroup" in process.stdout, process.stdout[-2000:]
     return root, _report(root)
