@@ -162,6 +162,14 @@ def injected_course(chromium, tmp_path_factory) -> Path:
     """A temporary course in which the case is autograded (sanitizer included) and its feedback generated; after
     the Chromium check, so that a machine without a browser skips before grading."""
     root = small_course(tmp_path_factory.mktemp("injected_course"), [CASE])
+    # a plot of the student's own (the notebook's plots are demos, which grading leaves out: grader.demos), before
+    # the first hidden test, so that the feedback shows it too
+    path = root / "submitted" / CASE / ASSIGNMENT / f"{NB1}.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    after = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "mask_answer")
+    notebook.cells.insert(after + 1, nbformat.v4.new_code_cell(
+        "plots.plot_mask(generate_square_subsequent_mask(8))\nplt.show()"))
+    nbformat.write(notebook, path)
     run_grader(root, "autograde")
     run_grader(root, "feedback", "--force")  # written answers stay ungraded here: test_feedback_waits_for_manual_grades
     return root
