@@ -70,7 +70,8 @@ def run(checkpoint: Path, sizes: list[str], seeds: list[int], valid_size: int | 
                 probe.append({"size": size, "seed": seed, "base": name,
                               **{pooling: linear_probe(train, valid[name], pooling) for pooling in ("mean", "last")}})
     zero_shot = {f"{pos}/{neg}": zero_shot_accuracy(lm, tokenizer, valid_pairs, pos, neg) for pos, neg in ZERO_SHOT_PAIRS}
-    return {"command": "python -m experiments.diagnostics " + " ".join(sys.argv[1:]), "checkpoint": as_recorded(checkpoint),
+    return {"command": "python -m experiments.diagnostics " + " ".join(sys.argv[1:]),
+            "checkpoint": as_recorded(checkpoint),
             "valid_sentences": len(valid_pairs), "selection": "validation only; test set not loaded",
             "linear_probe": probe, "zero_shot": zero_shot, "wall_time_s": round(time.time() - started, 1)}
 

@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     generator = torch.Generator().manual_seed(args.seed)
     manifest = {
         "command": "python -m experiments.pretrain " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "seed": args.seed, "config": config.to_dict(), "args": {k: as_recorded(v) if isinstance(v, Path) else str(v) for k, v in vars(args).items()},
+        "seed": args.seed, "config": config.to_dict(),
+        "args": {k: as_recorded(v) if isinstance(v, Path) else str(v) for k, v in vars(args).items()},
         "bf16_autocast": bf16, "torch": str(torch.__version__), "threads": torch.get_num_threads(),
         "data_sha256": {**{f.name: f.sha256 for s in data.SOURCES for f in s.files},
                         "tokenizer.model": data.sha256_of(data.tokenizer_path())},

@@ -166,7 +166,8 @@ def injected_course(chromium, tmp_path_factory) -> Path:
     # the first hidden test, so that the feedback shows it too
     path = root / "submitted" / CASE / ASSIGNMENT / f"{NB1}.ipynb"
     notebook = nbformat.read(path, as_version=4)
-    after = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "mask_answer")
+    after = next(index for index, cell in enumerate(notebook.cells)
+                 if cell.metadata.get("nbgrader", {}).get("grade_id") == "mask_answer")
     notebook.cells.insert(after + 1, nbformat.v4.new_code_cell(
         "plots.plot_mask(generate_square_subsequent_mask(8))\nplt.show()"))
     nbformat.write(notebook, path)
