@@ -85,6 +85,9 @@ def test_a_student_reads_the_feedback_fixes_the_answer_and_validates(student_cou
 
         # Validate (saved first): the mask passes, the encoding (still the stub) is what fails
         page.keyboard.press("Control+s")
+        # saved before Validate saves again: two saves at once make JupyterLab ask "File Changed" (seen on a busy
+        # machine), a dialog no student of this flow would meet
+        page.locator(".lm-TabBar-tab.jp-mod-dirty").wait_for(state="detached", timeout=LONG)
         page.locator(".jp-NotebookPanel-toolbar").get_by_text("Validate", exact=True).click()
         dialog = page.locator(".jp-Dialog")
         dialog.wait_for(timeout=LONG)
