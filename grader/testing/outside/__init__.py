@@ -1,0 +1,125 @@
+"""Answers written the ways people outside this project write them (issue 50): parts 1, 3, 5 and 6.
+
+Each graded answer of those parts has a module of answers (``part1.py`` ... ``part6.py``), written for this
+project after reading how course homework, learners' repositories, tutorials and from-scratch BERT and GPT code
+write the same thing: their styles and their mistakes, right answers included, in our own code.  Each answer says
+what a fair grader concludes: right (``mistake=None``) or the one misconception it holds (a diagnosis key; a key
+that ``translab.diagnosis`` does not know yet is a name the checks still owe).
+
+``run(answer, split)`` runs it at the check level, as the notebook's test cell would: the part's imports, the answer
+cell, then the check.  ``python -m grader.testing.outside`` prints the table per graded answer (answers, right and
+wrong, verdicts right, mistakes named exactly) and writes it to ``results/outside_corpus.json``.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import textwrap
+from dataclasses import dataclass
+
+from .answer import Answer
+
+# What each notebook's first cell imports (the answers may use any of it, as students do).
+PRELUDES = {
+    1: """
+import math
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from translab import checks
+""",
+    3: """
+import math
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from translab import checks
+from translab.data import BOS_ID, EOS_ID, PAD_ID
+""",
+    5: """
+import torch
+import torch.nn.functional as F
+from torch import nn
+from translab import checks
+from translab.data import MASK_ID, PAD_ID
+from translab.mlm import FIRST_REGULAR_ID, SPECIAL_IDS
+""",
+    6: """
+import math
+import torch
+import torch.nn.functional as F
+from torch import nn
+from translab import checks
+from translab.bert import BertConfig
+""",
+}
+
+# The graded answers: the part, and the test cells' calls (a check may have several, as part 5's masking has).
+GRADED = {
+    "mask": (1, ["checks.check_mask(generate_square_subsequent_mask, split=SPLIT)"]),
+    "encoding": (1, ["checks.check_positional_encoding(PositionalEncoding, split=SPLIT)"]),
+    "attention": (1, ["checks.check_attention(scaled_dot_product_attention, split=SPLIT)"]),
+    "multi_head": (1, ["checks.check_multi_head_attention(multi_head_attention, split=SPLIT)"]),
+    "lm_targets": (3, ["checks.check_lm_targets(make_lm_targets, split=SPLIT)"]),
+    "lm_loss": (3, ["checks.check_lm_loss(lm_loss, split=SPLIT)"]),
+    "greedy": (3, ["checks.check_greedy(greedy_generate_ids, split=SPLIT)"]),
+    "mlm_masking": (5, ['checks.check_masking(mask_tokens, part="structure", split=SPLIT)',
+                        'checks.check_masking(mask_tokens, part="rates", split=SPLIT)']),
+    "mlm_loss": (5, ["checks.check_mlm_loss(mlm_loss, split=SPLIT)"]),
+    "bert_base": (6, ["checks.check_bert_base(BertBase, split=SPLIT)"]),
+    "weight_mapping": (6, ["checks.check_weight_mapping(convert_checkpoint, BertBase=BertBase, split=SPLIT)"]),
+    "classifier": (6, ["checks.check_bert_classifier(BertClassifier, split=SPLIT)"]),
+}
+SPLITS = ("visible", "hidden")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    passed: bool
+    keys: frozenset[str]   # the diagnosis keys of the failure (empty when it passed or named none)
+    message: str
+
+
+def _keys(message: str) -> frozenset[str]:
+    found = re.search(r"\[diagnosis: (.*)\]\s*$", message)
+    return frozenset(key for part in found.group(1).split() for key in part.split("|")) if found else frozenset()
+
+
+def run(answer: Answer, split: str, support: str = "") -> Outcome:
+    """The answer's test cells on ``split``: its first failure, or a pass.  ``support``: cells the notebook
+    defines before this answer that the check needs (part 6's mapping check builds the student's BertBase)."""
+    from translab import checks
+    part, calls = GRADED[answer.graded]
+    namespace: dict = {"SPLIT": split}
+    exec(compile(textwrap.dedent(PRELUDES[part]), "<imports>", "exec"), namespace)  # noqa: S102 - our corpus
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            if support:
+                exec(compile(textwrap.dedent(support), "<earlier cell>", "exec"), namespace)  # noqa: S102
+            exec(compile(textwrap.dedent(answer.source), "<answer>", "exec"), namespace)  # noqa: S102
+            for call in calls:
+                eval(call, namespace)  # noqa: S307 - our table
+    except checks.CheckFailed as failed:
+        return Outcome(False, _keys(str(failed)), str(failed))
+    except Exception as error:  # noqa: BLE001 - an answer cell that raises on its own is recorded, not fatal
+        return Outcome(False, frozenset({"cell_raised"}), f"{type(error).__name__}: {error}")
+    return Outcome(True, frozenset(), "")
+
+
+def answers() -> list[Answer]:
+    from . import part1, part3, part5, part6
+    found = [*part1.ANSWERS, *part3.ANSWERS, *part5.ANSWERS, *part6.ANSWERS]
+    names = [(a.graded, a.name) for a in found]
+    assert len(names) == len(set(names)), "answer names repeat"
+    return found
+
+
+def support_for(answer: Answer) -> str:
+    """The right BertBase the mapping check builds its model from (the student's part-6 cell before it)."""
+    if answer.graded != "weight_mapping":
+        return ""
+    from . import part6
+    return part6.RIGHT_BERT_BASE
