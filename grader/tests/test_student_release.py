@@ -268,7 +268,8 @@ def test_a_student_of_week_n_in_a_fresh_venv_gets_full_marks(stages, tmp_path, u
                           str(blank)], cwd=work, env=env, capture_output=True, text=True, timeout=1800)
     assert ran.returncode == 0, ran.stderr[-3000:]
     for name in names:
-        assert _errors(work / f"{name}.ipynb") == [], f"{name} fails in the student's venv: {_errors(work / f'{name}.ipynb')}"
+        errors = _errors(work / f"{name}.ipynb")
+        assert errors == [], f"{name} fails in the student's venv: {errors}"
     assert [e for e in _errors(blank) if e.endswith("_visible")], "the untouched notebook must fail its visible checks"
     where = "".join(output.get("text", "") for output in nbformat.read(blank, as_version=4).cells[0].outputs)
     assert where.startswith(str(tmp_path / "venv")), f"the notebooks must run the wheel's translab, not {where}"
