@@ -144,6 +144,16 @@ def _fail_if_transposed(what: str, found, expected: torch.Tensor, tol: reference
         _fail(f"{what}: {finding.text}.", hint=hint, key=finding.key, keep=True)
 
 
+def _fail_if_related(what: str, found, expected: torch.Tensor, tol: references.Tolerance, names: tuple[str, ...],
+                     why: dict[str, str]) -> None:
+    """A wrong output that measurably is a transformation of the right one (``translab.relations``) is named so,
+    with ``why``'s hint for its key (or the relation alone); otherwise nothing happens and the caller goes on."""
+    from ..relations import output_relation
+    finding = output_relation(found, expected, lambda a, b: _same(a, b, tol), names=names)
+    if finding is not None:
+        _fail(f"{what}: {finding.text}.", hint=why.get(finding.key), key=finding.key, keep=True)
+
+
 def _equal(found, expected: torch.Tensor) -> bool:
     """``found`` is a tensor equal to ``expected`` element for element (after a cast to its dtype)."""
     if not isinstance(found, torch.Tensor) or tuple(found.shape) != tuple(expected.shape) or found.device.type == "meta":

@@ -10,8 +10,8 @@ from torch import nn
 
 from .. import references, wire
 from ..stages import held_in_kernel, withheld
-from .harness import (REFUSED, Mistake, CheckFailed, _call, _checked, _fail, _no_warnings, _ok, _parameters_like, _short,
-                      forbid, refuse_call)
+from .harness import (REFUSED, Mistake, CheckFailed, _call, _checked, _fail, _fail_if_related, _no_warnings, _ok,
+                      _parameters_like, _short, forbid, refuse_call)
 
 
 def _bert_module():
@@ -181,7 +181,7 @@ def check_bert_base(BertBase: type, split: str = "visible") -> None:
                   f"eps {', '.join(f'{e:g}' for e in eps)}" if visible else None,
                   "BERT's LayerNorms use eps=1e-12 (config.layer_norm_eps), PyTorch's default is 1e-5: pass "
                   "layer_norm_eps=config.layer_norm_eps to the encoder layer and eps=config.layer_norm_eps to "
-                  "the embedding LayerNorm")
+                  "the embedding LayerNorm", key="bert.layer_norm_eps")
         model.eval()
         with _forbid_bert(), torch.no_grad():
             out = _call(f"{label}.forward(input_ids, padding_mask, token_type_ids)", model, case["ids"],
@@ -194,17 +194,18 @@ def check_bert_base(BertBase: type, split: str = "visible") -> None:
                       f"{tuple(expected.shape)} = (batch, seq, hidden_size)",
                       tuple(found.shape) if isinstance(found, torch.Tensor) else wire.type_name(found),
                       "batch-first: nn.TransformerEncoderLayer(..., batch_first=True); return the encoder's output "
-                      "(one vector per token), no pooling inside the base")
+                      "(one vector per token), no pooling inside the base", key="wrong_shape")
         if not _close(out[real], expected[real], tol):
             if bool(torch.isnan(out[real]).any()):
                 _fail(f"{label}: the output holds NaN.", hint="padding_mask is True at padding (PyTorch's "
                       "src_key_padding_mask); Hugging Face's attention_mask is the opposite (1 = real token): "
-                      "do not invert it")
+                      "do not invert it", key="bert.padding_inverted")
             for key, mistake in BERT_BASE_MISTAKES.items():
                 variant = case[key]
                 if not _close(variant[real], expected[real], tol) and _close(out[real], variant[real], tol):
                     _fail(f"{label}: the output differs from the reference.", "the reference encoder's output",
-                          f"the output of an encoder with {mistake.looks_like}", mistake.hint)
+                          f"the output of an encoder with {mistake.looks_like}", mistake.hint, key=f"bert.{key}",
+                          keep=True)
             _fail(f"{label}: the output differs from the reference.",
                   _short(expected[0, 0, :4]) + " at [0, 0, :4]" if visible else None,
                   _short(out[0, 0, :4]) if visible else None,
@@ -265,7 +266,7 @@ def _provenance(tensor: torch.Tensor, checkpoint: dict) -> str | None:
 
 
 def _mapping_value_mistake(name: str, found: torch.Tensor, right: dict, checkpoint: dict, mapping: dict):
-    """(kind, hint) for a tensor of the right shape and the wrong values."""
+    """(kind, hint, key) for a tensor of the right shape and the wrong values."""
     sources = mapping[name]
     if "in_proj" in name:
         chunks = found.chunk(3)
@@ -279,11 +280,12 @@ def _mapping_value_mistake(name: str, found: torch.Tensor, right: dict, checkpoi
             return (f"in_proj packed as ({packed})",
                     f"query, key and value are packed in the order ({packed}). PyTorch cuts in_proj_weight into "
                     "q, k, v in that order: rows 0..d-1 are the query, d..2d-1 the key, 2d..3d-1 the value; stack "
-                    "torch.cat([query, key, value], dim=0), the biases in the same order")
+                    "torch.cat([query, key, value], dim=0), the biases in the same order", "mapping.qkv_order")
         if found.dim() == 2 and all(part.dim() == 2 and torch.equal(chunk, part.T.to(chunk.dtype))
                                     for chunk, part in zip(chunks, parts)):
             return ("transposed", "the query, key and value matrices are transposed. nn.Linear keeps its weight as "
-                                  "(out_features, in_features), and so does the checkpoint: copy them as they are")
+                                  "(out_features, in_features), and so does the checkpoint: copy them as they are",
+                    "mapping.transposed")
     if ".norm1." in name or ".norm2." in name:
         other = name.replace(".norm1.", ".norm#.").replace(".norm2.", ".norm1.").replace(".norm#.", ".norm2.")
         if torch.equal(found.to(right[other].dtype), right[other]):
@@ -291,77 +293,87 @@ def _mapping_value_mistake(name: str, found: torch.Tensor, right: dict, checkpoi
             first, second = (_module_of(mapping[name.replace(which, f".norm{n}.")][0]) for n in (1, 2))
             return ("the two LayerNorms swapped",
                     "norm1 and norm2 are swapped. Post-LN: norm1 normalises x + attention(x), i.e. the checkpoint's "
-                    f"{first}; norm2 normalises x + feed_forward(x), i.e. its {second}")
+                    f"{first}; norm2 normalises x + feed_forward(x), i.e. its {second}", "mapping.norms_swapped")
     if found.dim() == 2 and found.shape[0] == found.shape[1] and torch.equal(found.T.to(right[name].dtype), right[name]):
         return ("transposed", "a weight matrix is transposed. nn.Linear keeps its weight as (out_features, "
-                              "in_features), and so does the checkpoint: copy it as it is, no .T")
+                              "in_features), and so does the checkpoint: copy it as it is, no .T", "mapping.transposed")
     if name.endswith("bias") and not bool(found.any()):
         return ("a bias left at zero", "a bias is all zeros, as if it was never copied: every Linear of the "
-                                       "checkpoint has a bias (in_proj_bias packs query.bias, key.bias, value.bias)")
+                                       "checkpoint has a bias (in_proj_bias packs query.bias, key.bias, value.bias)",
+                "mapping.not_copied")
     if "norm" in name and name.endswith("weight") and bool((found == 1).all()):
         return ("a LayerNorm left at its initial value", "a LayerNorm weight is all ones, as if it was never "
-                "copied: copy the checkpoint's LayerNorm.weight and LayerNorm.bias (BERT's gamma and beta)")
+                "copied: copy the checkpoint's LayerNorm.weight and LayerNorm.bias (BERT's gamma and beta)",
+                "mapping.not_copied")
     origin = _provenance(found, checkpoint)
     if origin is not None:
-        return (f"{_layer_pattern(name)} holds {_layer_pattern(origin)}", _confusion_hint(name, origin, mapping))
+        return (f"{_layer_pattern(name)} holds {_layer_pattern(origin)}", *_confusion_hint(name, origin, mapping))
     return ("values differ", "the values differ from the checkpoint's: copy the tensors unchanged (no scaling, "
-                             "no re-initialisation)")
+                             "no re-initialisation)", "mapping.values_changed")
 
 
-def _confusion_hint(name: str, origin: str, mapping: dict) -> str:
-    """What the checkpoint tensor ``origin`` fills, and where ``name`` comes from, named from ``mapping``."""
+def _confusion_hint(name: str, origin: str, mapping: dict) -> tuple[str, str]:
+    """(hint, key): what the checkpoint tensor ``origin`` fills, and where ``name`` comes from, named from
+    ``mapping``."""
     import re
     sources = mapping[name]
     layer_found = re.search(r"\.layers?\.(\d+)\.", origin)
     layer_wanted = re.search(r"\.layers?\.(\d+)\.", name)
     if layer_found and layer_wanted and layer_found.group(1) != layer_wanted.group(1) and \
             _layer_pattern(origin) == _layer_pattern(sources[0]):
-        return "a tensor of another layer: layer i of the checkpoint (encoder.layer.i) goes to encoder.layers.i"
+        return ("a tensor of another layer: layer i of the checkpoint (encoder.layer.i) goes to encoder.layers.i",
+                "mapping.other_layer")
     fills = next((target for target, keys in mapping.items() if origin in keys), None)
     if fills is None:
-        return f"{_layer_pattern(name)} is filled from the wrong checkpoint tensor"
+        return f"{_layer_pattern(name)} is filled from the wrong checkpoint tensor", "mapping.wrong_source"
     return (f"the checkpoint's {_module_of(origin)} fills {_module_of(fills)}; {_module_of(name)} comes from "
-            + " + ".join(dict.fromkeys(_module_of(key) for key in sources)))
+            + " + ".join(dict.fromkeys(_module_of(key) for key in sources)), "mapping.wrong_source")
 
 
-def _mapping_shape_hint(name: str, found: torch.Tensor, wanted: torch.Tensor, checkpoint: dict, mapping) -> str:
+def _mapping_shape_hint(name: str, found: torch.Tensor, wanted: torch.Tensor, checkpoint: dict,
+                        mapping) -> tuple[str, str]:
+    """(hint, key) for a tensor of the wrong shape."""
     origin = _provenance(found, checkpoint)
     if origin is not None and origin not in mapping[name]:
         return _confusion_hint(name, origin, mapping)
     if "in_proj" in name and found.dim() == 2 and tuple(found.shape) == tuple(wanted.shape[::-1]):
         return ("query, key and value are stacked along dim=1, or the stack is transposed: in_proj_weight is "
-                "(3 * hidden_size, hidden_size), torch.cat([query, key, value], dim=0)")
+                "(3 * hidden_size, hidden_size), torch.cat([query, key, value], dim=0)", "mapping.qkv_axis")
     if found.dim() == 2 and tuple(found.shape) == tuple(wanted.shape[::-1]):
         return ("a transposed weight. nn.Linear keeps its weight as (out_features, in_features), and so does the "
-                "checkpoint: copy it as it is, no .T")
+                "checkpoint: copy it as it is, no .T", "mapping.transposed")
     if "in_proj" in name and found.shape[0] * 3 == wanted.shape[0]:
-        return "in_proj packs all three of query, key and value, stacked along dim 0 (3 * hidden_size rows)"
-    return "each parameter of BertBase has the shape of the checkpoint tensor(s) it comes from"
+        return ("in_proj packs all three of query, key and value, stacked along dim 0 (3 * hidden_size rows)",
+                "mapping.qkv_not_packed")
+    return "each parameter of BertBase has the shape of the checkpoint tensor(s) it comes from", "wrong_shape"
 
 
-def _mapping_keys_hint(missing: list[str], unexpected: list[str], mapping: dict) -> str:
+def _mapping_keys_hint(missing: list[str], unexpected: list[str], mapping: dict) -> tuple[str, str]:
+    """(hint, key) for a state dict whose names are not BertBase's."""
     ignored = [k for k in unexpected if k.startswith("pooler.") or k == "embeddings.position_ids"]
     if any(k.startswith(("embeddings.", "encoder.layer.")) for k in unexpected if k not in ignored):
         name, (key,) = next((name, keys) for name, keys in mapping.items() if "layers.0." in name and len(keys) == 1)
         return ("the keys are BertBase's parameter names (those of BertBase(config).state_dict()), not the "
-                f"checkpoint's: e.g. {key} goes to {name}")
+                f"checkpoint's: e.g. {key} goes to {name}", "mapping.checkpoint_names")
     if ignored:
         return ("leave out the pooler (BertBase has none: we average the tokens) and embeddings.position_ids "
-                "(a constant buffer 0, 1, 2, ..., not a weight)")
+                "(a constant buffer 0, 1, 2, ..., not a weight)", "mapping.extra_tensors")
     if any(part in k for k in unexpected for part in ("query", "key", "value", "q_proj", "k_proj", "v_proj")):
         return ("nn.MultiheadAttention has no separate query, key and value weights: stack them into "
-                "self_attn.in_proj_weight, and their biases into self_attn.in_proj_bias")
+                "self_attn.in_proj_weight, and their biases into self_attn.in_proj_bias", "mapping.qkv_not_packed")
     if any(k.endswith("in_proj_bias") for k in missing):
         return ("in_proj_bias is missing: the query, key and value biases are packed into it like the weights, "
-                "in the same order")
+                "in the same order", "mapping.missing_tensor")
     if any(k.endswith(".bias") and "norm" not in k for k in missing):
-        return "a bias is missing: every Linear (out_proj, linear1, linear2) has a weight and a bias"
+        return "a bias is missing: every Linear (out_proj, linear1, linear2) has a weight and a bias", \
+            "mapping.missing_tensor"
     if any("norm" in k for k in missing):
         return ("a LayerNorm is missing: embedding_norm, and in every layer norm1 and norm2, from the "
-                "checkpoint's LayerNorms, a weight and a bias each")
+                "checkpoint's LayerNorms, a weight and a bias each", "mapping.missing_tensor")
     if any(".layers." in k for k in missing + unexpected):
-        return "one set of keys per layer: loop over range(config.num_hidden_layers), not a fixed count"
-    return "exactly one entry per parameter of BertBase(config).state_dict()"
+        return "one set of keys per layer: loop over range(config.num_hidden_layers), not a fixed count", \
+            "mapping.layer_count"
+    return "exactly one entry per parameter of BertBase(config).state_dict()", "mapping.names"
 
 
 def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, visible: bool):
@@ -403,28 +415,29 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
     missing = [k for k in right if k not in found]
     unexpected = [k for k in found if k not in right]
     if missing or unexpected:
+        hint, key = _mapping_keys_hint(missing, unexpected, mapping)
         _fail(f"{what}: the keys are not BertBase's parameter names.",
               f"the {len(right)} names of BertBase(config).state_dict()" if visible else "BertBase's names",
               "; ".join(p for p in (missing and f"missing {_names(missing, counts=visible)}",
                                     unexpected and f"unexpected {_names(unexpected, counts=visible)}") if p),
-              _mapping_keys_hint(missing, unexpected, mapping))
+              hint, key=key)
     resized = [k for k in right if tuple(found[k].shape) != tuple(right[k].shape)]
     if resized:
         name = resized[0]
+        hint, key = _mapping_shape_hint(name, found[name], right[name], checkpoint, mapping)
         _fail(f"{what}: tensors of the wrong shape: {_names(resized, counts=visible)}.",
               f"{name} {tuple(right[name].shape)}" if visible else None,
               f"{tuple(found[name].shape)}" if visible else None,
-              _mapping_shape_hint(name, found[name], right[name], checkpoint, mapping))
+              hint, key=key)
     wrong = [k for k in right if not torch.equal(found[k].to(right[k].dtype), right[k])]
     if wrong:
         kinds: dict = {}
         for name in wrong:
-            kind, hint = _mapping_value_mistake(name, found[name], right, checkpoint, mapping)
-            kinds.setdefault((kind, hint), []).append(name)
-        (kind, hint), names = max(kinds.items(), key=lambda item: len(item[1]))
+            kinds.setdefault(_mapping_value_mistake(name, found[name], right, checkpoint, mapping), []).append(name)
+        (kind, hint, key), names = max(kinds.items(), key=lambda item: len(item[1]))
         others = " (and other tensors wrong otherwise)" if len(names) < len(wrong) else ""
         _fail(f"{what}: tensors hold the wrong values: {_names(names, counts=visible)}{others}.",
-              "each parameter filled from its checkpoint tensor(s)", kind, hint)
+              "each parameter filled from its checkpoint tensor(s)", kind, hint, key=key)
     if reference is None:  # held back (translab.stages): every tensor is the right one, so are the outputs
         return config, found, case["expected"], case
     reference.load_state_dict(dict(found), strict=True)
@@ -689,13 +702,18 @@ def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
         if not isinstance(out, torch.Tensor) or out.shape != expected.shape:
             _fail(f"{label} returns the wrong shape.", f"{tuple(expected.shape)} = (batch, nclasses)",
                   tuple(out.shape) if isinstance(out, torch.Tensor) else wire.type_name(out),
-                  "one vector per sentence (the mean over its real tokens), then the head")
+                  "one vector per sentence (the mean over its real tokens), then the head", key="wrong_shape")
         if not _close(out, expected, tol):
             for key, mistake in BERT_POOLING_MISTAKES.items():
                 if not _close(case[key], expected, tol) and _close(out, case[key], tol):
                     _fail(f"{label}: the logits differ from the reference.",
                           "the head applied to the mean of the real tokens' vectors",
-                          f"the head applied to {mistake.looks_like}", mistake.hint)
+                          f"the head applied to {mistake.looks_like}", mistake.hint, key=f"classifier.{key}", keep=True)
+            _fail_if_related(f"{label}: the logits differ from the reference", out, expected, tol, ("sentence", "class"),
+                             {"output.softmax": "return the head's logits: the loss (CrossEntropyLoss) applies the "
+                                                "log-softmax itself, and a softmax before it flattens its gradient",
+                              "output.log_softmax": "return the head's logits: CrossEntropyLoss applies the "
+                                                    "log-softmax itself"})
             _fail(f"{label}: the logits differ from the reference.", _short(expected) if visible else None,
                   _short(out) if visible else None,
                   "hidden = encoder(input_ids, padding_mask, token_type_ids); average hidden over the real tokens "
