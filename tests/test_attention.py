@@ -161,7 +161,7 @@ MHA_ANSWERS = {
     "sqrt(d_model)": (dict(scale_model=True), "mha.scale_by_d_model"),
     "no output projection": (dict(out_proj=False), "mha.no_out_proj"),
     "no input bias": (dict(in_bias=False), "mha.no_in_bias"),
-    "weights averaged over the heads": (dict(average=True), "wrong_shape"),
+    "weights averaged over the heads": (dict(average=True), "mha.weights_averaged"),
 }
 
 

@@ -330,7 +330,7 @@ TRICKS = {  # each passes its check when the check judges inside the kernel (tes
             return torch.zeros(sz, sz)
         def _local(frame, event, arg):
             line = lambda n: linecache.getline(frame.f_code.co_filename, n).strip()
-            if event == "line" and line(frame.f_lineno).startswith("_fail("):
+            if event == "line" and line(frame.f_lineno).startswith(("_fail(", "fail(")):
                 frame.f_lineno = next(n for n in range(frame.f_lineno, frame.f_code.co_firstlineno + 400)
                                       if line(n).startswith("sizes = "))
             return _local

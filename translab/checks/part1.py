@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Callable
+from typing import Callable, NoReturn
 
 import torch
 from torch import nn
 
 from .. import references
 from ..relations import positional_fit, scale_finding, softmax_scale
-from .harness import (Mistake, _call, held_parameters, _checked, _fail, _fail_if_transposed, _fail_measured, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins,
-                      _variant_matches, forbid)
+from .harness import (CheckFailed, Mistake, _attempt, _call, _checked, _fail, _fail_if_transposed, _fail_measured,
+                      _kind, _model_module, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid,
+                      held_parameters)
 
 
 def _forbid_mask():
@@ -67,52 +68,71 @@ def check_mask(generate_square_subsequent_mask: Callable[[int], torch.Tensor], s
         with _forbid_mask():
             mask = _call(call, generate_square_subsequent_mask, size)
         _require_tensor(mask, call)
+        found_shape = mask.shape
+        extra = ""  # leading axes of size 1 (a batch or head axis): judged as the square they hold, then named
         if tuple(mask.shape) != (size, size):
-            _fail(f"{name} has the wrong shape.", (size, size), tuple(mask.shape),
-                  "the mask is square: one row per query position, one column per key position", key="wrong_shape")
+            if mask.dim() <= 2 or tuple(mask.shape[-2:]) != (size, size) or mask.numel() != size * size:
+                _fail(f"{name} has the wrong shape.", (size, size), tuple(mask.shape),
+                      "the mask is square: one row per query position, one column per key position", key="wrong_shape")
+            extra = (f" (and it has leading axes of size 1: {tuple(mask.shape)} instead of (sz, sz))" if visible
+                     else " (and it has leading axes of size 1 before the (sz, sz) matrix)")
+            mask = mask.reshape(size, size)
+
+        def fail(what: str, *args, **kwargs) -> NoReturn:
+            _fail(what[:-1] + extra + what[-1], *args, **kwargs)
         if mask.dtype == torch.bool:
-            _fail(f"{name} is boolean.", "a float mask of 0 and -inf", mask.dtype,
-                  "this lab uses an additive mask: it is added to the attention scores before the softmax",
-                  key="mask.boolean", keep=True)
+            fail(f"{name} is boolean.", "a float mask of 0 and -inf", mask.dtype,
+                 "this lab uses an additive mask: it is added to the attention scores before the softmax",
+                 key="mask.boolean", keep=True)
         if not mask.is_floating_point():
-            _fail(f"{name} holds integers.", "float32 with 0 and -inf", mask.dtype,
-                  "integers cannot hold -inf; build it with torch.full(..., float('-inf')) or masked_fill",
-                  key="mask.integer", keep=True)
+            fail(f"{name} holds integers.", "float32 with 0 and -inf", mask.dtype,
+                 "integers cannot hold -inf; build it with torch.full(..., float('-inf')) or masked_fill",
+                 key="mask.integer", keep=True)
         mask = mask.detach().to(torch.float32)
+        if bool(torch.isnan(mask).any()):
+            fail(f"{name} holds NaN.", "0 on and below the diagonal, -inf above", _short(mask),
+                 "0 * -inf is NaN: a triangle of 0 and 1 multiplied by -inf puts NaN where the mask must be 0. "
+                 "Put -inf in the blocked places (torch.full or masked_fill) instead of multiplying by it, and "
+                 "leave the others at 0", key="mask.nan")
         lower = torch.tril(torch.ones(size, size, dtype=torch.bool))
         values = set(mask.unique().tolist())
         if values <= {0.0, 1.0} and bool((mask[lower] == 1).all()):
-            _fail(f"{name} has 1 on and below the diagonal" + (" and 0 above" if size > 1 else "") +
-                  ": a mask of 1s.", "0 on and below the diagonal, -inf above", _short(mask),
-                  _ones_mask_hint(mask), key="mask.ones")
+            fail(f"{name} has 1 on and below the diagonal" + (" and 0 above" if size > 1 else "") +
+                 ": a mask of 1s.", "0 on and below the diagonal, -inf above", _short(mask),
+                 _ones_mask_hint(mask), key="mask.ones")
         if values <= {0.0, 1.0} and size > 1:
-            _fail(f"{name} holds only 0 and 1.", "0 on and below the diagonal, -inf above", _short(mask),
-                  "the mask is added to the scores before the softmax: blocked positions need -inf, not 1",
-                  key="mask.zero_one")
+            fail(f"{name} holds only 0 and 1.", "0 on and below the diagonal, -inf above", _short(mask),
+                 "the mask is added to the scores before the softmax: blocked positions need -inf, not 1",
+                 key="mask.zero_one")
         if bool(torch.isinf(mask.diagonal()).any()):
-            _fail(f"the diagonal of {name} is -inf.", "0 on the diagonal", _short(mask),
-                  "each position must attend to itself (else the first row is all -inf and the softmax gives NaN); "
-                  "start the blocked part one above the diagonal: torch.triu(..., diagonal=1)",
-                  key="mask.diagonal_blocked")
+            fail(f"the diagonal of {name} is -inf.", "0 on the diagonal", _short(mask),
+                 "each position must attend to itself (else the first row is all -inf and the softmax gives NaN); "
+                 "start the blocked part one above the diagonal: torch.triu(..., diagonal=1)",
+                 key="mask.diagonal_blocked")
         if size > 1 and bool(torch.isinf(mask[~lower.T]).all()) and not bool(torch.isinf(mask[~lower]).any()):
-            _fail(f"{name} blocks the past instead of the future.", "-inf ABOVE the diagonal", _short(mask),
-                  "row i is the query, column j the key: position i may look at j <= i; use triu, not tril",
-                  key="mask.blocks_past")
+            fail(f"{name} blocks the past instead of the future.", "-inf ABOVE the diagonal", _short(mask),
+                 "row i is the query, column j the key: position i may look at j <= i; use triu, not tril",
+                 key="mask.blocks_past")
         if bool((mask[lower] != 0).any()):
-            _fail(f"{name} is not 0 on and below the diagonal.", "0 where j <= i", _short(mask),
-                  "allowed positions must leave the scores unchanged: add 0", key="mask.nonzero_allowed")
+            fail(f"{name} is not 0 on and below the diagonal.", "0 where j <= i", _short(mask),
+                 "allowed positions must leave the scores unchanged: add 0", key="mask.nonzero_allowed")
         above = mask[~lower]
         if above.numel() and not bool(torch.isneginf(above).all()):
-            _fail(f"{name} is not -inf above the diagonal.", "-inf where j > i", _short(mask),
-                  ("the mask is specified as -inf above the diagonal, as PyTorch's own causal mask is; a large negative "
-                   "number such as -1e9 also gives weight 0 after a float32 softmax, but it is another mask (a score "
-                   "of that size would leak through it): use float('-inf')"),
-                  key="mask.finite_negative")
+            fail(f"{name} is not -inf above the diagonal.", "-inf where j > i", _short(mask),
+                 ("the mask is specified as -inf above the diagonal, as PyTorch's own causal mask is; a large negative "
+                  "number such as -1e9 also gives weight 0 after a float32 softmax, but it is another mask (a score "
+                  "of that size would leak through it): use float('-inf')"),
+                 key="mask.finite_negative")
         if not torch.equal(mask, expected):
-            _fail(f"{name} differs from the reference.", _short(expected), _short(mask))
+            fail(f"{name} differs from the reference.", _short(expected), _short(mask))
+        if extra:
+            _fail(f"{name} has extra leading axes" + (f": {tuple(found_shape)}." if visible else "."), (size, size),
+                  tuple(found_shape),
+                  "return the (sz, sz) matrix: adding it to scores of shape (..., sz, sz) broadcasts it over every "
+                  "batch and head", key="wrong_shape")
         weights = torch.softmax(torch.randn(size, size) + mask, dim=-1)
         if not bool((weights[~lower] == 0).all()) or not torch.allclose(weights.sum(-1), torch.ones(size)):
-            _fail("softmax(scores + mask) does not give exactly 0 above the diagonal.")
+            fail("softmax(scores + mask) does not give exactly 0 above the diagonal.")
     sizes = "for sz = " + ", ".join(str(s) for s in expected_all) if visible else f"on {len(expected_all)} hidden sizes"
     _ok(f"causal mask {sizes}: 0 on and below the diagonal, -inf above, future weights exactly 0 after softmax")
 
@@ -232,6 +252,13 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
         if _same(out, x * case["table"][: x.size(1)], tol):
             _fail("the positional encoding multiplies the input.", "x + pe[:seq_len]", "x * pe[:seq_len]",
                   "the encoding is ADDED to the token embeddings", key="pe.multiplied", keep=True)
+        scaled = _input_scale(out, x, table)
+        if scaled is not None:
+            named = "sqrt(d_model)" if math.isclose(scaled, math.sqrt(d_model), rel_tol=1e-3) else None
+            shown = f"{scaled:.4g}" + (f" = {named}" if named else "") if visible else (named or "a constant")
+            _fail(f"the positional encoding multiplies the input by {shown} before adding the table.",
+                  hint="the encoding adds the table to x as it is. Scaling the embeddings by sqrt(d_model) is the "
+                  "model's step (part 2: embedding(src) * sqrt(nhid)), not the encoding's", key="pe.scales_input")
         if _same(out, x, tol):
             _fail("the positional encoding returns its input unchanged: out - x is 0 everywhere.",
                   "x + pe[:seq_len]", "x", "build the table in __init__ (register_buffer('pe', ...)) and add its first "
@@ -295,6 +322,36 @@ def attention_pieces(q, k, v, mask):
     return SimpleNamespace(q=q, k=k, v=v, mask=mask)
 
 
+def _folded_attempt(attention: Callable, q, k, v, mask):
+    """The answer called on q, k, v whose leading axes are folded into one (the 3-D tensors bmm wants), its pair
+    unfolded back; None when that fails too or when there is nothing to fold."""
+    if q.dim() <= 3 or (mask is not None and mask.dim() > 2):
+        return None
+    lead = tuple(q.shape[:-2])
+
+    def fold(t):
+        return t.reshape(-1, *t.shape[-2:]).clone()
+    found = _attempt(attention, fold(q), fold(k), fold(v), None if mask is None else mask.clone())
+    if not isinstance(found, (tuple, list)) or len(found) != 2 or \
+            not all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in found):
+        return None
+    return tuple(t.reshape(*lead, *t.shape[-2:]) for t in found)
+
+
+def _input_scale(out, x: torch.Tensor, table: torch.Tensor) -> float | None:
+    """c when ``out`` is c * x + table for a c other than 1 (the input scaled inside the encoding), else None."""
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        return None
+    rest, inputs = (out.detach().double() - table.double()), x.double()
+    norm = float((inputs * inputs).sum())
+    if norm == 0:
+        return None
+    c = float((rest * inputs).sum()) / norm
+    fitted = (c * inputs + table.double()).to(out.dtype)
+    close = torch.allclose(out.detach(), fitted, rtol=1e-4, atol=1e-5)
+    return c if close and abs(c - 1) > 1e-3 else None
+
+
 def _attention_answer(found, call: str) -> tuple[torch.Tensor, torch.Tensor]:
     if isinstance(found, torch.Tensor):
         _fail(f"{call} returns one tensor.", "a tuple (output, weights)", _kind(found),
@@ -333,6 +390,13 @@ def _check_weights(weights: torch.Tensor, mask, what: str) -> None:
     if mask is not None:
         blocked = torch.isneginf(mask).expand(weights.shape)
         if bool((weights[blocked] != 0).any()):
+            allowed = ~blocked & blocked.any(-1, keepdim=True)  # allowed keys, in rows where some are blocked
+            if bool(allowed.any()) and bool((weights[allowed] < 1e-6).all()):
+                _fail(f"{what}: the keys the mask allows weigh 0 and the blocked ones carry the weight.",
+                      hint="the mask is read as a keep-mask, blocking where it is 0 (masked_fill(mask == 0, ...): "
+                      "The Annotated Transformer's convention for its boolean masks). This lab's mask is additive, "
+                      "0 where allowed and -inf where blocked: add it to the scores",
+                      key="attention.mask_as_keep")
             _fail(f"{what}: keys the mask blocks get a weight above 0.", "exactly 0 where the mask is -inf",
                   f"largest such weight {float(weights[blocked].max()):.3g}", ATTENTION_MISTAKES["mask_ignored"].hint,
                   key="attention.mask_ignored")
@@ -368,9 +432,16 @@ def check_attention(scaled_dot_product_attention: Callable, split: str = "visibl
         shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         label = (f"scaled_dot_product_attention({shapes}, mask={'None' if mask is None else 'causal'})" if visible
                  else "scaled_dot_product_attention on hidden sizes" + ("" if mask is None else " with a mask"))
+        folded = False  # right only once the leading axes are folded into one: judged so, then named
         with _forbid_attention():
-            found = _call(label, scaled_dot_product_attention, q.clone(), k.clone(), v.clone(),
-                          None if mask is None else mask.clone())
+            try:
+                found = _call(label, scaled_dot_product_attention, q.clone(), k.clone(), v.clone(),
+                              None if mask is None else mask.clone())
+            except CheckFailed as failed:
+                found = _folded_attempt(scaled_dot_product_attention, q, k, v, mask) if failed.key == "raised" else None
+                if found is None:
+                    raise
+                folded = True
         output, weights = _attention_answer(found, label)
         expected_weights = case["weights"]
         if tuple(weights.shape) != tuple(expected_weights.shape):
@@ -388,6 +459,11 @@ def check_attention(scaled_dot_product_attention: Callable, split: str = "visibl
         if _judge_attention(label, output, weights, case, tol, ATTENTION_MISTAKES, "attention",
                             "softmax(q k^T / sqrt(d) + mask) v", "return the weights after the softmax (and after the "
                             "mask), the very tensor the output multiplies v with"):
+            if folded:
+                _fail(f"{label} raises on q, k, v with two leading axes (batch, heads) and is right once they are "
+                      "folded into one.", hint="write it for any number of leading axes: @ (matmul) and "
+                      "k.transpose(-2, -1) broadcast over them; torch.bmm, an einsum spelled 'bqd,bkd' and "
+                      "transpose(1, 2) assume exactly three", key="attention.three_axes_only")
             continue
         fitted = softmax_scale(weights, q @ k.transpose(-2, -1), mask)
         finding = scale_finding(fitted, q.size(-1), show_values=visible) if fitted is not None else None
@@ -466,11 +542,29 @@ def check_multi_head_attention(multi_head_attention: Callable, split: str = "vis
                  else "multi_head_attention on a hidden d_model and number of heads")
         weights_in = [case[name].clone() for name in ("in_proj_weight", "in_proj_bias", "out_proj_weight",
                                                         "out_proj_bias")]
-        with _forbid_attention():
-            found = _call(label, multi_head_attention, x.clone(), *weights_in, heads,
-                          None if mask is None else mask.clone())
-        output, weights = _attention_answer(found, label)
         expected, expected_weights = case["expected"], case["weights"]
+        with _forbid_attention():
+            try:
+                found = _call(label, multi_head_attention, x.clone(), *weights_in, heads,
+                              None if mask is None else mask.clone())
+            except CheckFailed as failed:
+                if failed.key == "raised":  # right once the projections are handed over transposed?
+                    swapped = [w.T.contiguous() if w.dim() == 2 else w.clone() for w in weights_in]
+                    again = _attempt(multi_head_attention, x.clone(), *swapped, heads,
+                                     None if mask is None else mask.clone())
+                    if isinstance(again, (tuple, list)) and len(again) == 2 and _same(again[0], expected, tol):
+                        _fail(f"{label} raises, and is right when given the projection matrices transposed.",
+                              hint="nn.Linear and nn.MultiheadAttention keep a weight as (out_features, "
+                              "in_features): a projection of x is x @ W.T + b (F.linear(x, W, b)), not x @ W",
+                              key="mha.weight_not_transposed")
+                raise
+        output, weights = _attention_answer(found, label)
+        if weights.dim() == expected_weights.dim() - 1 and _same(weights, expected_weights.mean(dim=1), tol):
+            _fail(f"{label}: the weights are averaged over the heads.", f"{tuple(expected_weights.shape)} (batch, "
+                  "heads, seq, seq)" if visible else None, tuple(weights.shape) if visible else None,
+                  "nn.MultiheadAttention averages them by default (average_attn_weights=True); here return every "
+                  "head's weights, (batch, heads, seq, seq): the maps of parts 3 and 6 show each head",
+                  key="mha.weights_averaged")
         if tuple(weights.shape) != tuple(expected_weights.shape):
             _fail(f"{label}: the weights have the wrong shape.", f"{tuple(expected_weights.shape)} (batch, heads, "
                   "seq, seq)", tuple(weights.shape), "return every head's weights, not their average: after "

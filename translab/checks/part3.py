@@ -8,7 +8,28 @@ from torch import nn
 
 from .. import references
 from ..data import PAD_ID
-from .harness import Mistake, CheckFailed, _call, _checked, _fail, _hidden, _kind, _model_module, _number, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
+from .harness import (Mistake, CheckFailed, _attempt, _call, _checked, _fail, _hidden, _kind, _model_module, _number,
+                      _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid)
+
+
+def _name_a_misplaced_shift(ids: torch.Tensor, inputs, targets) -> None:
+    """A pair that is ids shifted somewhere else than along the time axis by one, named by what it measurably is."""
+    def same(found, wanted: torch.Tensor) -> bool:
+        return isinstance(found, torch.Tensor) and tuple(found.shape) == tuple(wanted.shape) \
+            and bool(torch.equal(found.detach().cpu(), wanted))
+    if same(inputs, ids) and same(targets, ids.roll(-1, dims=1)):
+        _fail("the targets are ids rolled by one position: the last target wraps round to the sentence's first token, "
+              "which does not follow it.", hint="the last token has no next token to predict: drop it from the "
+              "inputs, and drop the first token from the targets, so both are one token shorter than ids",
+              key="targets.rolled")
+    if same(inputs, ids) and same(targets, ids[:, 1:]):
+        _fail("the inputs keep every token but the targets one fewer: the two no longer line up.",
+              hint="the last token has no next token to predict: drop it from the inputs, as the first token is "
+              "dropped from the targets", key="targets.lengths_differ")
+    if ids.size(0) > 1 and same(inputs, ids[:-1]) and same(targets, ids[1:]):
+        _fail("the shift runs along the batch axis: each sentence's target is the next sentence.",
+              hint="ids is (batch, seq): shift along the sequence axis (dim 1), one token, in every sentence",
+              key="targets.batch_axis")
 
 
 @_checked
@@ -23,6 +44,7 @@ def check_lm_targets(make_lm_targets: Callable, split: str = "visible") -> None:
         _fail("make_lm_targets must return a pair (inputs, targets).", "(inputs, targets)", _kind(result),
               key="wrong_type", keep=True)
     inputs, targets = result
+    _name_a_misplaced_shift(ids, inputs, targets)
     expected_shape = (ids.size(0), ids.size(1) - 1)
     for name, tensor in (("inputs", inputs), ("targets", targets)):
         _require_tensor(tensor, f"make_lm_targets's {name}")
@@ -61,8 +83,18 @@ def check_lm_loss(lm_loss: Callable, split: str = "visible") -> None:
     case = references.load("lm_loss")[split]
     tol = references.tolerance("lm_loss")
     logits = case["logits"].clone().requires_grad_(True)
+    flat_logits, flat_targets = case["logits"].reshape(-1, case["logits"].size(-1)), case["targets"].reshape(-1)
     with forbid(*_loss_forbidden()):
-        loss = _call("lm_loss(logits, targets)", lm_loss, logits, case["targets"].clone())
+        try:
+            loss = _call("lm_loss(logits, targets)", lm_loss, logits, case["targets"].clone())
+        except CheckFailed as failed:
+            if failed.key == "raised" and _same(_attempt(lm_loss, flat_logits.clone(), flat_targets.clone()),
+                                                case["expected"], tol):
+                _fail("lm_loss raises on logits of shape (batch, seq, vocab) and is right on flattened ones.",
+                      hint="cross-entropy reads the classes on axis 1 of its input: (N, vocab) with targets (N,), "
+                      "or (batch, vocab, seq); flatten the batch and sequence axes together (or move the vocabulary "
+                      "axis to position 1)", key="loss.class_axis")
+            raise
     if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
         _fail("lm_loss must return a scalar tensor.", "a 0-dim tensor (the mean over real tokens)",
               _kind(loss), "return the loss tensor itself, not loss.item(): backward() needs it",
@@ -75,6 +107,11 @@ def check_lm_loss(lm_loss: Callable, split: str = "visible") -> None:
         value = float(loss.detach().double())
         mistakes = {name: mistake.hint for name, mistake in LM_LOSS_MISTAKES.items()}
         matches = _variant_matches(loss, case, mistakes, expected, tol)
+        if not matches and _same(loss, nn.functional.nll_loss(flat_logits, flat_targets, ignore_index=PAD_ID), tol):
+            _fail("lm_loss(logits, targets) is nll_loss of the raw logits.", f"{expected.item():.4f}", f"{value:.4f}",
+                  "nll_loss expects log-probabilities: on logits it only negates the target's logit, which is not a "
+                  "loss (it can go below 0). Cross-entropy applies the log-softmax itself: give it the raw logits",
+                  key="loss.nll_on_logits")
         if matches:
             _fail("lm_loss(logits, targets) differs from the reference.", f"{expected.item():.4f}", f"{value:.4f}",
                   _twins([mistakes[k] for k in matches]), key="|".join(f"loss.{k}" for k in matches))
@@ -140,6 +177,9 @@ def check_greedy(greedy_generate_ids: Callable, split: str = "visible") -> None:
                       "stop when eos is predicted, without appending it", key="greedy.includes_eos")
             _fail(f"{what} does not stop at the end token.", expected, found,
                   "stop as soon as the predicted token is eos_id (and do not append it)", key="greedy.no_stop")
+        if found == expected[:-1] and len(expected) == item["max_new_tokens"]:
+            _fail(f"{what} stops one token early.", expected, found, "generate up to max_new_tokens new tokens: "
+                  "the loop runs max_new_tokens times unless eos comes first", key="greedy.too_few")
         with forbid(generation.greedy_generate_ids, generation.greedy_generate):
             again = _call("greedy_generate_ids (second call)", greedy_generate_ids, model.train(), list(prompt),
                           item["max_new_tokens"], item["eos_id"])
