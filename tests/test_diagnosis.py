@@ -466,6 +466,7 @@ def test_every_key_a_check_names_is_described():
     literal |= {f"classifier.{name}" for name in part6.BERT_POOLING_MISTAKES}
     dynamic = {"model.no_scale", "model.no_positions", "model.no_causal_mask", "model.no_padding_mask",
                "loss.softmax_first", "loss.padding_counted", "loss.sum", "mlm.causal", "mlm.all_positions",
+               "mlm.inputs_as_labels",
                "heads.last_position", "heads.first_position", "heads.mean", "pe.sin_cos_swapped", "pe.base_100",
                "pe.exponent_i", "pe.halves", "pe.positions_from_1"}
     assert len(literal) > 40

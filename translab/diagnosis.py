@@ -448,7 +448,8 @@ KEYS = {
     "masking.random_special": "random replacements include special tokens (PAD, MASK, ...)",
     "masking.ignore_index": "labels use a negative ignore index (-100) instead of PAD_ID",
     "mlm.causal": "the MLM loss uses the causal mask",
-    "mlm.all_positions": "the MLM loss is computed at every position",
+    "mlm.all_positions": "the MLM loss is computed at every position (PAD_ID counted as a target)",
+    "mlm.inputs_as_labels": "the MLM loss predicts the masked inputs instead of the labels",
     "mlm.detached": "the MLM loss carries no gradient",
     "bert.scaled": "BERT's word embeddings scaled by sqrt(hidden_size), as in part 2",
     "bert.no_embedding_norm": "no LayerNorm over the summed embeddings",
@@ -483,6 +484,7 @@ KEYS = {
     "classifier.max": "the classifier max-pools the real tokens instead of averaging them",
     "classifier.no_padding_mask": "the encoder run without the padding mask",
     "classifier.types_ignored": "token_type_ids not passed on to the encoder",
+    "classifier.padding_inverted": "the classifier averages the padding (padding_mask read as an attention_mask)",
     **RELATION_KEYS,  # what an output measurably is (translab.relations)
 }
 

@@ -174,10 +174,18 @@ MLM_LOSS_MISTAKES = {
                       lambda p: nn.functional.cross_entropy(p.model(p.inputs, p.padding, causal=True).reshape(-1, p.ntoken),
                                                             p.labels.reshape(-1), ignore_index=PAD_ID),
                       what="the MLM loss uses the causal mask."),
-    "all_positions": Mistake("only the chosen positions have labels; the others hold PAD_ID and must be ignored",
+    "all_positions": Mistake("only the chosen positions have labels; the others hold PAD_ID and must be ignored: "
+                             "ignore_index=PAD_ID (Hugging Face's collators mark them -100; this lab's labels hold "
+                             "PAD_ID there)",
                              lambda p: nn.functional.cross_entropy(
-                                 p.model(p.inputs, p.padding, causal=False).reshape(-1, p.ntoken), p.ids.reshape(-1)),
-                             what="the loss is computed at every position."),
+                                 p.model(p.inputs, p.padding, causal=False).reshape(-1, p.ntoken), p.labels.reshape(-1)),
+                             what="the loss is computed at every position, PAD_ID counted as a target."),
+    "inputs_as_labels": Mistake("the targets are the labels (the original tokens at the chosen positions), not the "
+                                "inputs, which hold [MASK] or a random token there",
+                                lambda p: nn.functional.cross_entropy(
+                                    p.model(p.inputs, p.padding, causal=False)[p.labels != PAD_ID],
+                                    p.inputs[p.labels != PAD_ID]),
+                                what="the loss predicts the masked inputs instead of the labels."),
 }
 
 

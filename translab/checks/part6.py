@@ -629,6 +629,11 @@ BERT_POOLING_MISTAKES = {  # what the logits look like: "the head applied to <lo
     "types_ignored": Mistake("pass token_type_ids on to the encoder",
                              lambda p: p.head(p.mean_pool(p.encoder(p.ids, p.padding), p.padding)),
                              "an encoder run without the token types"),
+    "padding_inverted": Mistake("padding_mask is True at padding (PyTorch's convention); Hugging Face's attention_mask "
+                                "is the opposite (1 = real token): average where padding_mask is False",
+                                lambda p: p.head((p.hidden * p.padding.unsqueeze(-1).float()).sum(dim=1)
+                                                 / p.padding.sum(dim=1, keepdim=True).clamp(min=1)),
+                                "the mean of the padding positions (the mask read as Hugging Face's attention_mask)"),
 }
 
 
