@@ -441,9 +441,17 @@ def _call_once(what: str, function: Callable, args: tuple, kwargs: dict):
     except AssertionError as error:
         if REFUSED in str(error):  # forbid()'s message: the answer calls the implementation it is to write
             refuse_call(what, error)
-        _fail(f"{what} failed an assertion{_where(error)}: {str(error)[:300]}", key="raised")
+        _fail(f"{what} failed an assertion{_where(error)}{_said(error, 300)}", key="raised")
     except Exception as error:
-        _fail(f"{what} raised {type(error).__name__}{_where(error)}: {str(error)[:400]}", key="raised")
+        _fail(f"{what} raised {type(error).__name__}{_where(error)}{_said(error, 400)}", key="raised")
+
+
+def _said(error: BaseException, limit: int) -> str:
+    """What the error says, in a visible check; in a hidden one nothing (it could quote the hidden inputs: sizes,
+    values), as the grader's checker composes it (``wire.composed_failure``)."""
+    if _hidden():
+        return " (a hidden test shows the kind of error and its line, not its message)"
+    return f": {str(error)[:limit]}"
 
 
 def _attempt(function: Callable, *args, **kwargs):

@@ -11,7 +11,9 @@ from torch import nn
 
 from .. import references
 from ..stages import held_in_kernel
-from .harness import CheckFailed, Mistake, _call, _checked, _fail, _fail_if_transposed, _fail_measured, _hidden, _kind, _model_module, _number, _ok, _parameters_like, _require_tensor, _same, _short, _twins, _variant_matches, forbid, held_parameters
+from .harness import (CheckFailed, Mistake, _attempt, _call, _checked, _fail, _fail_if_transposed, _fail_measured,
+                      _hidden, _kind, _model_module, _number, _ok, _parameters_like, _require_tensor, _same, _short,
+                      _twins, _variant_matches, forbid, held_parameters)
 
 
 def _load_state(module: nn.Module, state: dict, what: str, cfg: dict | None = None) -> None:
@@ -322,7 +324,7 @@ def check_model(Model: type, split: str = "visible") -> None:
             model.eval()
             with torch.no_grad():
                 causal = _mask_size_named(lambda: _call("model(src, src_key_padding_mask)", model, case["src"],
-                                                        case["padding"]), case["src"])
+                                                        case["padding"]), model, case["src"], case["padding"])
                 bidirectional = _call("model(src, src_key_padding_mask, causal=False)", model, case["src"],
                                       case["padding"], causal=False)
                 plain = _call("model(src)", model, case["src"])
@@ -350,14 +352,18 @@ def check_model(Model: type, split: str = "visible") -> None:
         "the padding mask passed on to the head")
 
 
-def _mask_size_named(run: Callable, src: torch.Tensor):
-    """``run()``, with PyTorch's error about a causal mask of the batch's size turned into what went wrong."""
+def _mask_size_named(run: Callable, model, src: torch.Tensor, padding: torch.Tensor):
+    """``run()``; when it raises, measured: a model that runs on a square batch (as many sentences as positions) and
+    without its causal mask, but raises on this one, sizes its mask by the batch (PyTorch's error would say so in
+    words, which a hidden check does not show)."""
     batch, seq = src.shape
     try:
         return run()
     except CheckFailed as failed:
-        said = (f"attn_mask is torch.Size([{batch}, {batch}])", f"is invalid for input of size {batch * batch}")
-        if batch != seq and any(words in failed.message for words in said):
+        side = min(batch, seq)
+        if failed.key == "raised" and batch != seq \
+                and _attempt(model, src[:side, :side].clone()) is not None \
+                and _attempt(model, src.clone(), padding.clone(), causal=False) is not None:
             _fail("Model builds the causal mask from the batch size.", f"a ({seq}, {seq}) mask: one row per position",
                   f"a ({batch}, {batch}) mask", "src is batch-first, (batch, seq): the mask's size is the sequence "
                   "length, src.size(1), not src.size(0)", key="model.mask_from_batch")

@@ -11,7 +11,7 @@ from torch import nn
 from .. import references, wire
 from ..stages import held_in_kernel, withheld
 from .harness import (REFUSED, Mistake, CheckFailed, _call, _checked, _fail, _fail_if_related, _no_warnings, _ok,
-                      _parameters_like, _short, forbid, refuse_call)
+                      _parameters_like, _said, _short, forbid, refuse_call)
 
 
 def _bert_module():
@@ -397,7 +397,7 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
         except AssertionError as error:
             if REFUSED in str(error):  # forbid()'s message: the answer calls the implementation it is to write
                 refuse_call(what, error)
-            _fail(f"{what} failed an assertion: {str(error)[:300]}", key="raised")
+            _fail(f"{what} failed an assertion{_said(error, 300)}", key="raised")
         except NotImplementedError:
             _fail(f"{what} is not written yet (it raises NotImplementedError).",
                   hint="replace `raise NotImplementedError()` in the answer cell with your code, then run that cell",
@@ -407,7 +407,7 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
                   hint="read only the checkpoint's own keys (print them); loop "
                   "over range(config.num_hidden_layers), not a fixed number of layers")
         except Exception as error:
-            _fail(f"{what} raised {type(error).__name__}: {error}")
+            _fail(f"{what} raised {type(error).__name__}{_said(error, 400)}", key="raised")
     if not isinstance(found, Mapping) or not all(isinstance(v, torch.Tensor) for v in found.values()):
         _fail(f"{what} must return a dict {{parameter name of BertBase: tensor}}.", "a dict of tensors",
               wire.type_name(found) if not isinstance(found, Mapping) else "a dict with values that are not tensors",

@@ -20,28 +20,23 @@ from dataclasses import dataclass
 
 from .answer import Answer
 
-# What each notebook's first cell imports (the answers may use any of it, as students do).
+# What each notebook's first cell imports: an answer that uses anything else imports it, as students do.
 PRELUDES = {
     1: """
 import math
-import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from translab import checks
 """,
     3: """
 import math
-import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from translab import checks
 from translab.data import BOS_ID, EOS_ID, PAD_ID
 """,
     5: """
 import torch
-import torch.nn.functional as F
 from torch import nn
 from translab import checks
 from translab.data import MASK_ID, PAD_ID

@@ -10,6 +10,7 @@ def generate_square_subsequent_mask(sz):
     return mask
 """, None),
     Answer("mask", "numpy_triu", "course homework that builds masks in NumPy (np.triu with k=1)", """
+import numpy as np
 def generate_square_subsequent_mask(sz):
     upper = np.triu(np.ones((sz, sz)), k=1).astype(bool)
     return torch.zeros(sz, sz).masked_fill(torch.from_numpy(upper), float("-inf"))
@@ -71,6 +72,7 @@ class PositionalEncoding(nn.Module):
         return self.dropout(x)
 """, None),
     Answer("encoding", "numpy_angle_rates", "the TensorFlow tutorial's angle rates, in NumPy, then a tensor", """
+import numpy as np
 class PositionalEncoding(nn.Module):
     def __init__(self, d_model, dropout=0.1, max_len=5000):
         super().__init__()
@@ -165,6 +167,7 @@ class PositionalEncoding(nn.Module):
 
 ATTENTION = [
     Answer("attention", "einsum_ellipsis", "einsum notation over any leading axes, the scale as a power", """
+import torch.nn.functional as F
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = torch.einsum("...qd,...kd->...qk", q, k) * q.shape[-1] ** -0.5
     if mask is not None:
@@ -182,6 +185,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return torch.matmul(attn, v), attn
 """, None),
     Answer("attention", "einsum_three_axes", "einsum written for (batch, seq, d) only, as single-head code has it", """
+import torch.nn.functional as F
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = torch.einsum("bqd,bkd->bqk", q, k) * q.shape[-1] ** -0.5
     if mask is not None:
@@ -217,6 +221,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return weights @ v, weights
 """, "attention.scale"),
     Answer("attention", "softmax_dim_1", "softmax(dim=1), right for 2-D score matrices, over the queries in 3-D", """
+import torch.nn.functional as F
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = torch.matmul(q, k.transpose(1, 2)) / math.sqrt(k.size(-1))
     if mask is not None:
@@ -263,6 +268,7 @@ def attention(query, key, value, mask=None):
 
 MULTI_HEAD = [
     Answer("multi_head", "linear_split_permute", "F.linear, split into q, k, v, permute to heads", _OWN_ATTENTION + """
+import torch.nn.functional as F
 def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, mask=None):
     batch, seq, d_model = x.shape
     head_dim = d_model // num_heads

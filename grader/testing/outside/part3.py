@@ -39,6 +39,7 @@ def make_lm_targets(ids):
 
 LOSS = [
     Answer("lm_loss", "functional_view", "nanoGPT's F.cross_entropy on viewed logits, ignoring the padding id", """
+import torch.nn.functional as F
 def lm_loss(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=PAD_ID)
 """, None),
@@ -56,18 +57,22 @@ def lm_loss(logits, targets):
     return -(picked * real).sum() / real.sum()
 """, None),
     Answer("lm_loss", "no_ignore_index", "the loss of a tutorial without padding, padding then counted", """
+import torch.nn.functional as F
 def lm_loss(logits, targets):
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 """, "loss.padding_counted"),
     Answer("lm_loss", "nll_on_logits", "F.nll_loss on raw logits (it expects log-probabilities)", """
+import torch.nn.functional as F
 def lm_loss(logits, targets):
     return F.nll_loss(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=PAD_ID)
 """, "loss.nll_on_logits"),
     Answer("lm_loss", "unflattened", "(batch, seq, vocab) handed to cross_entropy as it is", """
+import torch.nn.functional as F
 def lm_loss(logits, targets):
     return F.cross_entropy(logits, targets, ignore_index=PAD_ID)
 """, "loss.class_axis"),
     Answer("lm_loss", "softmax_then_ce", "probabilities fed to CrossEntropyLoss (the original lab's defect)", """
+import torch.nn.functional as F
 def lm_loss(logits, targets):
     probs = F.softmax(logits, dim=-1)
     return nn.CrossEntropyLoss(ignore_index=PAD_ID)(probs.view(-1, probs.size(-1)), targets.view(-1))
@@ -89,6 +94,7 @@ def greedy_generate_ids(model, prompt_ids, max_new_tokens=30, eos_id=EOS_ID):
     return ids[0, len(prompt_ids):].tolist()
 """, None),
     Answer("greedy", "inference_mode_softmax", "@torch.inference_mode, argmax of the softmax (same argmax)", """
+import torch.nn.functional as F
 @torch.inference_mode()
 def greedy_generate_ids(model, prompt_ids, max_new_tokens=30, eos_id=EOS_ID):
     model.eval()

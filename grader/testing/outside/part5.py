@@ -124,17 +124,20 @@ def mask_tokens(ids, vocab_size, generator, mlm_probability=0.15):
 
 MLM_LOSS = [
     Answer("mlm_loss", "class_axis_second", "cross_entropy on (batch, vocab, seq), the encoder bidirectional", """
+import torch.nn.functional as F
 def mlm_loss(model, inputs, labels, padding_mask=None):
     logits = model(inputs, padding_mask, causal=False)
     return F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=PAD_ID)
 """, None),
     Answer("mlm_loss", "chosen_positions_only", "the logits of the labelled positions selected first", """
+import torch.nn.functional as F
 def mlm_loss(model, inputs, labels, padding_mask=None):
     logits = model(inputs, src_key_padding_mask=padding_mask, causal=False)
     chosen = labels != PAD_ID
     return F.cross_entropy(logits[chosen], labels[chosen])
 """, None),
     Answer("mlm_loss", "causal_default", "the model called as in part 3, its causal mask on", """
+import torch.nn.functional as F
 def mlm_loss(model, inputs, labels, padding_mask=None):
     logits = model(inputs, padding_mask)
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=PAD_ID)
@@ -145,17 +148,20 @@ def mlm_loss(model, inputs, labels, padding_mask=None):
     return nn.CrossEntropyLoss(ignore_index=-100)(logits.view(-1, logits.size(-1)), labels.view(-1))
 """, "mlm.all_positions"),
     Answer("mlm_loss", "padding_mask_dropped", "the padding mask not passed to the model", """
+import torch.nn.functional as F
 def mlm_loss(model, inputs, labels, padding_mask=None):
     logits = model(inputs, causal=False)
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=PAD_ID)
 """, "mlm.no_padding_mask"),
     Answer("mlm_loss", "inputs_as_targets", "the masked inputs used as the targets", """
+import torch.nn.functional as F
 def mlm_loss(model, inputs, labels, padding_mask=None):
     logits = model(inputs, padding_mask, causal=False)
     keep = labels != PAD_ID
     return F.cross_entropy(logits[keep], inputs[keep])
 """, "mlm.inputs_as_labels"),
     Answer("mlm_loss", "no_grad_forward", "the forward pass under torch.no_grad(), as evaluation code has it", """
+import torch.nn.functional as F
 def mlm_loss(model, inputs, labels, padding_mask=None):
     with torch.no_grad():
         logits = model(inputs, padding_mask, causal=False)
