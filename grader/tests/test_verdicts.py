@@ -47,7 +47,10 @@ def zygote(tmp_path_factory):
         yield started
 
 
-@pytest.fixture(params=["thread", "forked"])
+# make test runs each verdict test on the forked checker (what a batch grades with) and samples the in-process one
+# (plain nbgrader's fallback, the same Checker) once, in test_the_in_process_checker_judges_as_the_forked_one;
+# make test-exhaustive runs every test on both (about 50 s more)
+@pytest.fixture(params=[pytest.param("thread", marks=pytest.mark.exhaustive), "forked"])
 def checker(request, tmp_path):
     """Each verdict test twice: the checker as a thread of this process, and forked from a zygote."""
     if request.param == "thread":
@@ -181,6 +184,20 @@ def test_a_wrong_answer_fails_with_the_same_feedback_as_in_the_lab(checker):
     message, key = record.failure()
     assert not record.passed and key == "mask.zero_one" and "holds only 0 and 1" in message
     assert "CheckFailed" in done.stderr and "holds only 0 and 1" in done.stderr
+
+
+def test_the_in_process_checker_judges_as_the_forked_one():
+    """The sample of the thread twins make test keeps: a right answer passes, a wrong one fails with its key."""
+    checker = Checker()
+    try:
+        record, done = grade(checker, RIGHT_MASK + "checks.check_mask(generate_square_subsequent_mask, split='hidden')",
+                             [Call("check_mask", "hidden")])
+        assert record.passed, (record, done.stderr[-2000:])
+        record, done = grade(checker, WRONG_MASK + "checks.check_mask(generate_square_subsequent_mask)",
+                             [Call("check_mask")])
+        assert not record.passed and record.failure()[1] == "mask.zero_one", record
+    finally:
+        checker.stop()
 
 
 def test_a_check_outside_a_graded_cell_runs_in_the_kernel(checker):
