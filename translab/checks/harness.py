@@ -138,19 +138,17 @@ def _fail_if_transposed(what: str, found, expected: torch.Tensor, tol: reference
                         hint: str) -> None:
     """Before a wrong shape is failed as such: an output that is the right one with its axes in another order is
     named so (``translab.relations``)."""
-    from ..relations import output_relation
-    finding = output_relation(found, expected, lambda a, b: _same(a, b, tol), names=names)
-    if finding is not None and finding.key == "output.transposed":
-        _fail(f"{what}: {finding.text}.", hint=hint, key=finding.key, keep=True)
+    _fail_if_related(what, found, expected, tol, names, {"output.transposed": hint}, only={"output.transposed"})
 
 
 def _fail_if_related(what: str, found, expected: torch.Tensor, tol: references.Tolerance, names: tuple[str, ...],
-                     why: dict[str, str]) -> None:
-    """A wrong output that measurably is a transformation of the right one (``translab.relations``) is named so,
-    with ``why``'s hint for its key (or the relation alone); otherwise nothing happens and the caller goes on."""
+                     why: dict[str, str], only: set[str] | None = None) -> None:
+    """A wrong output that measurably is a transformation of the right one (``translab.relations``; ``only``: of
+    these kinds) is named so, with ``why``'s hint for its key (or the relation alone); otherwise nothing happens and
+    the caller goes on."""
     from ..relations import output_relation
     finding = output_relation(found, expected, lambda a, b: _same(a, b, tol), names=names)
-    if finding is not None:
+    if finding is not None and (only is None or finding.key in only):
         _fail(f"{what}: {finding.text}.", hint=why.get(finding.key), key=finding.key, keep=True)
 
 
