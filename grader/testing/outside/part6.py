@@ -156,55 +156,49 @@ class BertClassifier(nn.Module):
         self.head = nn.Linear(encoder.config.hidden_size, nclasses)
 
     def forward(self, input_ids, padding_mask=None, token_type_ids=None):
-        hidden = self.encoder(input_ids, padding_mask, token_type_ids)
+        hidden = self.encoder(%s)
 %s
 """
+_ALL = "input_ids, padding_mask, token_type_ids"  # what the encoder is given, in most answers
 
 CLASSIFIER = [
     Answer("classifier", "sentence_transformers_mean", "sentence-transformers' mean pooling with a clamp",
-           _CLASSIFIER % """
+           _CLASSIFIER % (_ALL, """
         if padding_mask is None:
             padding_mask = torch.zeros(input_ids.shape, dtype=torch.bool, device=input_ids.device)
         weights = (~padding_mask).unsqueeze(-1).expand(hidden.size()).float()
         summed = torch.sum(hidden * weights, 1)
         counts = torch.clamp(weights.sum(1), min=1e-9)
-        return self.head(summed / counts)""", None),
-    Answer("classifier", "per_sentence_loop", "one sentence at a time: the real rows, their mean", _CLASSIFIER % """
+        return self.head(summed / counts)"""), None),
+    Answer("classifier", "per_sentence_loop", "one sentence at a time: the real rows, their mean",
+           _CLASSIFIER % (_ALL, """
         if padding_mask is None:
             return self.head(hidden.mean(dim=1))
         pooled = torch.stack([h[~m].mean(dim=0) for h, m in zip(hidden, padding_mask)])
-        return self.head(pooled)""", None),
+        return self.head(pooled)"""), None),
     Answer("classifier", "cls_token", "BERT's [CLS] vector, as BertForSequenceClassification reads it",
-           _CLASSIFIER % """
-        return self.head(hidden[:, 0])""", "classifier.first_token"),
-    Answer("classifier", "plain_mean", "the mean over every position, padding included", _CLASSIFIER % """
-        return self.head(hidden.mean(dim=1))""", "classifier.mean_with_padding"),
+           _CLASSIFIER % (_ALL, """
+        return self.head(hidden[:, 0])"""), "classifier.first_token"),
+    Answer("classifier", "plain_mean", "the mean over every position, padding included", _CLASSIFIER % (_ALL, """
+        return self.head(hidden.mean(dim=1))"""), "classifier.mean_with_padding"),
     Answer("classifier", "keep_mask_inverted", "padding_mask used as an attention_mask (1 = keep): the padding "
-           "averaged", _CLASSIFIER % """
+           "averaged", _CLASSIFIER % (_ALL, """
         if padding_mask is None:
             return self.head(hidden.mean(dim=1))
         keep = padding_mask.unsqueeze(-1).float()
-        return self.head((hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1))""",
+        return self.head((hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1))"""),
            "classifier.padding_inverted"),
-    Answer("classifier", "softmax_output", "probabilities returned (softmax before the loss)", _CLASSIFIER % """
+    Answer("classifier", "softmax_output", "probabilities returned (softmax before the loss)", _CLASSIFIER % (_ALL, """
         if padding_mask is None:
             return F.softmax(self.head(hidden.mean(dim=1)), dim=-1)
         keep = (~padding_mask).unsqueeze(-1).float()
-        return F.softmax(self.head((hidden * keep).sum(dim=1) / keep.sum(dim=1)), dim=-1)""", "output.softmax"),
-    Answer("classifier", "no_mask_to_encoder", "the encoder run without the padding mask, the mean right", """
-class BertClassifier(nn.Module):
-    def __init__(self, encoder, nclasses):
-        super().__init__()
-        self.encoder = encoder
-        self.head = nn.Linear(encoder.config.hidden_size, nclasses)
-
-    def forward(self, input_ids, padding_mask=None, token_type_ids=None):
-        hidden = self.encoder(input_ids, token_type_ids=token_type_ids)
+        return F.softmax(self.head((hidden * keep).sum(dim=1) / keep.sum(dim=1)), dim=-1)"""), "output.softmax"),
+    Answer("classifier", "no_mask_to_encoder", "the encoder run without the padding mask, the mean right",
+           _CLASSIFIER % ("input_ids, token_type_ids=token_type_ids", """
         if padding_mask is None:
             return self.head(hidden.mean(dim=1))
         keep = (~padding_mask).unsqueeze(-1).float()
-        return self.head((hidden * keep).sum(dim=1) / keep.sum(dim=1))
-""", "classifier.no_padding_mask"),
+        return self.head((hidden * keep).sum(dim=1) / keep.sum(dim=1))"""), "classifier.no_padding_mask"),
 ]
 
 ANSWERS = [*BERT_BASE, *WEIGHT_MAPPING, *CLASSIFIER]
