@@ -365,6 +365,9 @@ def _identifier(value, default: str) -> str:
     return value if value.isidentifier() and len(value) <= 60 else default
 
 
+HIDDEN_ERROR_NOTE = " (a hidden test shows the kind of error and its line, not its message)"
+
+
 def composed_failure(what, header: dict) -> tuple[str, str]:
     """(message, key) of a failure the kernel reported in a hidden check, composed here: the label the checker
     gave the call, the kind of failure, the error's type and its line in the student's code."""
@@ -372,8 +375,7 @@ def composed_failure(what, header: dict) -> tuple[str, str]:
     kind = _FAILURE_KINDS[key].format(type=_identifier(header.get("type"), "an error"))
     line = header.get("line")
     where = f" at line {line} of your code" if type(line) is int and 0 < line < 10 ** 6 else ""
-    return (f"{what or 'your code'} {kind}{where} (a hidden test shows the kind of error and its line, not its "
-            "message).", key)
+    return f"{what or 'your code'} {kind}{where}{HIDDEN_ERROR_NOTE}.", key
 
 
 class Session:

@@ -448,14 +448,13 @@ def _said(error: BaseException, limit: int) -> str:
     """What the error says, in a visible check; in a hidden one nothing (it could quote the hidden inputs: sizes,
     values), as the grader's checker composes it (``wire.composed_failure``)."""
     if _hidden():
-        return " (a hidden test shows the kind of error and its line, not its message)"
+        return wire.HIDDEN_ERROR_NOTE
     return f": {str(error)[:limit]}"
 
 
 def _attempt(function: Callable, *args, **kwargs):
     """The student's ``function`` called once more on inputs the check chose to tell two causes apart; None when it
     raises (the first call's failure stands).  Through the kernel where the checker runs, as ``_call``."""
-    import contextlib
     import io
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():

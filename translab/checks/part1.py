@@ -252,7 +252,7 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
         if _same(out, x * case["table"][: x.size(1)], tol):
             _fail("the positional encoding multiplies the input.", "x + pe[:seq_len]", "x * pe[:seq_len]",
                   "the encoding is ADDED to the token embeddings", key="pe.multiplied", keep=True)
-        scaled = _input_scale(out, x, table)
+        scaled = _input_scale(out, x, table, tol)
         if scaled is not None:
             named = "sqrt(d_model)" if math.isclose(scaled, math.sqrt(d_model), rel_tol=1e-3) else None
             shown = f"{scaled:.4g}" + (f" = {named}" if named else "") if visible else (named or "a constant")
@@ -338,7 +338,7 @@ def _folded_attempt(attention: Callable, q, k, v, mask):
     return tuple(t.reshape(*lead, *t.shape[-2:]) for t in found)
 
 
-def _input_scale(out, x: torch.Tensor, table: torch.Tensor) -> float | None:
+def _input_scale(out, x: torch.Tensor, table: torch.Tensor, tol) -> float | None:
     """c when ``out`` is c * x + table for a c other than 1 (the input scaled inside the encoding), else None."""
     if not isinstance(out, torch.Tensor) or out.shape != x.shape:
         return None
@@ -347,9 +347,7 @@ def _input_scale(out, x: torch.Tensor, table: torch.Tensor) -> float | None:
     if norm == 0:
         return None
     c = float((rest * inputs).sum()) / norm
-    fitted = (c * inputs + table.double()).to(out.dtype)
-    close = torch.allclose(out.detach(), fitted, rtol=1e-4, atol=1e-5)
-    return c if close and abs(c - 1) > 1e-3 else None
+    return c if abs(c - 1) > 1e-3 and _same(out, (c * inputs + table.double()).float(), tol) else None
 
 
 def _attention_answer(found, call: str) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,25 +8,22 @@ from torch import nn
 
 from .. import references
 from ..data import PAD_ID
-from .harness import (Mistake, CheckFailed, _attempt, _call, _checked, _fail, _hidden, _kind, _model_module, _number,
-                      _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid)
+from .harness import (Mistake, CheckFailed, _attempt, _call, _checked, _equal, _fail, _hidden, _kind, _model_module,
+                      _number, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid)
 
 
 def _name_a_misplaced_shift(ids: torch.Tensor, inputs, targets) -> None:
     """A pair that is ids shifted somewhere else than along the time axis by one, named by what it measurably is."""
-    def same(found, wanted: torch.Tensor) -> bool:
-        return isinstance(found, torch.Tensor) and tuple(found.shape) == tuple(wanted.shape) \
-            and bool(torch.equal(found.detach().cpu(), wanted))
-    if same(inputs, ids) and same(targets, ids.roll(-1, dims=1)):
+    if _equal(inputs, ids) and _equal(targets, ids.roll(-1, dims=1)):
         _fail("the targets are ids rolled by one position: the last target wraps round to the sentence's first token, "
               "which does not follow it.", hint="the last token has no next token to predict: drop it from the "
               "inputs, and drop the first token from the targets, so both are one token shorter than ids",
               key="targets.rolled")
-    if same(inputs, ids) and same(targets, ids[:, 1:]):
+    if _equal(inputs, ids) and _equal(targets, ids[:, 1:]):
         _fail("the inputs keep every token but the targets one fewer: the two no longer line up.",
               hint="the last token has no next token to predict: drop it from the inputs, as the first token is "
               "dropped from the targets", key="targets.lengths_differ")
-    if ids.size(0) > 1 and same(inputs, ids[:-1]) and same(targets, ids[1:]):
+    if ids.size(0) > 1 and _equal(inputs, ids[:-1]) and _equal(targets, ids[1:]):
         _fail("the shift runs along the batch axis: each sentence's target is the next sentence.",
               hint="ids is (batch, seq): shift along the sequence axis (dim 1), one token, in every sentence",
               key="targets.batch_axis")
