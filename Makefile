@@ -21,7 +21,7 @@ PORT     ?= 8888
 HOST     ?= 127.0.0.1
 
 .PHONY: help setup secret hub-proxy variants browser slurm data test test-fast test-exhaustive lab formgrader release students student-release references autograde merge feedback grades report similarity collect \
-        pretrain tokenizer experiment outside-corpus bench hub-demo clean
+        pretrain tokenizer experiment outside-corpus corpus bench hub-demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -130,6 +130,9 @@ experiment: $(INSTALLED) ## rerun the transfer experiment into results/transfer.
 
 outside-corpus: $(INSTALLED) ## answers written as outside code writes them, at the check level: results/outside_corpus.json
 	$(PY) -m grader.testing.outside
+
+corpus: $(INSTALLED) ## the outside answers graded as a class (autograde, feedback): results/outside_corpus_end_to_end.json
+	$(PY) -m grader.testing.outside.end_to_end
 
 bench: $(INSTALLED) ## measure training throughput and autograde time into results/bench.json
 	$(PY) -m experiments.bench

@@ -34,6 +34,17 @@ def autograded_gradebook(root: Path):
     return open_gradebook(db)
 
 
+def cell_scores(root: Path, student: str) -> dict:
+    """{(notebook, grade_id): (score, max_score, is_code_test)} of one student's graded submission."""
+    scores = {}
+    with open_gradebook(root / "gradebook.db") as gradebook:
+        submission = gradebook.find_submission(ASSIGNMENT, student)
+        for notebook in submission.notebooks:
+            for grade in notebook.grades:
+                scores[(notebook.name, grade.name)] = (grade.score, grade.max_score, grade.cell_type == "code")
+    return scores
+
+
 def sqlite_copy(source: Path, dest: Path) -> None:
     """A consistent snapshot (the backup API), not a file copy that could catch a half-written page."""
     with sqlite3.connect(source) as src, sqlite3.connect(dest) as dst:

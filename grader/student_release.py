@@ -181,6 +181,12 @@ def wheel_name(root: Path = REPO_ROOT) -> str:
     return f"translab-{_version((root / 'pyproject.toml').read_text(encoding='utf-8'))}-py3-none-any.whl"
 
 
+def student_packages(root: Path = REPO_ROOT) -> list[str]:
+    """translab and every subpackage of it: a subpackage the wheel leaves out is an ImportError in every notebook."""
+    return sorted(".".join(init.parent.relative_to(root).parts) for init in (root / "translab").rglob("__init__.py")
+                  if "__pycache__" not in init.parts)
+
+
 def student_pyproject(course_pyproject: str) -> str:
     """The student package's pyproject.toml: ``translab`` only, its dependencies as tested ranges (not the course's
     pins, which ``constraints.txt`` still applies in ``make setup``), JupyterLab and nbgrader as the ``lab`` extra,
@@ -206,7 +212,7 @@ lab = [
 {listed(LAB_REQUIREMENTS)}]
 
 [tool.setuptools]
-packages = ["translab", "translab.checks"]
+packages = [{", ".join(f'"{name}"' for name in student_packages())}]
 
 [tool.setuptools.package-data]
 translab = ["jupyter_student/*/*.json", "{BUNDLED}/**/*"]

@@ -27,6 +27,7 @@ import pytest
 
 from translab.contract import ASSIGNMENT
 from grader.course import with_venv_bin
+from grader.gradebook import cell_scores  # noqa: F401 - the tests import it from here
 from grader.variants import SECRET_ENV
 from translab import diagnosis, variants
 from translab.paths import REPO_ROOT
@@ -300,18 +301,6 @@ def _grade_by_hand(root: Path, student: str, notebook: str, grade_id: str) -> No
         grade = gradebook.find_grade(grade_id, notebook, ASSIGNMENT, student)
         grade.manual_score, grade.needs_manual_grade = grade.max_score, False
         gradebook.db.commit()
-
-
-def cell_scores(root: Path, student: str) -> dict:
-    """{(notebook, grade_id): (score, max_score, is_code_test)} from the course's gradebook."""
-    from nbgrader.api import Gradebook
-    scores = {}
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
-        submission = gradebook.find_submission(ASSIGNMENT, student)
-        for notebook in submission.notebooks:
-            for grade in notebook.grades:
-                scores[(notebook.name, grade.name)] = (grade.score, grade.max_score, grade.cell_type == "code")
-    return scores
 
 
 # ----------------------------------------------------------------- headless Chromium, for the browser tests

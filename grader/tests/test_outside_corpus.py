@@ -47,58 +47,50 @@ def test_each_outside_answer_gets_a_fair_verdict_and_the_recorded_diagnosis(answ
     assert row["named"] == recorded["named"]
 
 
-NOTEBOOK = "01_mask_and_positional_encoding"
-ANSWER_CELLS = {"mask_answer": "mask", "pe_answer": "encoding", "attention_answer": "attention",
-                "mha_answer": "multi_head"}
+def test_the_recorded_class_grading_covers_every_answer_and_found_no_fault():
+    """``make corpus``'s figures are of today's corpus: every answer graded as a submission, scored as at the check
+    level, each named mistake's hidden diagnosis on the page, no raw error in a test cell."""
+    from grader.testing.outside import end_to_end
+    recorded = json.loads(end_to_end.RESULTS.read_text(encoding="utf-8"))
+    assert {(row["graded"], row["name"]) for row in recorded["answers"]} == set(RECORDED), "run make corpus"
+    assert recorded["summary"] == end_to_end.summarise(recorded["answers"])
+    faults = [row for row in recorded["answers"] if not row["same_verdicts"] or row["raw_error_in_tests"]
+              or row["diagnosis_on_page"] is not (True if RECORDED[(row["graded"], row["name"])]["named"] else None)]
+    assert faults == [], faults
+
+
 VALIDATED = 2  # students whose notebook nbgrader's Validate also runs (each runs the whole notebook: seconds)
 
 
 @pytest.mark.slow
 def test_part_1s_outside_answers_through_autograde_validate_and_the_feedback(tmp_path):
-    """Part 1's outside answers as submissions (student i answers with the i-th answer to each cell) graded by the
-    course: every test cell's score is the verdict the check-level table gives, each named mistake's hidden check
-    reaches the feedback page with its diagnosis and without the exception's text, and Validate reports what the
-    visible checks say."""
-    import nbformat
+    """Part 1's outside answers as submissions (``end_to_end``: student i answers with the i-th answer to each cell)
+    graded by the course: every test cell's score is the verdict the check-level table gives, each named mistake's
+    hidden check reaches the feedback page with its diagnosis and no test cell shows a raw error, and Validate
+    reports what the visible checks say.  ``make corpus`` does the same for parts 1, 3, 5 and 6."""
     from nbgrader.validator import Validator
 
-    from conftest import cell_scores, page_text, run_grader, small_course
+    from conftest import run_grader, small_course
+    from grader.testing.outside import end_to_end
     from translab.contract import ASSIGNMENT
     course = small_course(tmp_path / "course")
-    by_cell = {cell: [a for a in ANSWERS if a.graded == graded] for cell, graded in ANSWER_CELLS.items()}
-    chosen = {}
-    for i in range(max(len(answers) for answers in by_cell.values())):
-        notebook = nbformat.read(course / "notebooks" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
-        student = chosen.setdefault(f"outside{i:02d}", {})
-        for cell in notebook.cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if grade_id in by_cell:
-                answer = by_cell[grade_id][i % len(by_cell[grade_id])]
-                cell.source, student[grade_id] = answer.source.strip() + "\n", answer
-        folder = course / "submitted" / f"outside{i:02d}" / ASSIGNMENT
-        folder.mkdir(parents=True)
-        nbformat.write(notebook, folder / f"{NOTEBOOK}.ipynb")
+    chosen = end_to_end.submit(course, 1)
     run_grader(course, "autograde")
     run_grader(course, "feedback", "--force")
-    for sid, answers in chosen.items():
-        scores = cell_scores(course, sid)
-        page = page_text(course / "feedback" / sid / ASSIGNMENT / f"{NOTEBOOK}.html")
-        for grade_id, answer in answers.items():
-            family = grade_id.removesuffix("_answer")
-            (visible, top, _), (hidden, _, _) = scores[(NOTEBOOK, f"{family}_visible")], scores[(NOTEBOOK, f"{family}_hidden")]
-            where = f"{sid}, {answer.graded}/{answer.name}"
-            if answer.mistake is None:
-                assert visible == hidden == top, f"{where}: a right answer lost points ({visible}, {hidden})"
-                continue
-            assert hidden == 0 and (visible == 0 or answer.visible_passes), f"{where}: scored {visible}, {hidden}"
-            if RECORDED[(answer.graded, answer.name)]["named"]:
-                said = RECORDED[(answer.graded, answer.name)]["hidden"]["first_line"]
-                assert said in page, f"{where}: the feedback does not show the hidden check's diagnosis {said!r}"
-        assert "Traceback (most recent call last)" not in page, f"{sid}: a raw traceback in the feedback"
+    rows = end_to_end.judge(course, 1, chosen, RECORDED)
+    assert len(rows) == sum(answer.graded in end_to_end.CELLS and outside.GRADED[answer.graded][0] == 1
+                            for answer in ANSWERS)
+    for row in rows:
+        where = f"{row['student']}, {row['graded']}/{row['name']}"
+        assert row["same_verdicts"], f"{where}: scored {row['scores']}, not the check-level verdicts"
+        assert row["diagnosis_on_page"] is (True if row["named_at_check_level"] else None), \
+            f"{where}: the feedback does not show the hidden check's diagnosis"
+        assert not row["raw_error_in_tests"], f"{where}: a test cell shows a raw error, not a check's message"
+    notebook = end_to_end.NOTEBOOKS[1]
     for sid in list(chosen)[:VALIDATED]:
         failed = [failure for failure in
-                  Validator().validate(str(course / "submitted" / sid / ASSIGNMENT / f"{NOTEBOOK}.ipynb"))["failed"]
+                  Validator().validate(str(course / "submitted" / sid / ASSIGNMENT / f"{notebook}.ipynb"))["failed"]
                   if "CheckFailed" in failure.get("raw_error", "")]  # not the written answer, left blank here
-        wrong = {grade_id.removesuffix("_answer") for grade_id, answer in chosen[sid].items()
+        wrong = {graded for graded, answer in chosen[sid].items()
                  if answer.mistake is not None and not answer.visible_passes}
         assert len(failed) == len(wrong), (sid, wrong, [f.get("raw_error", "")[:200] for f in failed])

@@ -56,7 +56,8 @@ def test_the_release_holds_no_solutions_gradebook_grader_or_hidden_cases(release
         assert "MASK_SIZES" not in text and "PARAM_CONFIGS" not in text, \
             f"{path.relative_to(release)} holds the reference builders (hidden configurations)"
     pyproject = (release / "pyproject.toml").read_text(encoding="utf-8")
-    assert 'packages = ["translab", "translab.checks"]' in pyproject and "playwright" not in pyproject
+    assert 'packages = ["translab", "translab.checks", "translab.diagnosis"]' in pyproject
+    assert "playwright" not in pyproject
     assert "pytest" not in pyproject and '"nbgrader>=' in pyproject and "==" not in pyproject, "ranges, not pins"
     assert (release / "translab" / "jupyter_student" / "labconfig" / "page_config.json").exists()
 

@@ -361,10 +361,20 @@ def _attention_answer(found, call: str) -> tuple[torch.Tensor, torch.Tensor]:
     return _require_tensor(output, f"{call}[0], the output"), _require_tensor(weights, f"{call}[1], the weights")
 
 
-def _check_weights(weights: torch.Tensor, mask, what: str) -> None:
-    """What the weights show whatever the inputs: finite, rows summing to 1, the masked keys at exactly 0."""
+def _check_weights(weights: torch.Tensor, mask, what: str, scores: torch.Tensor | None = None) -> None:
+    """What the weights show whatever the inputs: finite, rows summing to 1, the masked keys at exactly 0.
+    ``scores``: the scaled scores q k^T / sqrt(d), where the check knows them, to tell a mask multiplied into them."""
     weights = weights.detach().to(torch.float64)
     if bool(torch.isinf(weights).any()) or bool(torch.isnan(weights).any()):
+        if scores is not None and mask is not None and weights.shape == scores.shape:
+            multiplied = torch.softmax(scores.double() * mask.double(), dim=-1)
+            if torch.allclose(weights, multiplied, atol=1e-5, equal_nan=True):
+                _fail(f"{what}: the weights are softmax(scores * mask), NaN where a blocked score was positive.",
+                      "finite weights in [0, 1], rows summing to 1", "NaN in the weights",
+                      "the mask is MULTIPLIED into the scores: 0 * score turns every allowed score into 0 (so the "
+                      "allowed keys weigh the same) and -inf * score is +inf, -inf or NaN by the score's sign. This "
+                      "mask is additive: scores + mask keeps the allowed scores and sends blocked ones to -inf, "
+                      "which the softmax turns into exactly 0", key="attention.mask_multiplied", keep=True)
         _fail(f"{what}: the weights hold -inf or NaN.", "finite weights in [0, 1], rows summing to 1",
               "-inf/NaN in the weights", "the mask is added to the SCORES before the softmax, where exp(-inf) = 0; "
               "added (or multiplied) after it, -inf stays in the weights and 0 * -inf is NaN",
@@ -453,7 +463,7 @@ def check_attention(scaled_dot_product_attention: Callable, split: str = "visibl
                                 "the output is weights @ v: one d_v-vector per query, (..., T_q, d_v)")
             _fail(f"{label}: the output has the wrong shape.", tuple(case["expected"].shape), tuple(output.shape),
                   "the output is weights @ v: one d_v-vector per query, (..., T_q, d_v)", key="wrong_shape")
-        _check_weights(weights, mask, label)
+        _check_weights(weights, mask, label, scores=q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)))
         if _judge_attention(label, output, weights, case, tol, ATTENTION_MISTAKES, "attention",
                             "softmax(q k^T / sqrt(d) + mask) v", "return the weights after the softmax (and after the "
                             "mask), the very tensor the output multiplies v with"):

@@ -186,6 +186,13 @@ MLM_LOSS_MISTAKES = {
                                     p.model(p.inputs, p.padding, causal=False)[p.labels != PAD_ID],
                                     p.inputs[p.labels != PAD_ID]),
                                 what="the loss predicts the masked inputs instead of the labels."),
+    "no_padding_mask": Mistake("pass the padding mask to the model, model(inputs, padding_mask, causal=False): without "
+                               "it every real token also attends to the padding after its sentence, which changes "
+                               "its vector and so the loss",
+                               lambda p: nn.functional.cross_entropy(
+                                   p.model(p.inputs, causal=False).reshape(-1, p.ntoken), p.labels.reshape(-1),
+                                   ignore_index=PAD_ID),
+                               what="the model is run without the padding mask."),
 }
 
 
