@@ -21,7 +21,7 @@ PORT     ?= 8888
 HOST     ?= 127.0.0.1
 
 .PHONY: help setup secret hub-proxy variants browser slurm data test test-fast test-exhaustive lab formgrader release students student-release references autograde merge feedback grades report similarity collect \
-        pretrain tokenizer experiment outside-corpus corpus bench hub-demo clean
+        pretrain tokenizer experiment decoding outside-corpus corpus bench hub-demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -127,6 +127,9 @@ pretrain: $(INSTALLED) ## retrain the shipped checkpoint artifacts/pretrained_lm
 
 experiment: $(INSTALLED) ## rerun the transfer experiment into results/transfer.json and its plot
 	$(PY) -m experiments.transfer
+
+decoding: $(INSTALLED) ## greedy against sampling on part 3's prompts, how repetitive: results/decoding.json
+	$(PY) -m experiments.decoding
 
 outside-corpus: $(INSTALLED) ## answers written as outside code writes them, at the check level: results/outside_corpus.json
 	$(PY) -m grader.testing.outside

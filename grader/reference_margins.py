@@ -165,7 +165,8 @@ def _mistakes() -> dict[str, tuple[dict, str]]:
     return {"attention": (part1.ATTENTION_MISTAKES, "expected"), "multi_head_attention": (part1.MHA_MISTAKES, "expected"),
             "transformer": (part2.TRANSFORMER_MISTAKES, "expected"),
             "heads": (part2.CLASSIFICATION_HEAD_MISTAKES, "cls_expected"),
-            "lm_loss": (part3.LM_LOSS_MISTAKES, "expected"), "mlm_loss": (part5.MLM_LOSS_MISTAKES, "expected"),
+            "lm_loss": (part3.LM_LOSS_MISTAKES, "expected"), "decoding": (part3.DECODING_MISTAKES, "expected"),
+            "mlm_loss": (part5.MLM_LOSS_MISTAKES, "expected"),
             "bert_base": (part6.BERT_BASE_MISTAKES, "expected"), "bert_classifier": (part6.BERT_POOLING_MISTAKES, "expected")}
 
 

@@ -278,6 +278,126 @@ def build_greedy() -> dict:
     return out
 
 
+def _filtered(logits: torch.Tensor, temperature: float, top_k, top_p, *, exactly_k: bool = False, tail: bool = False,
+              crossing_kept: bool = True, p_first: bool = False) -> torch.Tensor:
+    """next_token_probs and its usual mistakes (``translab.checks.part3.DECODING_MISTAKES``), one switch each:
+    exactly k tokens kept where some tie, the tail kept by top-p, the crossing token dropped, top-p before top-k."""
+    def top_k_filter(scores):
+        if top_k is None or top_k >= scores.size(-1):
+            return scores
+        if exactly_k:
+            kept = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, scores.topk(top_k, dim=-1).indices, True)
+            return scores.masked_fill(~kept, float("-inf"))
+        return scores.masked_fill(scores < scores.topk(top_k, dim=-1).values[..., -1:], float("-inf"))
+
+    def top_p_filter(probs):
+        if top_p is None or top_p >= 1.0:
+            return probs
+        ordered, order = probs.sort(dim=-1, descending=True)
+        before = ordered.cumsum(dim=-1) - ordered
+        dropped = before >= top_p if crossing_kept else ordered.cumsum(dim=-1) > top_p
+        dropped[..., 0] = dropped[..., 0] & tail  # the most likely token always stays (but in the tail's mistake)
+        if tail:
+            dropped = ~dropped
+        drop = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, dropped)
+        probs = probs.masked_fill(drop, 0.0)
+        return torch.nan_to_num(probs / probs.sum(dim=-1, keepdim=True), nan=0.0)  # a tail that keeps nothing
+
+    scores = logits / temperature
+    if p_first:
+        return top_k_filter(torch.log(top_p_filter(scores.softmax(dim=-1)))).softmax(dim=-1)
+    return top_p_filter(top_k_filter(scores).softmax(dim=-1))
+
+
+def _decoding_case(kind: str, logits: torch.Tensor, temperature: float, top_k, top_p, seed: int = 0) -> dict:
+    from translab.generation import next_token_probs
+    variants = {"temperature_after_softmax": _filtered(logits, 1.0, top_k, top_p),
+                "temperature_multiplied": _filtered(logits, 1.0 / temperature, top_k, top_p),
+                "top_k_ties": _filtered(logits, temperature, top_k, top_p, exactly_k=True),
+                "top_p_wrong_side": _filtered(logits, temperature, top_k, top_p, tail=True),
+                "top_p_crossing_dropped": _filtered(logits, temperature, top_k, top_p, crossing_kept=False),
+                "top_p_before_top_k": _filtered(logits, temperature, top_k, top_p, p_first=True)}
+    return {"kind": kind, "logits": logits, "temperature": temperature, "top_k": top_k, "top_p": top_p,
+            "seed": seed, "expected": next_token_probs(logits, temperature, top_k, top_p), **variants}
+
+
+# The notebook's example row (a tie at the second-largest logit, a top-p whose crossing token is the fourth).
+DECODING_ROW = [2.0, 1.2, 1.2, 0.5, -0.3, -1.0, 0.1, 0.9]
+
+
+@torch.no_grad()
+def build_decoding() -> dict:
+    """next_token_probs on settings that each tell a mistake apart, and the rows whose draws check the sampler."""
+    visible = torch.tensor([DECODING_ROW, [0.3, -1.1, 2.4, 0.8, 0.6, -0.2, 1.5, -2.0]])
+    g = torch.Generator().manual_seed(1900)
+    hidden = torch.randn(2, 3, 13, generator=g) * 1.5
+    hidden[..., 5] = hidden.topk(3, dim=-1).values[..., 1]  # a tie with the second-largest logit in every row
+    settings = {"visible": [(1.0, None, None), (0.5, None, None), (1.0, 2, None), (1.0, None, 0.7), (0.8, 4, 0.8)],
+                "hidden": [(1.7, None, None), (1.0, 2, None), (1.2, None, 0.75), (2.0, 5, 0.7), (1.5, 4, 0.85)]}
+    # each stored mistake moves some token's probability by 0.049 or more here, or not at all: 3x what a right
+    # sampler's frequencies may stray over its draws (translab.checks.part3.DRAWS)
+    sampling = {"visible": [(visible[0], 0.8, 4, 0.8, 1901), (visible[1], 1.5, 3, 0.8, 1902)],
+                "hidden": [(hidden[0, 1], 1.5, 6, 0.7, 1903), (hidden[1, 1], 0.7, None, 0.8, 1904)]}
+    out = {}
+    for split, logits in (("visible", visible), ("hidden", hidden)):
+        out[split] = [_decoding_case("probs", logits, *setting) for setting in settings[split]]
+        out[split] += [_decoding_case("sampling", row.clone(), t, k, p, seed) for row, t, k, p, seed in sampling[split]]
+        for case in out[split]:
+            require_a_clear_nucleus(case)
+    return out
+
+
+def require_a_clear_nucleus(case: dict) -> None:
+    """Top-p is well defined on a case only where the token that crosses p is not tied with the first one dropped
+    (which of two tied tokens a sort puts first is arbitrary) and the most likely token alone stays below p (else
+    code that drops the crossing token drops every token, and its NaN is another mistake's)."""
+    if case["top_p"] is None:
+        return
+    scores = case["logits"] / case["temperature"]
+    if case["top_k"] is not None:
+        scores = scores.masked_fill(scores < scores.topk(case["top_k"], dim=-1).values[..., -1:], float("-inf"))
+    ordered = scores.softmax(dim=-1).sort(dim=-1, descending=True).values.reshape(-1, scores.size(-1))
+    for row in ordered.double():
+        kept = int(((row.cumsum(0) - row) < case["top_p"]).sum())
+        if row[0] >= case["top_p"] or (kept < len(row) and abs(float(row[kept - 1] - row[kept])) < 1e-4):
+            raise ValueError(f"decoding case {case['temperature'], case['top_k'], case['top_p']}: a tie at the "
+                             "top-p crossing, or one token above p; choose other logits or p")
+
+
+# Sentences whose pieces check pieces_to_text: the visible ones are the notebook's kind; the hidden ones add padding
+# and a <mask> in the middle of a sentence.
+TOKEN_SENTENCES = {"visible": [("The acting is superb.", 0, None), ("an unbelievably tedious, overlong film!", 2, None)],
+                   "hidden": [("quiet, patient and quite beautiful.", 3, None),
+                              ("nothing here rings true, least of all the ending.", 0, 4),
+                              ("i wanted to like it more than i did.", 1, 2)]}
+
+
+def _pieces_variants(pieces: list[str]) -> dict[str, str]:
+    """pieces_to_text's usual mistakes (``translab.checks.part3.TOKEN_MISTAKES``) on one case."""
+    from translab.tokens import LEFT_OUT, WORD_START
+    kept = [piece for piece in pieces if piece not in LEFT_OUT]
+    return {"marker_kept": "".join(kept).strip(),
+            "pieces_as_words": " ".join(piece.replace(WORD_START, "") for piece in kept),
+            "leading_space": "".join(kept).replace(WORD_START, " "),
+            "specials_kept": "".join(pieces).replace(WORD_START, " ").strip()}
+
+
+def build_tokenization() -> dict:
+    from translab.data import load_tokenizer, normalize
+    from translab.tokens import pieces_to_text
+    tokenizer = load_tokenizer()
+    out = {}
+    for split, sentences in TOKEN_SENTENCES.items():
+        out[split] = []
+        for text, pads, masked in sentences:
+            pieces = tokenizer.encode_as_pieces(normalize(text))
+            if masked is not None:
+                pieces[masked] = "<mask>"
+            pieces = ["<s>", *pieces, "</s>", *["<pad>"] * pads]
+            out[split].append({"pieces": pieces, "expected": pieces_to_text(pieces), **_pieces_variants(pieces)})
+    return out
+
+
 def _accuracy_case(cfg: dict, seed: int) -> dict:
     torch.manual_seed(seed)
     clf = M.build_classifier(M.ModelConfig.pick(cfg, dropout=0.5), cfg["nclasses"])

@@ -16,7 +16,7 @@ from .contract import REFERENCES_ENV
 from .paths import GRADER_DIR, LAB_HOME, REPO_ROOT, where_to_look
 
 NAMES = ("mask", "positional_encoding", "attention", "multi_head_attention", "transformer", "heads", "model", "parameters",
-         "lm_targets", "lm_loss", "greedy", "accuracy", "transfer", "mlm_loss",
+         "lm_targets", "lm_loss", "greedy", "decoding", "tokenization", "accuracy", "transfer", "mlm_loss",
          "bert_base", "bert_mapping", "bert_parameters", "bert_classifier")
 
 
@@ -47,6 +47,8 @@ TOLERANCES: dict[str, Tolerance] = {
     "lm_targets": EXACT,  # token ids
     "lm_loss": Tolerance(1e-5, 1e-5),
     "greedy": EXACT,  # token ids: argmax decisions, whose logit gaps the margins measure
+    "decoding": Tolerance(1e-6, 1e-5),  # a softmax of a few logits; the filters' choices are exact
+    "tokenization": EXACT,  # text
     "accuracy": Tolerance(1e-6, 0.0),  # a fraction of whole sentences: any real change moves it by 1/n
     "transfer": Tolerance(1e-5, 1e-5),
     "mlm_loss": Tolerance(1e-5, 1e-5),

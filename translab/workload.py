@@ -19,7 +19,7 @@ class Work(NamedTuple):
 WORK = {
     "01": Work(75, 15, "the self-checks; the $\\sqrt{d}$ demo with other widths"),
     "02": Work(90, 15, "the self-check; the tiny examples with other sizes"),
-    "03": Work(45, 20, "the self-check; the attention maps of other sentences; generating from your own prompts"),
+    "03": Work(85, 20, "the self-check; the attention maps of other sentences; sampling from your own prompts at other settings"),
     "04": Work(60, 20, "the self-check; a second seed of the fine-tuning run"),
     "05": Work(60, 15, "the self-check; guessing other masked words"),
     "06": Work(120, 20, "the self-check; the attention maps of other sentences"),

@@ -21,7 +21,8 @@ from .harness import CheckFailed, _call, _fail, capture_output, forbid, release_
 from .part1 import (check_attention, check_attention_demo, check_mask, check_multi_head_attention,
                     check_positional_encoding)
 from .part2 import check_heads, check_model, check_parameter_formula, check_stated_counts, check_transformer_model
-from .part3 import check_greedy, check_lm_loss, check_lm_targets
+from .part3 import (check_decoding, check_greedy, check_lm_loss, check_lm_targets, check_pieces_to_text,
+                    check_sampling)
 from .part4 import check_accuracy, check_transfer
 from .part5 import check_masking, check_mlm_loss
 from .part6 import check_bert_base, check_bert_classifier, check_bert_parameter_count, check_weight_mapping
@@ -29,7 +30,8 @@ from .part6 import check_bert_base, check_bert_classifier, check_bert_parameter_
 __all__ = ["CheckFailed", "forbid", "check_mask", "check_attention_demo", "check_positional_encoding",
            "check_attention", "check_multi_head_attention",
            "check_transformer_model", "check_heads", "check_model", "check_parameter_formula",
-           "check_stated_counts", "check_lm_targets", "check_lm_loss", "check_greedy", "check_accuracy",
+           "check_stated_counts", "check_pieces_to_text", "check_lm_targets", "check_lm_loss", "check_greedy", "check_decoding",
+           "check_sampling", "check_accuracy",
            "check_transfer", "check_masking", "check_mlm_loss", "check_bert_base", "check_weight_mapping",
            "check_bert_parameter_count", "check_bert_classifier"]
 
@@ -41,8 +43,9 @@ VISIBLE = {
     2: ["checks.check_transformer_model(TransformerModel)", "checks.check_heads(LanguageModelHead, ClassificationHead)",
         "checks.check_model(Model)", "checks.check_parameter_formula(count_parameters)",
         "checks.check_stated_counts(n_params_lm, n_params_classifier)"],
-    3: ["checks.check_lm_targets(make_lm_targets)", "checks.check_lm_loss(lm_loss)",
-        "checks.check_greedy(greedy_generate_ids)"],
+    3: ["checks.check_pieces_to_text(pieces_to_text)", "checks.check_lm_targets(make_lm_targets)", "checks.check_lm_loss(lm_loss)",
+        "checks.check_greedy(greedy_generate_ids)", "checks.check_decoding(next_token_probs)",
+        "checks.check_sampling(sample_next_token)"],
     4: ["checks.check_accuracy(evaluate_accuracy)", "checks.check_transfer(transfer)"],
     5: ['checks.check_masking(mask_tokens, part="structure")', 'checks.check_masking(mask_tokens, part="rates")',
         "checks.check_mlm_loss(mlm_loss)"],

@@ -1,4 +1,4 @@
-"""Checks of part 3: language-model targets, the loss and greedy generation."""
+"""Checks of part 3: pieces back into text, language-model targets, the loss, greedy generation and sampling."""
 from __future__ import annotations
 
 from typing import Callable
@@ -202,3 +202,226 @@ def check_greedy(greedy_generate_ids: Callable, split: str = "visible") -> None:
               "position predicts the next token), append it and repeat")
     _ok(f"greedy generation matches the reference on {len(case['cases'])} prompts, stopping at eos")
 
+
+# ----------------------------------------------------------------- sampling: the next-token distribution, and draws
+
+# The stored mistakes of next_token_probs (their outputs on each case: ``grader.references.build_decoding``), with
+# what the check then says.  What the distribution measurably is (not renormalised, logits returned) is measured.
+DECODING_MISTAKES = {
+    "temperature_after_softmax": (
+        "the temperature has no effect: it is applied after the softmax.",
+        "divide the LOGITS by the temperature, then take the softmax: probabilities divided by T and renormalised "
+        "are the same probabilities"),
+    "temperature_multiplied": (
+        "the logits are multiplied by the temperature.",
+        "divide the logits by T: a temperature above 1 flattens the distribution, below 1 sharpens it"),
+    "top_k_ties": (
+        "top-k keeps exactly k tokens where several tie with the k-th largest logit.",
+        "keep every token whose logit is at least the k-th largest (logits < kth set to -inf): a tied token is as "
+        "likely as the one kept, and which of them torch.topk returns first is arbitrary"),
+    "top_p_wrong_side": (
+        "top-p keeps the unlikely tail instead of the most likely tokens.",
+        "sort the probabilities in DESCENDING order and keep the most likely tokens until their mass reaches p; the "
+        "tail after that is dropped"),
+    "top_p_crossing_dropped": (
+        "top-p drops the token whose probability crosses p.",
+        "keep the smallest set whose mass REACHES p: a token stays if the more likely tokens before it hold less than "
+        "p (cumsum - p_token < p), so the token that crosses p is kept (cumsum <= p drops it)"),
+    "top_p_before_top_k": (
+        "top-p is applied before top-k.",
+        "apply the temperature, then top-k, then top-p on the renormalised top-k distribution"),
+}
+
+
+def _decoding_label(case: dict, visible: bool) -> str:
+    settings = ", ".join(f"{name}={case[name]}" for name in ("temperature", "top_k", "top_p"))
+    return (f"next_token_probs(logits {tuple(case['logits'].shape)}, {settings})" if visible
+            else "next_token_probs on hidden logits and settings")
+
+
+@_checked
+def check_decoding(next_token_probs: Callable, split: str = "visible") -> None:
+    """next_token_probs(logits, temperature, top_k, top_p): the distribution, against the reference."""
+    from .. import generation
+    visible = split == "visible"
+    cases = [case for case in references.load("decoding")[split] if case["kind"] == "probs"]
+    tol = references.tolerance("decoding")
+    for case in cases:
+        label = _decoding_label(case, visible)
+        with forbid(generation.next_token_probs, generation.sample_next_token):
+            found = _call(label, next_token_probs, case["logits"].clone(), case["temperature"], case["top_k"],
+                          case["top_p"])
+        found = _require_tensor(found, label)
+        expected = case["expected"]
+        if _same(found, expected, tol):
+            continue
+        if tuple(found.shape) != tuple(expected.shape):
+            _fail(f"{label} returns the wrong shape.", tuple(expected.shape), tuple(found.shape),
+                  "one probability per token, the logits' shape: the filters set entries to 0, they do not remove "
+                  "them", key="wrong_shape")
+        finite = found.detach().double()
+        if bool(torch.isnan(finite).any()):
+            _fail(f"{label}: NaN in the distribution, where a row lost every token.", hint="a softmax over logits "
+                  "that are all -inf is NaN: the most likely token must always stay (top-p keeps the token that "
+                  "crosses p, so at least one)", key="decoding.nan")
+        sums = finite.sum(-1, keepdim=True)
+        if bool(torch.isfinite(finite).all()) and bool((sums > 0).all()) and \
+                not torch.allclose(sums, torch.ones_like(sums), atol=1e-4) and _same(finite / sums, expected, tol):
+            _fail(f"{label}: the rows sum to less than 1; divided by their sum they are right.",
+                  "rows summing to 1", f"row sums {_short(sums.flatten()[:4])}" if visible else None,
+                  "after zeroing the filtered tokens, renormalise: probs / probs.sum(-1, keepdim=True)",
+                  key="decoding.no_renormalisation")
+        if _same(torch.softmax(finite, dim=-1), expected, tol):
+            _fail(f"{label} returns the filtered logits, not probabilities.", hint="take the softmax of the filtered "
+                  "logits (filtered tokens at -inf get probability 0)", key="decoding.returns_logits")
+        matches = _variant_matches(found, case, DECODING_MISTAKES, expected, tol)
+        if matches:
+            _fail(_twins([DECODING_MISTAKES[k][0].rstrip(".") for k in matches]) + ".",
+                  _short(expected.flatten()[:8]) if visible else None, _short(found.flatten()[:8]) if visible else None,
+                  _twins([DECODING_MISTAKES[k][1] for k in matches]), key="|".join(f"decoding.{k}" for k in matches))
+        _fail(f"{label} differs from the reference.", _short(expected.flatten()[:8]), _short(found.flatten()[:8]),
+              "logits / temperature; then logits below the k-th largest to -inf; softmax; then, sorted by "
+              "probability, drop the tokens the more likely ones already reach p without; renormalise")
+    _ok(f"next_token_probs matches the reference on {len(cases)} settings "
+        "(temperature, top-k with a tie, top-p, all three)")
+
+
+# Draws per sampling case, and how far a token's frequency may stray from its probability: 5 standard deviations of
+# a frequency over DRAWS draws (a right sampler fails one token in about 3.5 million), plus one draw: at most 0.017,
+# where each stored mistake moves some probability by 0.049 or more (grader.references.build_decoding).
+DRAWS = 20000
+SIGMAS = 5.0
+
+
+def _frequencies_fit(counts: torch.Tensor, probs: torch.Tensor) -> bool:
+    """The counts of ``DRAWS`` draws are what ``probs`` gives: no draw of a token with probability 0, and every
+    frequency within ``SIGMAS`` standard deviations (and one draw) of its probability."""
+    p = probs.double()
+    frequency = counts.double() / counts.sum()
+    if bool((counts[p == 0] > 0).any()):
+        return False
+    bound = SIGMAS * torch.sqrt(p * (1 - p) / counts.sum()) + 1.0 / counts.sum()
+    return bool(((frequency - p).abs() <= bound).all())
+
+
+def _sampling_ids(found, label: str, vocab: int) -> torch.Tensor:
+    found = _require_tensor(found, label)
+    if tuple(found.shape) == (DRAWS, 1):
+        _fail(f"{label} returns shape (batch, 1).", f"({DRAWS},) = (batch,)", tuple(found.shape),
+              "torch.multinomial(probs, 1) gives one column per row: .squeeze(-1) it to one id per row",
+              key="wrong_shape", keep=True)
+    if tuple(found.shape) != (DRAWS,):
+        _fail(f"{label} returns the wrong shape.", f"({DRAWS},) = (batch,): one token id per row of logits",
+              tuple(found.shape), key="wrong_shape", keep=True)
+    if found.is_floating_point():
+        if not bool((found == found.round()).all()):
+            _fail(f"{label} returns numbers that are not token ids.", "integer ids", str(found.dtype),
+                  "draw ids (torch.multinomial), do not return probabilities", key="wrong_type", keep=True)
+        found = found.round()
+    if bool((found < 0).any()) or bool((found >= vocab).any()):
+        _fail(f"{label} returns ids outside the vocabulary.", f"ids in [0, {vocab})", hint="one id per row, the index "
+              "of the drawn token along the last axis", key="wrong_type", keep=True)
+    return found.long()
+
+
+@_checked
+def check_sampling(sample_next_token: Callable, split: str = "visible") -> None:
+    """sample_next_token(logits, temperature, top_k, top_p, generator): judged by the frequencies of many draws,
+    never by a seeded sequence (a right answer may use the random generator in any way)."""
+    from .. import generation
+    visible = split == "visible"
+    cases = [case for case in references.load("decoding")[split] if case["kind"] == "sampling"]
+    for case in cases:
+        logits, vocab = case["logits"], case["logits"].size(-1)
+        label = (f"sample_next_token(logits ({DRAWS}, {vocab}), temperature={case['temperature']}, "
+                 f"top_k={case['top_k']}, top_p={case['top_p']}, generator)" if visible
+                 else "sample_next_token on hidden logits and settings")
+        with forbid(generation.next_token_probs, generation.sample_next_token):
+            found = _call(label, sample_next_token, logits.expand(DRAWS, vocab).clone(), case["temperature"],
+                          case["top_k"], case["top_p"], generator=torch.Generator().manual_seed(case["seed"]))
+        counts = torch.bincount(_sampling_ids(found, label, vocab), minlength=vocab)
+        expected = case["expected"]
+        if _frequencies_fit(counts, expected):
+            continue
+        shown = (f"frequencies {_short((counts.double() / DRAWS).round(decimals=3))}" if visible else None)
+        wanted = _short(expected.double().round(decimals=3)) if visible else None
+        if int(counts[int(expected.argmax())]) == DRAWS:
+            _fail(f"{label} always returns the most likely token.", wanted, shown, "that is greedy decoding: draw "
+                  "from the distribution instead, torch.multinomial(probs, 1)", key="sampling.greedy")
+        for name, (what, hint) in DECODING_MISTAKES.items():
+            if name in case and not _same(case[name], expected, references.tolerance("decoding")) \
+                    and _frequencies_fit(counts, case[name]):
+                _fail(f"{label} draws from a distribution in which {what[0].lower()}{what[1:]}", wanted, shown, hint,
+                      key=f"decoding.{name}")
+        others = {"sampling.settings_ignored": (torch.softmax(logits.double(), -1), "ignores the temperature, top-k "
+                                                "and top-p: it draws from softmax(logits)", "reshape the distribution "
+                                                "first (next_token_probs), then draw from it"),
+                  "sampling.softmax_twice": (torch.softmax(expected.double(), -1), "draws from softmax(probabilities)",
+                                             "the distribution is already probabilities: draw from it directly "
+                                             "(torch.multinomial takes probabilities, not logits)"),
+                  "sampling.uniform": (torch.full((vocab,), 1.0 / vocab, dtype=torch.float64), "draws every token "
+                                       "equally often", "draw with the probabilities as weights: "
+                                       "torch.multinomial(probs, 1), not torch.randint"),
+                  "sampling.uniform_over_kept": ((expected > 0).double() / (expected > 0).sum(), "draws the tokens the "
+                                                 "filters keep equally often", "weight each kept token by its "
+                                                 "probability: torch.multinomial(probs, 1)")}
+        for key, (probs, what, hint) in others.items():
+            if not _same(probs, expected.double(), references.tolerance("decoding")) and _frequencies_fit(counts, probs):
+                _fail(f"{label} {what}.", wanted, shown, hint, key=key)
+        worst = int(((counts.double() / DRAWS) - expected.double()).abs().argmax())
+        _fail(f"{label}: over {DRAWS} draws the frequencies are not the probabilities of next_token_probs"
+              + (f" (token {worst} drawn {int(counts[worst])} times for a probability of {float(expected[worst]):.3f})"
+                 if visible else "") + ".", wanted, shown,
+              "draw from the reference distribution: ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)")
+    _ok(f"sample_next_token: {DRAWS} draws on each of {len(cases)} settings have the probabilities of next_token_probs")
+
+
+# ----------------------------------------------------------------- tokens: pieces back into text
+
+# The usual mistakes of pieces_to_text, their outputs stored per case (``grader.references.build_tokenization``).
+TOKEN_MISTAKES = {
+    "marker_kept": ("the word-start mark \u2581 is still in the text.",
+                    "each \u2581 (U+2581, not the ASCII underscore _) stands for the space before a word: turn it "
+                    "into ' '"),
+    "pieces_as_words": ("every piece became a word of its own.",
+                        "a piece without \u2581 continues the word before it: join the pieces with nothing between "
+                        "them, then turn each \u2581 into a space"),
+    "leading_space": ("the text starts with a space.",
+                      "the first word's \u2581 becomes a space too: strip the text's ends"),
+    "specials_kept": ("the markers (<s>, </s>, <pad>, <mask>) are in the text.",
+                      "leave out <s>, </s>, <pad> and <mask>: they mark where a sentence starts and ends, fill a batch "
+                      "or hide a token, and are not text"),
+}
+
+
+@_checked
+def check_pieces_to_text(pieces_to_text: Callable, split: str = "visible") -> None:
+    """pieces_to_text(pieces): the text, against the reference, each usual mistake named."""
+    from .. import tokens
+    visible = split == "visible"
+    cases = references.load("tokenization")[split]
+    for case in cases:
+        pieces, expected = list(case["pieces"]), case["expected"]
+        label = f"pieces_to_text({pieces})" if visible else "pieces_to_text on hidden pieces"
+        with forbid(tokens.pieces_to_text):
+            found = _call(label, pieces_to_text, list(pieces))
+        if isinstance(found, (list, tuple)) and all(isinstance(piece, str) for piece in found):
+            _fail(f"{label} returns a list, not one string.", repr(expected) if visible else None,
+                  _short(found, 160) if visible else None, "join the pieces into one string: ''.join(...)",
+                  key="wrong_type")
+        if not isinstance(found, str):
+            _fail(f"{label} must return a string.", "a str", _kind(found), key="wrong_type", keep=True)
+        if found == expected:
+            continue
+        matches = [key for key in TOKEN_MISTAKES if case[key] != expected and found == case[key]]
+        shown = (repr(expected), repr(found)) if visible else (None, None)
+        if matches:
+            _fail(f"{label}: " + _twins([TOKEN_MISTAKES[k][0].rstrip(".") for k in matches]) + ".", *shown,
+                  _twins([TOKEN_MISTAKES[k][1] for k in matches]), key="|".join(f"tokens.{k}" for k in matches))
+        if found.split() == expected.split():
+            _fail(f"{label}: the words are right, the spaces between them are not.", *shown,
+                  "a space goes where a piece starts with \u2581, and only there; none at either end",
+                  key="tokens.spacing")
+        _fail(f"{label} differs from the reference.", *shown, "join the pieces but <s>, </s>, <pad> and <mask>, "
+              "turn each \u2581 into a space and strip the ends")
+    _ok(f"pieces_to_text gives the text of {len(cases)} tokenized sentences")

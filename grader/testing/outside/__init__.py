@@ -58,9 +58,12 @@ GRADED = {
     "encoding": (1, ["checks.check_positional_encoding(PositionalEncoding, split=SPLIT)"]),
     "attention": (1, ["checks.check_attention(scaled_dot_product_attention, split=SPLIT)"]),
     "multi_head": (1, ["checks.check_multi_head_attention(multi_head_attention, split=SPLIT)"]),
+    "pieces": (3, ["checks.check_pieces_to_text(pieces_to_text, split=SPLIT)"]),
     "lm_targets": (3, ["checks.check_lm_targets(make_lm_targets, split=SPLIT)"]),
     "lm_loss": (3, ["checks.check_lm_loss(lm_loss, split=SPLIT)"]),
     "greedy": (3, ["checks.check_greedy(greedy_generate_ids, split=SPLIT)"]),
+    "decoding": (3, ["checks.check_decoding(next_token_probs, split=SPLIT)"]),
+    "sampling": (3, ["checks.check_sampling(sample_next_token, split=SPLIT)"]),
     "mlm_masking": (5, ['checks.check_masking(mask_tokens, part="structure", split=SPLIT)',
                         'checks.check_masking(mask_tokens, part="rates", split=SPLIT)']),
     "mlm_loss": (5, ["checks.check_mlm_loss(mlm_loss, split=SPLIT)"]),
@@ -113,8 +116,12 @@ def answers() -> list[Answer]:
 
 
 def support_for(answer: Answer) -> str:
-    """The right BertBase the mapping check builds its model from (the student's part-6 cell before it)."""
-    if answer.graded != "weight_mapping":
-        return ""
-    from . import part6
-    return part6.RIGHT_BERT_BASE
+    """The right answer to the cell before that a check builds on: the BertBase the mapping check builds its model
+    from, the next_token_probs a sampler draws from (the student's earlier cell, graded on its own)."""
+    if answer.graded == "weight_mapping":
+        from . import part6
+        return part6.RIGHT_BERT_BASE
+    if answer.graded == "sampling":
+        from . import part3
+        return part3.RIGHT_NEXT_TOKEN_PROBS
+    return ""

@@ -5,7 +5,7 @@ the same answers are submissions, graded as an instructor grades them: a release
 autograde`` (the sandboxed kernels, the checks judged outside the student's process) and ``feedback``.  Student i of
 a notebook answers every graded cell of it with the i-th outside answer to that cell; an answer whose check builds the
 student's answer to another cell (the weight mapping builds the student's BertBase) goes to a student whose other cell
-is right, as at the check level.
+is right, as at the check level (so does a sampler, which draws from the student's next_token_probs).
 
 For every answer it records whether each test cell's score is the check-level verdict, whether the hidden check's
 diagnosis (its first line) is on the student's feedback page, and whether a test cell shows an error other than a
@@ -44,9 +44,12 @@ CELLS = {
     "encoding": ("pe_answer", ["pe_visible"], ["pe_hidden"]),
     "attention": ("attention_answer", ["attention_visible"], ["attention_hidden"]),
     "multi_head": ("mha_answer", ["mha_visible"], ["mha_hidden"]),
+    "pieces": ("pieces_answer", ["pieces_visible"], ["pieces_hidden"]),
     "lm_targets": ("targets_answer", ["targets_visible"], ["targets_hidden"]),
     "lm_loss": ("loss_answer", ["loss_visible"], ["loss_hidden"]),
     "greedy": ("greedy_answer", ["greedy_visible"], ["greedy_hidden"]),
+    "decoding": ("decoding_answer", ["decoding_visible"], ["decoding_hidden"]),
+    "sampling": ("sampling_answer", ["sampling_visible"], ["sampling_hidden"]),
     "mlm_masking": ("masking_answer", ["masking_structure", "masking_rates"], ["masking_hidden"]),
     "mlm_loss": ("mlm_loss_answer", ["mlm_loss_visible"], ["mlm_loss_hidden"]),
     "bert_base": ("bert_base_answer", ["bert_base_visible"], ["bert_base_hidden"]),
@@ -54,7 +57,7 @@ CELLS = {
     "classifier": ("classifier_answer", ["classifier_visible"], ["classifier_hidden"]),
 }
 # A check that builds the student's answer to another cell: the answer goes to a student whose other cell is right.
-NEEDS_RIGHT = {"weight_mapping": "bert_base"}
+NEEDS_RIGHT = {"weight_mapping": "bert_base", "sampling": "decoding"}
 TEST_SECRET = "translab-tests: the secret of the temporary courses"  # a temporary course's, as the tests use
 
 

@@ -1,4 +1,5 @@
-"""Part 3 as outside code writes it: the shifted targets, the language-model loss, greedy decoding."""
+"""Part 3 as outside code writes it: pieces back into text, the shifted targets, the language-model loss, greedy decoding, and sampling's
+next-token distribution and draws (issue 51)."""
 from .answer import Answer
 
 TARGETS = [
@@ -176,4 +177,186 @@ def greedy_generate_ids(model, prompt_ids, max_new_tokens=30, eos_id=EOS_ID):
 """, "greedy.too_few"),
 ]
 
-ANSWERS = [*TARGETS, *LOSS, *GREEDY]
+# The right next_token_probs the sampler's answers call (the student's cell before it: graded on its own).
+RIGHT_NEXT_TOKEN_PROBS = """
+def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.size(-1):
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    if top_p is not None and top_p < 1.0:
+        ordered, order = torch.sort(probs, dim=-1, descending=True)
+        drop = ordered.cumsum(dim=-1) - ordered >= top_p
+        probs = probs.masked_fill(drop.scatter(-1, order, drop), 0.0)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+"""
+
+# Logit warpers as Hugging Face's generation code chains them: top-p on an ascending sort, cumsum <= 1 - p removed.
+_ASCENDING_TOP_P = """
+def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
+    scores = logits / temperature
+    if top_k is not None:
+        top_k = min(top_k, scores.size(-1))
+        threshold = torch.topk(scores, top_k)[0][..., -1, None]
+        scores = scores.masked_fill(scores < threshold, -float("inf"))
+    if top_p is not None:
+        sorted_scores, sorted_indices = torch.sort(scores, descending=False)
+        cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+        remove = cumulative <= (1 - top_p)
+        remove[..., -1:] = False
+        scores = scores.masked_fill(remove.scatter(-1, sorted_indices, remove), -float("inf"))
+    return torch.softmax(scores, dim=-1)
+"""
+
+# The much-copied top-p snippet: remove cumsum > p, then shift the mask right so the crossing token stays.
+_SHIFTED = """
+import torch.nn.functional as F
+def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
+    logits = logits / temperature
+    if top_k:
+        values, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits = torch.where(logits < values[..., [-1]], torch.full_like(logits, -float("inf")), logits)
+    if top_p is not None:
+        sorted_logits, sorted_indices = torch.sort(logits, descending=True)
+        cumulative_probs = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)
+        sorted_indices_to_remove = cumulative_probs > top_p
+        %s
+        indices_to_remove = sorted_indices_to_remove.scatter(-1, sorted_indices, sorted_indices_to_remove)
+        logits = logits.masked_fill(indices_to_remove, -float("inf"))
+    return F.softmax(logits, dim=-1)
+"""
+_SHIFT = ("sorted_indices_to_remove[..., 1:] = sorted_indices_to_remove[..., :-1].clone()\n"
+          "        sorted_indices_to_remove[..., 0] = False")
+
+
+def _variant(change: str, into: str) -> str:
+    assert change in RIGHT_NEXT_TOKEN_PROBS
+    return RIGHT_NEXT_TOKEN_PROBS.replace(change, into)
+
+
+DECODING = [
+    Answer("decoding", "ascending_warpers", "Hugging Face's logit warpers: top-k threshold, top-p on an ascending sort",
+           _ASCENDING_TOP_P, None),
+    Answer("decoding", "shifted_mask", "the widely copied top-p filter, its removal mask shifted right by one",
+           _SHIFTED % _SHIFT, None),
+    Answer("decoding", "masked_fill_steps", "one masked_fill per filter, probabilities sorted once", RIGHT_NEXT_TOKEN_PROBS,
+           None),
+    Answer("decoding", "probs_over_temperature", "the temperature applied to the probabilities", _variant(
+        "    logits = logits / temperature\n",
+        "    pass\n").replace("    probs = torch.softmax(logits, dim=-1)\n",
+                          "    probs = torch.softmax(logits, dim=-1) / temperature\n    probs = probs / probs.sum(-1, keepdim=True)\n"),
+           "decoding.temperature_after_softmax"),
+    Answer("decoding", "times_temperature", "the logits multiplied by the temperature", _variant(
+        "logits = logits / temperature", "logits = logits * temperature"), "decoding.temperature_multiplied"),
+    Answer("decoding", "topk_indices", "top-k kept by topk's indices: exactly k tokens, a tie cut", _variant(
+        """        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))""",
+        """        keep = torch.zeros_like(logits, dtype=torch.bool)
+        keep.scatter_(-1, torch.topk(logits, top_k, dim=-1).indices, True)
+        logits = logits.masked_fill(~keep, float("-inf"))"""), "decoding.top_k_ties"),
+    Answer("decoding", "unshifted_mask", "the same snippet without the shift: the crossing token removed", _SHIFTED % "",
+           "decoding.top_p_crossing_dropped"),
+    Answer("decoding", "comparison_flipped", "the top-p comparison the wrong way round", _variant(
+        "drop = ordered.cumsum(dim=-1) - ordered >= top_p", "drop = ordered.cumsum(dim=-1) - ordered < top_p"),
+           "decoding.top_p_wrong_side"),
+    Answer("decoding", "not_renormalised", "the filtered tokens zeroed, the rest left as it was", _variant(
+        "        probs = probs / probs.sum(dim=-1, keepdim=True)\n", ""), "decoding.no_renormalisation"),
+]
+
+SAMPLING = [
+    Answer("sampling", "multinomial", "torch.multinomial on the distribution, one draw per row",  """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    probs = next_token_probs(logits, temperature, top_k, top_p)
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+""", None),
+    Answer("sampling", "categorical", "torch.distributions.Categorical, the generator not used", """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    return torch.distributions.Categorical(probs=next_token_probs(logits, temperature, top_k, top_p)).sample()
+""", None),
+    Answer("sampling", "gumbel_max", "the Gumbel-max trick: argmax of log-probabilities plus Gumbel noise", """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    probs = next_token_probs(logits, temperature, top_k, top_p)
+    uniform = torch.rand(probs.shape, generator=generator).clamp_min(1e-12)
+    return (probs.log() - torch.log(-torch.log(uniform))).argmax(dim=-1)
+""", None),
+    Answer("sampling", "inverse_cdf", "inverse transform sampling with searchsorted on the cumulative sum", """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    cdf = next_token_probs(logits, temperature, top_k, top_p).cumsum(dim=-1)
+    u = torch.rand(cdf.shape[:-1] + (1,), generator=generator) * cdf[..., -1:]
+    return torch.searchsorted(cdf, u).squeeze(-1).clamp_max(cdf.size(-1) - 1)
+""", None),
+    Answer("sampling", "argmax", "the most likely token taken, as greedy decoding does", """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    return next_token_probs(logits, temperature, top_k, top_p).argmax(dim=-1)
+""", "sampling.greedy"),
+    Answer("sampling", "raw_softmax", "a draw from softmax(logits): the settings never used", """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+""", "sampling.settings_ignored"),
+    Answer("sampling", "softmax_again", "softmax applied to what is already a distribution", """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    probs = next_token_probs(logits, temperature, top_k, top_p)
+    return torch.multinomial(torch.softmax(probs, dim=-1), 1, generator=generator).squeeze(-1)
+""", "sampling.softmax_twice"),
+    Answer("sampling", "randint", "a random token id, the probabilities not used as weights", """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    return torch.randint(0, logits.size(-1), logits.shape[:-1], generator=generator)
+""", "sampling.uniform"),
+    Answer("sampling", "column", "torch.multinomial's (batch, 1) column returned as it is", """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    return torch.multinomial(next_token_probs(logits, temperature, top_k, top_p), 1, generator=generator)
+""", "wrong_shape"),
+]
+
+PIECES = [
+    Answer("pieces", "filter_join_replace", "markers filtered, pieces joined, the mark replaced, ends stripped", """
+def pieces_to_text(pieces):
+    kept = [p for p in pieces if p not in ("<s>", "</s>", "<pad>", "<mask>")]
+    return "".join(kept).replace("\u2581", " ").strip()
+""", None),
+    Answer("pieces", "regex_markers", "markers removed with a regular expression on the joined text", """
+import re
+def pieces_to_text(pieces):
+    text = re.sub(r"</?s>|<pad>|<mask>", "", "".join(pieces))
+    return text.replace("\u2581", " ").strip()
+""", None),
+    Answer("pieces", "word_builder", "words built piece by piece, as SentencePiece's decoder loop does", """
+def pieces_to_text(pieces):
+    words = []
+    for piece in pieces:
+        if piece in {"<s>", "</s>", "<pad>", "<mask>"}:
+            continue
+        if piece.startswith("\u2581") or not words:
+            words.append(piece.lstrip("\u2581"))
+        else:
+            words[-1] += piece
+    return " ".join(words)
+""", None),
+    Answer("pieces", "joined_only", "the pieces joined, the word-start mark left in", """
+def pieces_to_text(pieces):
+    return "".join(p for p in pieces if p not in ("<s>", "</s>", "<pad>", "<mask>"))
+""", "tokens.marker_kept"),
+    Answer("pieces", "ascii_underscore", "the ASCII underscore replaced, which the pieces do not hold", """
+def pieces_to_text(pieces):
+    kept = [p for p in pieces if p not in ("<s>", "</s>", "<pad>", "<mask>")]
+    return "".join(kept).replace("_", " ").strip()
+""", "tokens.marker_kept"),
+    Answer("pieces", "space_join", "pieces joined with spaces, as words are", """
+def pieces_to_text(pieces):
+    kept = [p.replace("\u2581", "") for p in pieces if p not in ("<s>", "</s>", "<pad>", "<mask>")]
+    return " ".join(kept)
+""", "tokens.pieces_as_words"),
+    Answer("pieces", "not_stripped", "the mark replaced, the ends not stripped", """
+def pieces_to_text(pieces):
+    kept = [p for p in pieces if p not in ("<s>", "</s>", "<pad>", "<mask>")]
+    return "".join(kept).replace("\u2581", " ")
+""", "tokens.leading_space"),
+    Answer("pieces", "markers_kept", "every piece joined, the markers with them", """
+def pieces_to_text(pieces):
+    return "".join(pieces).replace("\u2581", " ").strip()
+""", "tokens.specials_kept"),
+]
+
+ANSWERS = [*PIECES, *TARGETS, *LOSS, *GREEDY, *DECODING, *SAMPLING]
