@@ -269,6 +269,19 @@ def test_the_time_to_expect_is_stated_alike_in_each_notebook_and_the_readme_and_
     assert core + optional <= workload.WEEK
 
 
+def test_each_notebooks_core_time_is_the_stated_rule_on_it():
+    """Issue 51: the core minutes are not guessed: ``workload.core_minutes`` on the solution notebook and its measured
+    compute (results/bench.json) gives them; a notebook that grows must say so at its top."""
+    import json
+    from translab import workload
+    bench = json.loads((REPO_ROOT / "results" / "bench.json").read_text(encoding="utf-8"))["notebooks"]
+    found = {}
+    for path in sorted((REPO_ROOT / "solutions" / "transfer_learning").glob("*.ipynb")):
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        found[path.name[:2]] = workload.core_minutes(notebook, bench[path.stem]["student_s"])
+    assert found == {part: work.core for part, work in workload.WORK.items()}, "update translab/workload.WORK"
+
+
 def _import_graph() -> dict[str, set[str]]:
     """{module: the modules of translab/ and grader/ it imports}, function-local imports included (they hide a
     circle from Python, not from a reader)."""
