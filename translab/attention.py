@@ -133,3 +133,19 @@ def scaling_demo(dims=(4, 16, 64, 256, 1024), keys: int = 16, queries: int = 200
                     f"gradient_{name}": float((1 - (weights ** 2).sum(-1)).mean())}
         rows.append(row)
     return rows
+
+
+def cached_attention_step(x_new: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None,
+                          in_proj_weight: torch.Tensor, in_proj_bias: torch.Tensor, out_proj_weight: torch.Tensor,
+                          out_proj_bias: torch.Tensor, num_heads: int
+                          ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """One generation step of causal self-attention with a KV cache: the new token ``x_new`` (batch, 1, d_model)
+    attends to the cached keys and values and its own; returns (its output (batch, 1, d_model), the cache with its
+    key and value appended: K and V, each (batch, heads, T, d_head)).  Earlier positions' keys and values do not
+    change when a token is appended (they attend to the left only), so no step recomputes them."""
+    q, k, v = torch.nn.functional.linear(x_new, in_proj_weight, in_proj_bias).chunk(3, dim=-1)
+    k, v = split_heads(k, num_heads), split_heads(v, num_heads)
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+    heads, _ = scaled_dot_product_attention(split_heads(q, num_heads), k, v)  # the newest query may read every key
+    return torch.nn.functional.linear(merge_heads(heads), out_proj_weight, out_proj_bias), (k, v)

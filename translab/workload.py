@@ -24,7 +24,7 @@ class Work(NamedTuple):
 WORK = {
     "01": Work(75, 15, "the self-checks; the $\\sqrt{d}$ demo with other widths"),
     "02": Work(105, 15, "the self-check; the tiny examples with other sizes"),
-    "03": Work(75, 20, "the self-check; the attention maps of other sentences; sampling from your own prompts at other settings"),
+    "03": Work(80, 20, "the self-check; the attention maps of other sentences; sampling from your own prompts at other settings"),
     "04": Work(60, 20, "the self-check; a second seed of the fine-tuning run"),
     "05": Work(50, 15, "the self-check; guessing other masked words"),
     "06": Work(115, 20, "the self-check; the attention maps of other sentences"),

@@ -151,9 +151,19 @@ def test_points_per_notebook(path):
 
 
 def test_written_weights_and_total():
+    """The rubric's points table (grader/rubric.md) is the notebooks': each notebook's row and the totals."""
+    import re
     written = {gid: points for path in SOLUTIONS for gid, points, cell in _grades(path) if cell.cell_type == "markdown"}
     assert written == WRITTEN
-    assert sum(POINTS.values()) == 64
+    rubric = (REPO_ROOT / "grader" / "rubric.md").read_text(encoding="utf-8")
+    for notebook, points in POINTS.items():
+        row = re.search(rf"^\| {notebook} \| (\d+) \| (\d+)[^|]*\| (\d+) \|$", rubric, flags=re.M)
+        written_here = sum(p for path in SOLUTIONS if path.stem == notebook
+                           for _, p, cell in _grades(path) if cell.cell_type == "markdown")
+        assert row and [int(n) for n in row.groups()] == [points - written_here, written_here, points], notebook
+    totals = re.search(r"^\| \*\*total\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \|$", rubric, flags=re.M)
+    assert totals and [int(n) for n in totals.groups()] == [sum(POINTS.values()) - sum(WRITTEN.values()),
+                                                            sum(WRITTEN.values()), sum(POINTS.values())]
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
