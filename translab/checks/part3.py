@@ -268,7 +268,7 @@ def check_decoding(next_token_probs: Callable, split: str = "visible") -> None:
         if bool(torch.isfinite(finite).all()) and bool((sums > 0).all()) and \
                 not torch.allclose(sums, torch.ones_like(sums), atol=1e-4) and _same(finite / sums, expected, tol):
             _fail(f"{label}: the rows sum to less than 1; divided by their sum they are right.",
-                  "rows summing to 1", f"row sums {_short(sums.flatten()[:4])}" if visible else None,
+                  "rows summing to 1", f"row sums {_short(sums.flatten()[:4])}",
                   "after zeroing the filtered tokens, renormalise: probs / probs.sum(-1, keepdim=True)",
                   key="decoding.no_renormalisation")
         if _same(torch.softmax(finite, dim=-1), expected, tol):
@@ -277,7 +277,7 @@ def check_decoding(next_token_probs: Callable, split: str = "visible") -> None:
         matches = _variant_matches(found, case, DECODING_MISTAKES, expected, tol)
         if matches:
             _fail(_twins([DECODING_MISTAKES[k][0].rstrip(".") for k in matches]) + ".",
-                  _short(expected.flatten()[:8]) if visible else None, _short(found.flatten()[:8]) if visible else None,
+                  _short(expected.flatten()[:8]), _short(found.flatten()[:8]),
                   _twins([DECODING_MISTAKES[k][1] for k in matches]), key="|".join(f"decoding.{k}" for k in matches))
         _fail(f"{label} differs from the reference.", _short(expected.flatten()[:8]), _short(found.flatten()[:8]),
               "logits / temperature; then logits below the k-th largest to -inf; softmax; then, sorted by "
@@ -343,8 +343,9 @@ def check_sampling(sample_next_token: Callable, split: str = "visible") -> None:
         expected = case["expected"]
         if _frequencies_fit(counts, expected):
             continue
-        shown = (f"frequencies {_short((counts.double() / DRAWS).round(decimals=3))}" if visible else None)
-        wanted = _short(expected.double().round(decimals=3)) if visible else None
+        # shown in the visible check only: _fail leaves expected and found out of a hidden one
+        shown = f"frequencies {_short((counts.double() / DRAWS).round(decimals=3))}"
+        wanted = _short(expected.double().round(decimals=3))
         if int(counts[int(expected.argmax())]) == DRAWS:
             _fail(f"{label} always returns the most likely token.", wanted, shown, "that is greedy decoding: draw "
                   "from the distribution instead, torch.multinomial(probs, 1)", key="sampling.greedy")
@@ -406,15 +407,15 @@ def check_pieces_to_text(pieces_to_text: Callable, split: str = "visible") -> No
         with forbid(tokens.pieces_to_text):
             found = _call(label, pieces_to_text, list(pieces))
         if isinstance(found, (list, tuple)) and all(isinstance(piece, str) for piece in found):
-            _fail(f"{label} returns a list, not one string.", repr(expected) if visible else None,
-                  _short(found, 160) if visible else None, "join the pieces into one string: ''.join(...)",
+            _fail(f"{label} returns a list, not one string.", repr(expected),
+                  _short(found, 160), "join the pieces into one string: ''.join(...)",
                   key="wrong_type")
         if not isinstance(found, str):
             _fail(f"{label} must return a string.", "a str", _kind(found), key="wrong_type", keep=True)
         if found == expected:
             continue
         matches = [key for key in TOKEN_MISTAKES if case[key] != expected and found == case[key]]
-        shown = (repr(expected), repr(found)) if visible else (None, None)
+        shown = (repr(expected), repr(found))  # a hidden check's _fail leaves them out
         if matches:
             _fail(f"{label}: " + _twins([TOKEN_MISTAKES[k][0].rstrip(".") for k in matches]) + ".", *shown,
                   _twins([TOKEN_MISTAKES[k][1] for k in matches]), key="|".join(f"tokens.{k}" for k in matches))
