@@ -100,7 +100,7 @@ CANDIDATES = {
     },
 }
 # The winners of ``--tune`` (mean validation accuracy at 400 and 1,600 labels, 2 seeds; the test set is not
-# loaded): results/recipe_search.json, which tests/test_experiment.py checks these names against.
+# loaded): results/recipe_search.json, which experiments/tests/test_transfer.py checks these names against.
 CHOSEN = {"pretrained": "uniform lr 1e-3", "scratch": "uniform lr 1e-3, mean pooling", "minilm": "lr 1e-4"}
 RECIPES = {init: CANDIDATES[init][name] for init, name in CHOSEN.items()}
 QUICK_RECIPE_CHANGES = {"min_steps": 20, "max_epochs": 2, "min_epochs": 1, "patience": 1}

@@ -2,13 +2,13 @@
 
 Run from the course root (the folder of ``nbgrader_config.py``), never imported by a student's notebook:
 
-    python -m grader release | autograde | feedback | grades | report | collect ZIP | references
+    python -m grader --help      # the commands: one module each in ``commands`` (``cli.COMMANDS`` lists them)
 
-``cli`` maps each command to its module: ``batch`` grades a class (``staging`` copies the plain files of a
-submission, ``nbgrader_process`` runs nbgrader, ``gradebook`` merges each student's rows; one sandboxed kernel
-per student, out-of-band verdicts), ``commands`` holds release, feedback, grades and collect; ``sandbox`` is the
-policy of the kernel student code runs in, which ``launcher`` applies, forked from the ``zygote``, judged by
-``verdicts``; ``execution`` and ``sanitize`` are the nbgrader plugins ``nbgrader_config.py`` names; ``course``
+``cli`` runs a command's module; ``batch`` grades a class after ``preflight`` (``staging`` copies the plain files
+of a submission, ``nbgrader_process`` runs nbgrader, ``gradebook`` merges each student's rows; one sandboxed kernel
+per student, out-of-band verdicts); ``cluster`` and ``results`` grade on Dask workers or Slurm jobs; ``sandbox`` is
+the policy of the kernel student code runs in, which ``launcher`` applies, forked from the ``zygote``, judged by
+``verdicts``; ``nbgrader_plugins`` holds the preprocessors and exporters ``nbgrader_config.py`` names; ``course``
 finds the course on disk; ``report`` summarises a class; ``testing`` holds what the tests and the bench drive
 (the corpus of honest and hostile submissions, the JupyterHub driver).  ``translab`` (the student library) never
 imports this package; what the processes agree on is ``translab.contract``.

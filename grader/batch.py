@@ -30,11 +30,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from translab.contract import ASSIGNMENT, DATA_DIR_ENV, SANDBOX_STATUS_ENV, UNSANDBOXED_ENV
+from translab.contract import ASSIGNMENT, SANDBOX_STATUS_ENV, UNSANDBOXED_ENV
 
-from .course import GradingError, students
+from .course import GradingError
 from .gradebook import (add_submission, flagged_notebooks, gradebook_has_assignment, gradebook_notebooks,
                         has_submission, merge_student, sqlite_copy, zero_and_flag)
+from .preflight import preflight
 from .nbgrader_process import check_config, fork_server, nbgrader, nbgrader_env, preloads_checks, run_nbgrader
 from .staging import stage_submission
 
@@ -56,28 +57,7 @@ def ensure_assignment(root: Path) -> None:
 def autograde(root: Path, jobs: int = 1, only: list[str] | None = None, extra_args: tuple[str, ...] = (),
               sandbox: bool = True, student_timeout: float = STUDENT_BUDGET) -> "BatchReport":
     """Grade every submission (or only these students'), ``jobs`` students at a time (see ``grade_batch``)."""
-    names = students(root)
-    if not names:
-        raise GradingError(f"nothing to grade: put submissions in {root / 'submitted'}/<student>/{ASSIGNMENT}/ "
-                           "(or `make collect ZIP=...`)")
-    if only:
-        absent = [student for student in only if student not in names]
-        if absent:
-            raise GradingError(f"no submission for {', '.join(map(repr, absent))} in {root / 'submitted'}; "
-                               "nothing was graded")
-        names = list(dict.fromkeys(only))
-    from translab.data import FIX_HINT, missing
-    absent = missing()
-    if absent:
-        raise GradingError(f"the lab's data is not on this machine ({', '.join(map(str, absent[:3]))}"
-                           f"{' and more' if len(absent) > 3 else ''}): every student would lose the points of the "
-                           f"cells that read it. Nothing was graded: {FIX_HINT}, or point {DATA_DIR_ENV} at the "
-                           "data folder, and grade again")
-    from .variants import SecretMissing, require_secret
-    try:  # part 2's stated counts are judged against each student's variant, derived from it
-        require_secret(root)
-    except SecretMissing as error:
-        raise GradingError(f"{error} Nothing was graded.") from error
+    names, _ = preflight(root, only)
     # started first, with the preload this batch wants: its imports (1 s) overlap the zygote's, and
     # generate_assignment, when the gradebook is new, is forked from it too
     fork_server(checker_imports=preloads_checks(names, sandbox))

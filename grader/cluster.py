@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-from translab.contract import ASSIGNMENT, COURSE_ENV
+from translab.contract import COURSE_ENV
 
 from .batch import REPORT_NAME
 from .course import GradingError, students
@@ -72,9 +72,8 @@ _ONE_AT_A_TIME = threading.Lock()  # a worker process grades one task at a time,
 
 def remote_task(task: dict) -> dict[str, dict[str, bytes]]:
     """What a Dask worker runs: check the course, grade, return each student's result folder as data."""
-    from translab.data import FIX_HINT, missing
-
     from .course import course_root
+    from .preflight import require_data
     course = Path(os.environ.get(COURSE_ENV) or course_root()).resolve()
     here = fingerprint(course)
     if here["digest"] != task["fingerprint"]["digest"]:
@@ -83,9 +82,7 @@ def remote_task(task: dict) -> dict[str, dict[str, bytes]]:
             f"{here['commit'] or '?'}, fingerprint {here['digest'][:12]}) than the batch (commit "
             f"{task['fingerprint']['commit'] or '?'}, {task['fingerprint']['digest'][:12]}): check out the "
             f"batch's commit there (or point {COURSE_ENV} at such a checkout) and restart the worker")
-    absent = missing()
-    if absent:
-        raise GradingError(f"the lab's data is not on the worker {socket.gethostname()} ({absent[0]}): {FIX_HINT}")
+    require_data(f"the worker {socket.gethostname()}")
     with _ONE_AT_A_TIME, tempfile.TemporaryDirectory(prefix="translab-result-") as scratch:
         given = Path(scratch) / "payload.pickle"
         given.touch(mode=0o600)
@@ -238,38 +235,20 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
     from distributed.scheduler import KilledWorker
 
     from .batch import BatchReport, StudentResult, _write_report, ensure_assignment
-    from .variants import SecretMissing, require_secret
+    from .preflight import preflight
     say = say or functools.partial(print, flush=True)
     started = time.perf_counter()
-    names = students(root)
-    if only:
-        absent = [student for student in only if student not in names]
-        if absent:
-            raise GradingError(f"no submission for {', '.join(map(repr, absent))} in {root / 'submitted'}")
-        names = list(dict.fromkeys(only))
-    if not names:
-        raise GradingError(f"nothing to grade: put submissions in {root / 'submitted'}/<student>/{ASSIGNMENT}/")
-    try:
-        secret = require_secret(root)
-    except SecretMissing as error:
-        raise GradingError(f"{error} Nothing was graded.") from error
+    names, secret = preflight(root, only, data_here=False)  # each worker checks its own data (grade_remote)
     ensure_assignment(root)
     course = fingerprint(root)
     reconnects = logging.getLogger("distributed.client")
     if not any(isinstance(known, _ReconnectNoise) for known in reconnects.filters):
         reconnects.addFilter(_ReconnectNoise())
+    pending, skipped, refused_by = _still_to_grade(root, names, course, force)
     client = connect(cluster)
     address = getattr(client.scheduler, "address", None) or cluster
-    results, skipped, futures, refused_by, pending, workers, lost = [], [], {}, {}, [], 0, []
+    results, futures, workers, lost = [], {}, 0, []
     try:
-        for name in names:
-            sent = submission(root, name)
-            refused_by[name] = sent[1]  # as read here: the worker sees each refused entry as a dangling link
-            mark = merged_mark(root, name)
-            if not force and mark and mark.get("submission") == sent[2] and mark.get("course") == course["digest"]:
-                skipped.append(name)
-            else:
-                pending.append((name, sent))
         if skipped:
             say(f"[autograde] {len(skipped)} student(s) already merged with this submission and course, not graded "
                 f"again (--force grades them): {', '.join(skipped[:10])}{' ...' if len(skipped) > 10 else ''}")
@@ -279,10 +258,7 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
             chunk, start = pending[start:start + size], start + size
             given = payload(root, chunk, course, secret, extra_args, sandbox, student_timeout)
             futures[client.submit(remote_task, given, key=task_key(chunk), pure=False)] = [name for name, _ in chunk]
-        tasks = (f"{len(sizes)} task(s)" if len(set(sizes)) < 2 else
-                 f"{len(sizes)} tasks of {sizes[0]} student(s) down to {sizes[-1]}")
-        say(f"[autograde] {len(pending)} student(s) sent to {address} "
-            f"({workers} worker(s) now, in {tasks})")
+        say(f"[autograde] {len(pending)} student(s) sent to {address} ({workers} worker(s) now, in {_tasks(sizes)})")
         stop = None
         for future in as_completed(futures):
             chunk = futures[future]
@@ -326,6 +302,27 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
         with open(root / AUTOGRADED / REPORT_NAME, "a", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerows(kept)
     return report
+
+
+def _still_to_grade(root: Path, names: list[str], course: dict, force: bool
+                    ) -> tuple[list[tuple[str, tuple]], list[str], dict[str, list]]:
+    """(the students to send with their submissions, those already merged with this submission and course, what
+    each submission refused): a student graded and merged before is not graded again unless ``force``."""
+    pending, skipped, refused_by = [], [], {}
+    for name in names:
+        sent = submission(root, name)
+        refused_by[name] = sent[1]  # as read here: the worker sees each refused entry as a dangling link
+        mark = merged_mark(root, name)
+        if not force and mark and mark.get("submission") == sent[2] and mark.get("course") == course["digest"]:
+            skipped.append(name)
+        else:
+            pending.append((name, sent))
+    return pending, skipped, refused_by
+
+
+def _tasks(sizes: list[int]) -> str:
+    return (f"{len(sizes)} task(s)" if len(set(sizes)) < 2 else
+            f"{len(sizes)} tasks of {sizes[0]} student(s) down to {sizes[-1]}")
 
 
 class _ReconnectNoise(logging.Filter):

@@ -8,7 +8,8 @@ student's notebook shows; ``hidden`` entries use sizes, hyperparameters and seed
 sees, which is why this module, which holds them, is the grader's and not the student library's.
 
 Why one file: one builder per reference, each beside the configurations and seeds it draws; ``build`` and the
-staleness test walk them all, and the float64 arithmetic they share (``ExactArithmetic``) is defined once here.
+staleness test walk them all, and the float64 arithmetic they share (``ExactArithmetic``) is defined once here.  Notebook 06's
+builders (a real BERT) are in ``grader.references_bert``.
 """
 from __future__ import annotations
 
@@ -27,9 +28,13 @@ from translab import params as P
 from translab.data import EOS_ID, PAD_ID
 from translab.paths import GRADER_DIR
 from translab import attention as A
-from translab.checks import part1, part2, part3, part5, part6
+from translab.checks import part1, part2, part3, part5
 from translab.checks.harness import mistaken_outputs
 from translab.references import EXACT, NAMES, Tolerance, tolerance
+
+# notebook 06's builders: BUILDERS below finds them by name, and the tests read BERT_SENTENCES here
+from .references_bert import (BERT_SENTENCES, build_bert_base, build_bert_classifier, build_bert_mapping,  # noqa: F401
+                              build_bert_parameters, state_copy)
 
 MASK_SIZES = {"visible": [5], "hidden": [1, 7, 13]}
 PE_CONFIGS = {"visible": [(16, 50)], "hidden": [(6, 11), (48, 100)]}
@@ -65,10 +70,6 @@ def _padded_batch(ntoken: int, seed: int, lengths=LENGTHS) -> tuple[torch.Tensor
         src[row, length:] = PAD_ID
         padding[row, length:] = True
     return src, padding
-
-
-def _state(module: nn.Module) -> dict:
-    return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
 def build_mask() -> dict:
@@ -157,7 +158,7 @@ def build_transformer() -> dict:
             base = M.TransformerModel.from_config(M.ModelConfig.pick(cfg, dropout=0.1)).eval()
             src, padding = _padded_batch(cfg["ntoken"], 300 + i)
             causal = M.generate_square_subsequent_mask(src.size(1))
-            out[split].append({"config": cfg, "state_dict": _state(base), "src": src, "padding": padding,
+            out[split].append({"config": cfg, "state_dict": state_copy(base), "src": src, "padding": padding,
                                "causal": causal, **_encoder_variants(base, src, padding, causal)})
     return out
 
@@ -175,7 +176,7 @@ def build_heads() -> dict:
             hidden = torch.randn(len(LENGTHS), max(LENGTHS), cfg["nhid"], generator=g)
             _, padding = _padded_batch(cfg["ntoken"], 600 + i)
             out[split].append({
-                "config": cfg, "lm_state": _state(lm), "cls_state": _state(cls), "hidden": hidden,
+                "config": cfg, "lm_state": state_copy(lm), "cls_state": state_copy(cls), "hidden": hidden,
                 "padding": padding, "lm_expected": lm(hidden), "cls_expected": cls(hidden, padding),
                 **mistaken_outputs(part2.CLASSIFICATION_HEAD_MISTAKES, SimpleNamespace(head=cls, hidden=hidden)),
                 "cls_no_padding_mask": cls(hidden, None),
@@ -193,7 +194,7 @@ def build_model() -> dict:
             lm = M.build_language_model(M.ModelConfig.pick(cfg, dropout=0.1)).eval()
             src, padding = _padded_batch(cfg["ntoken"], 800 + i)
             case = {
-                "config": cfg, "base_state": _state(lm.base), "head_state": _state(lm.head), "src": src,
+                "config": cfg, "base_state": state_copy(lm.base), "head_state": state_copy(lm.head), "src": src,
                 "padding": padding, "causal_expected": lm(src, padding), "bidirectional_expected": lm(src, padding, causal=False),
                 "causal_no_padding": lm(src),
             }
@@ -206,7 +207,7 @@ def build_model() -> dict:
                                     for mask, given in part2.RECORDED_CALLS]
             case["lm_outputs"] = [lm.head(hidden_of_call) for hidden_of_call in case["base_outputs"]]
             hidden = case["base_outputs"][0]
-            out[split].append({**case, "cls_state": _state(classifier.head), "cls_expected": classifier(src, padding),
+            out[split].append({**case, "cls_state": state_copy(classifier.head), "cls_expected": classifier(src, padding),
                                "cls_padding_not_to_head": classifier.head(hidden, None)})
     return out
 
@@ -274,7 +275,7 @@ def build_greedy() -> dict:
             stop = new[3]
             cases.append({"prompt": prompt, "max_new_tokens": 12, "eos_id": stop,
                           "expected": greedy_generate_ids(lm, prompt, 12, stop)})
-        out[split] = {"config": cfg, "state_dict": _state(lm), "cases": cases}
+        out[split] = {"config": cfg, "state_dict": state_copy(lm), "cases": cases}
     return out
 
 
@@ -413,7 +414,7 @@ def _accuracy_case(cfg: dict, seed: int) -> dict:
     with torch.no_grad():
         predictions = torch.cat([clf(b["inputs"]).argmax(-1) for b in batches])
     labels = torch.cat([b["targets"] for b in batches])
-    return {"config": cfg, "state_dict": _state(clf), "batches": batches, "expected": expected,
+    return {"config": cfg, "state_dict": state_copy(clf), "batches": batches, "expected": expected,
             "no_padding_mask": float((predictions == labels).float().mean())}
 
 
@@ -429,7 +430,7 @@ def build_transfer() -> dict:
         torch.manual_seed(seed)
         lm = M.build_language_model(M.ModelConfig.pick(cfg, dropout=0.1))
         src, padding = _padded_batch(cfg["ntoken"], seed + 1)
-        out[split] = {"config": cfg, "nclasses": nclasses, "state_dict": _state(lm), "src": src, "padding": padding}
+        out[split] = {"config": cfg, "nclasses": nclasses, "state_dict": state_copy(lm), "src": src, "padding": padding}
     return out
 
 
@@ -449,171 +450,9 @@ def build_mlm_loss() -> dict:
         ids, padding = _padded_batch(cfg["ntoken"], seed + 1, lengths=lengths)
         inputs, labels = mask_tokens(ids, cfg["ntoken"], torch.Generator().manual_seed(seed + 2), 0.3)
         pieces = SimpleNamespace(model=lm, ids=ids, inputs=inputs, labels=labels, padding=padding, ntoken=cfg["ntoken"])
-        out[split] = {"config": cfg, "state_dict": _state(lm), "inputs": inputs, "labels": labels, "padding": padding,
+        out[split] = {"config": cfg, "state_dict": state_copy(lm), "inputs": inputs, "labels": labels, "padding": padding,
                       "expected": mlm_loss(lm, inputs, labels, padding),
                       **mistaken_outputs(part5.MLM_LOSS_MISTAKES, pieces)}
-    return out
-
-
-# ----------------------------------------------------------------- notebook 06: a real BERT
-
-# Small BERT shapes for the checks of BertBase and BertClassifier: the hidden ones change every size, the
-# LayerNorm epsilon, the number of token types, and use token types other than 0.
-BERT_CONFIGS = {
-    "visible": [dict(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-                     max_position_embeddings=24, type_vocab_size=2)],
-    "hidden": [dict(vocab_size=41, hidden_size=24, num_hidden_layers=3, num_attention_heads=4, intermediate_size=40,
-                    max_position_embeddings=16, type_vocab_size=3, layer_norm_eps=1e-7),
-               dict(vocab_size=17, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8,
-                    max_position_embeddings=10, type_vocab_size=1)],
-}
-BERT_CLASSES = {"visible": [2], "hidden": [3, 5]}
-# A checkpoint of another shape for the hidden check of the weight mapping (a fixed layer count fails it).
-BERT_SYNTHETIC = dict(vocab_size=40, hidden_size=12, num_hidden_layers=3, num_attention_heads=3, intermediate_size=20,
-                      max_position_embeddings=16, type_vocab_size=2)
-# Sentences run through the real checkpoint.  The visible ones are the notebook's; the hidden ones are never shown
-# (only their token ids are stored), one of them a sentence pair with token types 0 and 1.
-BERT_SENTENCES = {
-    "visible": ["a gorgeous , witty , seductive movie .", "the plot is a mess and the jokes fall flat .",
-                "he drove to the stadium ."],
-    "hidden": ["an uneven but often touching portrait of two brothers .",
-               "nothing here rings true , least of all the ending .",
-               "quiet , patient and quite beautiful .",
-               "i wanted to like it more than i did .",
-               ("was the soundtrack any good ?", "it was the best thing in the film .")],
-}
-BERT_MAX_LENGTH = 64
-
-
-def _bert_config(fields: dict):
-    from translab.bert import BertConfig
-    return BertConfig(**fields)
-
-
-def _random_bert(config, seed: int):
-    """A BertEncoder with random weights, LayerNorms included (else a forgotten or swapped LayerNorm, still at
-    weight 1 and bias 0, could not be told from the right one), at a scale where every mistake shows."""
-    from translab.bert import BertEncoder
-    torch.manual_seed(seed)
-    model = BertEncoder(replace_config(config, initializer_range=0.2))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.dim() == 1:
-                param.add_(0.2 * torch.randn_like(param))
-    return model.eval()
-
-
-def replace_config(config, **changes):
-    from dataclasses import replace
-    return replace(config, **changes)
-
-
-def _bert_inputs(config, seed: int, lengths=(7, 4, 2)) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(1, config.vocab_size, (len(lengths), max(lengths)), generator=g)
-    padding = torch.zeros_like(ids, dtype=torch.bool)
-    types = torch.zeros_like(ids)
-    for row, length in enumerate(lengths):
-        ids[row, length:] = 0
-        padding[row, length:] = True
-        if config.type_vocab_size > 1:  # a second segment, of a type other than 0
-            types[row, length // 2:length] = torch.randint(1, config.type_vocab_size, (1,), generator=g)
-    return ids, padding, types
-
-
-@torch.no_grad()
-@torch.no_grad()
-def build_bert_base() -> dict:
-    out = {}
-    for split, configs in BERT_CONFIGS.items():
-        out[split] = []
-        for i, fields in enumerate(configs):
-            config = _bert_config(fields)
-            model = _random_bert(config, 3000 + 10 * i + (split == "hidden"))
-            ids, padding, types = _bert_inputs(config, 3100 + 10 * i + (split == "hidden"))
-            out[split].append({"config": fields, "state_dict": _state(model), "ids": ids, "padding": padding,
-                               "types": types, "expected": model(ids, padding, types),
-                               "expected_no_masks": model(ids),
-                               **mistaken_outputs(part6.BERT_BASE_MISTAKES, part6.bert_base_pieces(model, ids, padding, types))})
-    return out
-
-
-@torch.no_grad()
-def build_bert_mapping() -> dict:
-    """Outputs of the real all-MiniLM-L6-v2 (loaded by translab's mapping) on the visible and hidden sentences,
-    and, hidden, a small checkpoint of another shape with its outputs.  Only token ids are stored, and for the real
-    checkpoint each parameter's sources by digest (``sources``: what the check uses where the mapping is held back;
-    a file's bytes, the same on every CPU, unlike the synthetic checkpoint's draws, which only the grader reads)."""
-    from translab.bert import load_checkpoint, load_minilm, tokenize, to_checkpoint, weight_mapping
-    minilm, tokenizer = load_minilm(max_length=BERT_MAX_LENGTH)
-    real_config, real_checkpoint = load_checkpoint()
-    real_sources = part6.source_digests(real_checkpoint, weight_mapping(real_config))
-    out = {}
-    for split, sentences in BERT_SENTENCES.items():
-        single = [s for s in sentences if isinstance(s, str)]
-        pairs = [s for s in sentences if not isinstance(s, str)]
-        encodings = tokenizer.encode_batch(single + pairs)
-        ids, padding, types = tokenize(tokenizer, single) if not pairs else (
-            torch.tensor([e.ids for e in encodings]), torch.tensor([e.attention_mask for e in encodings]) == 0,
-            torch.tensor([e.type_ids for e in encodings]))
-        out[split] = [{"config": None, "checkpoint": None, "ids": ids, "padding": padding, "types": types,
-                       "expected": minilm(ids, padding, types), "sources": real_sources}]
-    config = _bert_config(BERT_SYNTHETIC)
-    model = _random_bert(config, 3300)
-    ids, padding, types = _bert_inputs(config, 3301, lengths=(9, 5, 3, 9))
-    out["hidden"].append({"config": BERT_SYNTHETIC, "checkpoint": to_checkpoint(model), "ids": ids, "padding": padding,
-                          "types": types, "expected": model(ids, padding, types)})
-    return out
-
-
-def _bert_count_variants(fields: dict, pooler: bool) -> dict:
-    """The parameter count of a BERT encoder and its usual wrong versions (``part6.BERT_COUNT_MISTAKES``)."""
-    pieces = part6.bert_count_pieces(_bert_config(fields), pooler)
-    return {"config": fields, "pooler": pooler, "expected": pieces.right,
-            **mistaken_outputs(part6.BERT_COUNT_MISTAKES, pieces)}
-
-
-BERT_COUNT_CONFIGS = {
-    "visible": [dict()],  # all-MiniLM-L6-v2 itself (BertConfig's defaults)
-    "hidden": [BERT_CONFIGS["hidden"][0], BERT_SYNTHETIC,
-               dict(vocab_size=28996, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                    intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)],
-}
-
-
-def build_bert_parameters() -> dict:
-    """The cases of each split; the visible one also the counts at ``part6.BERT_PROBES`` (``probe``), which the
-    visible check tries without translab's formula (a release for part 6 holds it back)."""
-    out = {split: [_bert_count_variants(fields, pooler) for fields in configs for pooler in (False, True)]
-           for split, configs in BERT_COUNT_CONFIGS.items()}
-    out["visible"] += [{"config": shape, "pooler": pooler, "probe": True,
-                        "expected": part6.bert_count_pieces(_bert_config(shape), pooler).right}
-                       for shape in part6.BERT_PROBES for pooler in (False, True)]
-    return out
-
-
-@torch.no_grad()
-def build_bert_classifier() -> dict:
-    from translab.bert import BertClassifier
-    out = {}
-    for split, configs in BERT_CONFIGS.items():
-        out[split] = []
-        for i, (fields, nclasses) in enumerate(zip(configs, BERT_CLASSES[split])):
-            config = _bert_config(fields)
-            encoder = _random_bert(config, 3400 + 10 * i + (split == "hidden"))
-            torch.manual_seed(3500 + i)
-            classifier = BertClassifier(encoder, nclasses).eval()
-            ids, padding, types = _bert_inputs(config, 3600 + 10 * i + (split == "hidden"), lengths=(6, 2, 4, 6))
-            out[split].append({
-                "config": fields, "nclasses": nclasses, "encoder_state": _state(encoder),
-                "head_state": _state(classifier.head), "ids": ids, "padding": padding, "types": types,
-                "expected": classifier(ids, padding, types), "expected_no_masks": classifier(ids),
-                **mistaken_outputs(part6.BERT_POOLING_MISTAKES, part6.bert_pooling_pieces(classifier, ids, padding, types)),
-                # the encoder's output for each call a classifier may make (part6.RECORDED_ENCODER_CALLS), for a
-                # release that holds the encoder back (the check's stand-in replays them)
-                "encoder_outputs": [encoder(ids, padding if mask == "padding" else None, types if given == "types" else None)
-                                    for mask, given in part6.RECORDED_ENCODER_CALLS],
-            })
     return out
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from translab.contract import ASSIGNMENT
 
-from .course import GradingError, students
+from .course import GradingError
 from .gradebook import merge_student, sqlite_copy
 
 RESULT = "result.json"
@@ -289,15 +289,13 @@ def grade_students_to(root: Path, only: list[str] | None, out: Path, extra_args:
     """``autograde --student ID --results-dir DIR``: result folders for ``merge``, the gradebook untouched (one
     job of a Slurm array, a Kubernetes Job: the course's checkout is where it runs)."""
     from .batch import ensure_assignment
-    from .variants import require_secret
+    from .preflight import preflight
     if not only:
         raise GradingError("--results-dir grades the students named with --student (one or more)")
-    absent = [name for name in only if name not in students(root)]
-    if absent:
-        raise GradingError(f"no submission for {', '.join(map(repr, absent))} in {root / 'submitted'}")
+    names, secret = preflight(root, only)
     ensure_assignment(root)
-    chunk = [(name, submission(root, name)) for name in dict.fromkeys(only)]
-    given = payload(root, chunk, fingerprint(root), require_secret(root), extra_args, sandbox, student_timeout)
+    chunk = [(name, submission(root, name)) for name in names]
+    given = payload(root, chunk, fingerprint(root), secret, extra_args, sandbox, student_timeout)
     return grade_to_folders(root, given, out)
 
 

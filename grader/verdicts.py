@@ -10,7 +10,7 @@ forked from the batch's zygote) listens on a Unix socket whose path the kernel g
 * Before a graded test cell runs, ``GuardedExecute`` opens a *window* on the checker: the cell's grade_id and
   the checks its source calls (``expected_calls``; the source is the gradebook's, nbgrader puts it back).
 * The kernel's ``checks.check_x`` connects and names its check.  The checker accepts it only as the next call
-  the cell's source makes, runs ``translab.checks.check_x`` itself against the grader's references (the kernel
+  the cell's source makes, runs that check of ``translab.checks`` itself against the grader's references (the kernel
   never sees a hidden expected value) and asks the kernel to run the student's code when the check needs it.
 * It records the verdict, then tells the kernel (which shows the message).  After the cell, ``GuardedExecute``
   replaces the cell's outputs with the record: the check's "ok" lines, and an error when any expected check

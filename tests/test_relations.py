@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from translab import checks, diagnosis, relations, variants
-from translab.checks.part1 import pe_table
+from translab.checks.part1_encoding import pe_table
 
 PRELUDE = """
 import math

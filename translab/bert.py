@@ -6,6 +6,10 @@ embeddings, which is ``nn.TransformerEncoderLayer(activation="gelu", norm_first=
 embedding block.  What differs is only the names, and that PyTorch packs the query, key and value
 projections into one ``in_proj_weight``.  Weights are read with ``safetensors`` and text is tokenized
 with ``tokenizers``: no code from the checkpoint's publisher ever runs.
+
+Why one file: it holds part 6's reference answers (the encoder, the mapping, the count, the classifier), which a
+student release withholds by name (``grader.withheld``), beside what the notebook reads with them (MiniLM's files,
+its tokenizer, the fine-tuning).
 """
 from __future__ import annotations
 

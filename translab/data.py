@@ -5,6 +5,9 @@
     python -m translab.data all       # both; what `make data` runs (idempotent)
 
 Nothing here is committed: the texts' licences do not let us redistribute them.
+
+Why one file: fetching, verifying and preparing are one pipeline whose pins and checksums must be read together; the
+notebooks import only its loaders.
 """
 from __future__ import annotations
 

@@ -17,6 +17,9 @@ Two codecs, one per direction of trust:
   dicts as themselves; anything else as a ``Handle``, a proxy whose attributes and calls go back to the kernel.
 
 Outside grading (``make lab``, Validate) nothing here runs: the checks judge in the kernel, as before.
+
+Why one file: both ends of the protocol (the kernel's request and what the checker answers) must change together,
+and this is the one module the kernel and the checker share.
 """
 from __future__ import annotations
 

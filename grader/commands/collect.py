@@ -7,6 +7,17 @@ from translab.contract import ASSIGNMENT
 
 from ..course import GradingError
 
+HELP = "unpack an LMS zip into submitted/"
+
+
+def arguments(parser) -> None:
+    parser.add_argument("zip", type=Path)
+
+
+def run(root: Path, args) -> int:
+    collect(root, args.zip)
+    return 0
+
 
 def collect(root: Path, archive: Path) -> list[str]:
     """Unpack an LMS zip into submitted/ (``grader.collect``); the students collected.

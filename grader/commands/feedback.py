@@ -11,6 +11,20 @@ from ..feedback_rule import held_back
 from ..nbgrader_process import nbgrader
 
 HOW = {"graded-only": "`make feedback ARGS=--graded-only`", "force": "`make feedback ARGS=--force`"}
+HELP = "write feedback/ (HTML, hidden tests removed); refuses while written answers await a manual grade"
+
+
+def arguments(parser) -> None:
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--graded-only", action="store_true", help="release only the students whose every answer is graded")
+    mode.add_argument("--force", action="store_true", help="release everyone; answers not graded yet show as 0")
+
+
+def run(root: Path, args) -> int:
+    mode = "graded-only" if args.graded_only else "force" if args.force else "complete"
+    for page in feedback(root, mode):
+        print(f"feedback {page.relative_to(root)}")
+    return 0
 
 
 def feedback(root: Path, mode: str = "complete") -> list[Path]:

@@ -15,6 +15,23 @@ from ..gradebook import autograded_gradebook
 
 OUTPUT = {"csv": "grades.csv", "canvas": "grades_canvas.csv", "moodle": "grades_moodle.csv"}  # by format
 FORMATS = tuple(OUTPUT)
+HELP = "write grades.csv, one row per student, or an LMS's import file"
+
+
+def arguments(parser) -> None:
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--format", default="csv", choices=FORMATS,
+                        help="canvas: Canvas's gradebook import; moodle: Moodle's grading worksheet, filled in")
+    parser.add_argument("--canvas-column", help='the assignment as Canvas heads its column: "Title (4242)"')
+    parser.add_argument("--moodle-worksheet", type=Path, help="the grading worksheet downloaded from Moodle")
+    parser.add_argument("--grade-column", help="the worksheet's grade column, where its language is not known")
+    parser.add_argument("--feedback-column", help="the worksheet's feedback comments column, likewise")
+
+
+def run(root: Path, args) -> int:
+    grades(root, args.out, args.format, args.canvas_column, args.moodle_worksheet, args.grade_column,
+           args.feedback_column)
+    return 0
 
 
 def grades(root: Path, out: Path | None = None, form: str = "csv", canvas_column: str | None = None,

@@ -5,6 +5,16 @@ from pathlib import Path
 
 from ..results import merge as merge_folders
 
+HELP = "merge result folders graded elsewhere (autograde --results-dir) into gradebook.db"
+
+
+def arguments(parser) -> None:
+    parser.add_argument("folders", type=Path, nargs="+")
+
+
+def run(root: Path, args) -> int:
+    return merge(root, args.folders)
+
 
 def merge(root: Path, folders: list[Path]) -> int:
     for described in merge_folders(root, folders):

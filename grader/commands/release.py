@@ -8,6 +8,18 @@ from translab.contract import ASSIGNMENT
 from ..course import GradingError
 from ..nbgrader_process import check_config, nbgrader
 
+HELP = "regenerate notebooks/ from solutions/ (nbgrader generate_assignment)"
+
+
+def arguments(parser) -> None:
+    """No options."""
+
+
+def run(root: Path, args) -> int:
+    for path in release(root):
+        print(f"released {path.relative_to(root)}")
+    return 0
+
 
 def release(root: Path) -> list[Path]:
     """Regenerate the student notebooks (and the gradebook's copy of the tests) from the solutions."""

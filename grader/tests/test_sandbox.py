@@ -25,17 +25,33 @@ STUDENT_UID = sandbox.UID_BASE + sandbox.UID_BLOCK * sandbox.UID_BLOCKS + 7  # o
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="hiding paths and dropping privileges need root")
 
 
+SCRATCH_OUTSIDE_THE_CHECKOUT = Path("/var/lib/translab-tests")  # root's, where the checkout is private to root
+
+
+def traversable_scratch() -> Path:
+    """A folder every user may traverse and that is not in /tmp, for fake courses: the repository's .pytest_cache
+    (git-ignored by its own .gitignore) where others may reach the checkout, else a folder of root's under /var/lib
+    (a clone in root's home or in a ``mktemp -d`` folder: only root may traverse it, and only root runs these tests
+    there, as the sandbox's check is root's)."""
+    if sandbox.others_can_reach(REPO_ROOT) or os.geteuid() != 0:
+        scratch = REPO_ROOT / ".pytest_cache"
+        scratch.mkdir(exist_ok=True)
+        if not (scratch / ".gitignore").exists():
+            (scratch / ".gitignore").write_text("*\n")
+        return scratch
+    SCRATCH_OUTSIDE_THE_CHECKOUT.mkdir(mode=0o755, parents=True, exist_ok=True)
+    os.chmod(SCRATCH_OUTSIDE_THE_CHECKOUT, 0o755)
+    assert sandbox.others_can_reach(SCRATCH_OUTSIDE_THE_CHECKOUT), \
+        f"{SCRATCH_OUTSIDE_THE_CHECKOUT} must be traversable by every user for the sandbox tests"
+    return SCRATCH_OUTSIDE_THE_CHECKOUT
+
+
 @pytest.fixture
 def course():
     """A fake course that others may traverse, like a real one: not in pytest's tmp_path (private to root,
     which would make every "cannot read" below pass for the wrong reason) nor anywhere in /tmp (the kernel
-    gets a /tmp of its own, so the course would vanish for that reason instead).  The repository's
-    .pytest_cache is git-ignored by its own .gitignore."""
-    cache = REPO_ROOT / ".pytest_cache"
-    cache.mkdir(exist_ok=True)
-    if not (cache / ".gitignore").exists():
-        (cache / ".gitignore").write_text("*\n")
-    tmp_path = Path(tempfile.mkdtemp(prefix="translab-test-sandbox-", dir=cache))
+    gets a /tmp of its own, so the course would vanish for that reason instead)."""
+    tmp_path = Path(tempfile.mkdtemp(prefix="translab-test-sandbox-", dir=traversable_scratch()))
     os.chmod(tmp_path, 0o755)
     try:
         yield _course(tmp_path)
@@ -342,6 +358,8 @@ def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(
     outside.write_text("mine")
     if not sandbox.others_can_reach(mine) or not os.access(SYSTEM_PYTHON, os.X_OK):
         pytest.skip(f"{mine} is not reachable by an ordinary user here")
+    if not sandbox.others_can_reach(package):  # a checkout private to root: the other layout copies it out
+        pytest.skip(f"the checkout {package} is private to root, so an ordinary user cannot run its grader")
     as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     probe = subprocess.run([*as_nobody, SYSTEM_PYTHON, "-c", "import ctypes, sys; "
                             f"sys.exit(ctypes.CDLL(None).unshare({processes.CLONE_NEWUSER}) != 0)"])

@@ -4,7 +4,7 @@ Each ``check_*`` takes the student's function or class, runs it on small inputs 
 reference tensors computed from translab (``grader/references``, built by ``make references``; a student
 release carries the visible split).  On failure it raises ``CheckFailed`` (an ``AssertionError``) whose message
 says what was expected, what was found and the likely misconception; on success it prints one line starting
-with ``ok``.  ``split="hidden"`` runs the same check on sizes, hyperparameters and seeds that the notebook never
+with "ok".  ``split="hidden"`` runs the same check on sizes, hyperparameters and seeds that the notebook never
 shows; its messages say what is wrong without those inputs or the expected values.  The likely misconception is
 diagnosed (``translab.diagnosis``) and carries a stable key for ``make report``; each part's module keeps its
 mistakes (the key, what the output then looks like, the hint) beside the check that names them.
@@ -14,18 +14,20 @@ In the lab the checks judge in the student's kernel.  While nbgrader grades, the
 checker, outside the kernel (``translab.wire``, ``grader.verdicts``), and the kernel only runs the student's code.
 
     harness.py   CheckFailed, _checked, _call, forbid, the comparisons every part uses
-    part1.py ... part6.py   the checks of notebooks 01 ... 06
+    part1.py ... part6.py   the checks of notebooks 01 ... 06 (part1_encoding.py: part 1's positional encoding;
+                            part6_mapping.py: part 6's weight mapping)
 """
 from ..contract import GRADING_ENV
 from .harness import CheckFailed, _call, _fail, capture_output, forbid, release_output
-from .part1 import (check_attention, check_attention_demo, check_mask, check_multi_head_attention,
-                    check_positional_encoding)
+from .part1 import check_attention, check_attention_demo, check_mask, check_multi_head_attention
+from .part1_encoding import check_positional_encoding
 from .part2 import check_heads, check_model, check_parameter_formula, check_stated_counts, check_transformer_model
 from .part3 import (check_decoding, check_greedy, check_lm_loss, check_lm_targets, check_pieces_to_text,
                     check_sampling)
 from .part4 import check_accuracy, check_transfer
 from .part5 import check_masking, check_mlm_loss
-from .part6 import check_bert_base, check_bert_classifier, check_bert_parameter_count, check_weight_mapping
+from .part6 import check_bert_base, check_bert_classifier, check_bert_parameter_count
+from .part6_mapping import check_weight_mapping
 
 __all__ = ["CheckFailed", "forbid", "check_mask", "check_attention_demo", "check_positional_encoding",
            "check_attention", "check_multi_head_attention",

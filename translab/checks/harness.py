@@ -4,6 +4,9 @@
 carries a diagnosis key for ``make report``; ``_checked`` turns whatever the checker cannot compare into such a
 message, and in a grading kernel hands the check to the grader's checker (``translab.wire``); ``_call`` runs the
 student's code (in the grader's checker: asks the kernel to), with ``forbid``'s targets switched off.
+
+Why one file: every part's check module imports these pieces, and a failure's message, its key and the refusal of
+translab's own code are one protocol that reads best in one place.
 """
 from __future__ import annotations
 

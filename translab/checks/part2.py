@@ -1,4 +1,8 @@
-"""Checks of part 2: the Transformer base, the heads, the model and the parameter count."""
+"""Checks of part 2: the Transformer base, the heads, the model and the parameter count.
+
+Why one file: the base, the heads, the model and the counts are checked against one set of configurations, and the
+counts' diagnosis reads the modules' pieces the other checks build.
+"""
 from __future__ import annotations
 
 import math

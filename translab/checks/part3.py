@@ -1,4 +1,8 @@
-"""Checks of part 3: pieces back into text, language-model targets, the loss, greedy generation and sampling."""
+"""Checks of part 3: pieces back into text, language-model targets, the loss, greedy generation and sampling.
+
+Why one file: each check is short, and part 3's notebook calls them in this order; splitting would leave files of a
+check each.
+"""
 from __future__ import annotations
 
 from typing import Callable

@@ -93,44 +93,56 @@ def check_masking(mask_tokens: Callable, part: str = "structure", split: str = "
     special = torch.isin(ids, torch.tensor(SPECIAL))
     chosen = labels != PAD_ID
     if part == "structure":
-        if bool((chosen & special).any()):
-            _fail("special tokens were chosen for prediction.", "labels = PAD_ID at PAD, UNK, BOS, EOS and MASK",
-                  f"{int((chosen & special).sum())} special positions with a label",
-                  "only real tokens are chosen: set their probability to 0 before sampling", key="masking.special_chosen")
-        if bool((inputs[special] != ids[special]).any()):
-            _fail("special tokens were changed in the inputs.", "PAD, BOS, EOS unchanged",
-                  f"{int((inputs[special] != ids[special]).sum())} changed", "padding and sentence markers are never masked",
-                  key="masking.special_changed")
-        if bool(chosen.all()) or bool((labels == ids).all()):
-            _fail("every position has a label.", "labels only at the chosen ~15 % (PAD_ID elsewhere, ignored by the loss)",
-                  "labels everywhere", "the model is only scored on the tokens it could not see",
-                  key="masking.labels_everywhere", keep=True)
-        if not torch.equal(labels[chosen], ids[chosen]):
-            _fail("labels at the chosen positions are not the original tokens.", "labels[chosen] == ids[chosen]",
-                  _short(labels[chosen][:10]), "the label is what the model must recover: the token before masking",
-                  key="masking.wrong_labels")
-        if bool((inputs[~chosen] != ids[~chosen]).any()):
-            changed = int((inputs[~chosen] != ids[~chosen]).sum())
-            _fail("tokens that were not chosen were changed.", "inputs == ids wherever labels == PAD_ID",
-                  f"{changed} unlabeled positions changed",
-                  "the 80/10/10 split applies only to the chosen tokens; draw it, then AND it with the chosen mask",
-                  key="masking.unchosen_changed")
-        if not bool((inputs >= 0).all() and (inputs < vocab_size).all()):
-            _fail("inputs hold ids outside the vocabulary.", f"0 <= id < {vocab_size}",
-                  f"min {int(inputs.min())}, max {int(inputs.max())}", "draw random ids with torch.randint(low, "
-                  "vocab_size, ...): the upper bound is excluded", key="masking.out_of_vocabulary")
-        inputs_again, labels_again = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][0], probability)
-        if not (torch.equal(inputs_again, inputs) and torch.equal(labels_again, labels)):
-            _fail("the same generator seed gives different masks.", "reproducible masking",
-                  hint="pass generator=generator to every torch.rand / torch.bernoulli / torch.randint call",
-                  key="masking.no_generator")
-        other_inputs, other_labels = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][1], probability)
-        if torch.equal(other_labels, labels):
-            _fail("another seed gives the same choice of tokens.", "a fresh random choice per call",
-                  hint="draw the choice with the generator, do not hard-code positions", key="masking.fixed_choice")
-        _ok(f"masking structure: labels only at chosen real tokens (original ids), specials untouched, "
-            "reproducible with the generator")
-        return
+        _masking_structure(mask_tokens, case, ids, inputs, labels, special, chosen)
+    else:
+        _masking_rates(mask_tokens, case, ids, inputs, special, chosen)
+
+
+def _masking_structure(mask_tokens: Callable, case: dict, ids, inputs, labels, special, chosen) -> None:
+    """Labels only at chosen real tokens (the original ids), specials untouched, reproducible with the generator."""
+    vocab_size, probability = case["vocab_size"], case["mlm_probability"]
+    if bool((chosen & special).any()):
+        _fail("special tokens were chosen for prediction.", "labels = PAD_ID at PAD, UNK, BOS, EOS and MASK",
+              f"{int((chosen & special).sum())} special positions with a label",
+              "only real tokens are chosen: set their probability to 0 before sampling", key="masking.special_chosen")
+    if bool((inputs[special] != ids[special]).any()):
+        _fail("special tokens were changed in the inputs.", "PAD, BOS, EOS unchanged",
+              f"{int((inputs[special] != ids[special]).sum())} changed", "padding and sentence markers are never masked",
+              key="masking.special_changed")
+    if bool(chosen.all()) or bool((labels == ids).all()):
+        _fail("every position has a label.", "labels only at the chosen ~15 % (PAD_ID elsewhere, ignored by the loss)",
+              "labels everywhere", "the model is only scored on the tokens it could not see",
+              key="masking.labels_everywhere", keep=True)
+    if not torch.equal(labels[chosen], ids[chosen]):
+        _fail("labels at the chosen positions are not the original tokens.", "labels[chosen] == ids[chosen]",
+              _short(labels[chosen][:10]), "the label is what the model must recover: the token before masking",
+              key="masking.wrong_labels")
+    if bool((inputs[~chosen] != ids[~chosen]).any()):
+        changed = int((inputs[~chosen] != ids[~chosen]).sum())
+        _fail("tokens that were not chosen were changed.", "inputs == ids wherever labels == PAD_ID",
+              f"{changed} unlabeled positions changed",
+              "the 80/10/10 split applies only to the chosen tokens; draw it, then AND it with the chosen mask",
+              key="masking.unchosen_changed")
+    if not bool((inputs >= 0).all() and (inputs < vocab_size).all()):
+        _fail("inputs hold ids outside the vocabulary.", f"0 <= id < {vocab_size}",
+              f"min {int(inputs.min())}, max {int(inputs.max())}", "draw random ids with torch.randint(low, "
+              "vocab_size, ...): the upper bound is excluded", key="masking.out_of_vocabulary")
+    inputs_again, labels_again = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][0], probability)
+    if not (torch.equal(inputs_again, inputs) and torch.equal(labels_again, labels)):
+        _fail("the same generator seed gives different masks.", "reproducible masking",
+              hint="pass generator=generator to every torch.rand / torch.bernoulli / torch.randint call",
+              key="masking.no_generator")
+    other_inputs, other_labels = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][1], probability)
+    if torch.equal(other_labels, labels):
+        _fail("another seed gives the same choice of tokens.", "a fresh random choice per call",
+              hint="draw the choice with the generator, do not hard-code positions", key="masking.fixed_choice")
+    _ok(f"masking structure: labels only at chosen real tokens (original ids), specials untouched, "
+        "reproducible with the generator")
+
+
+def _masking_rates(mask_tokens: Callable, case: dict, ids, inputs, special, chosen) -> None:
+    """About 15 % of the real tokens chosen; of those, 80 % masked, 10 % random, 10 % unchanged."""
+    probability = case["mlm_probability"]
     regular = ~special
     rate = float(chosen.sum()) / float(regular.sum())
     if abs(rate - probability) > 0.02:
@@ -166,6 +178,7 @@ def check_masking(mask_tokens: Callable, part: str = "structure", split: str = "
     _check_random_ids_are_regular(mask_tokens, case["seeds"][1])
     _ok(f"masking rates: {rate:.1%} of real tokens chosen; of those {found}" if not _hidden() else
         "masking rates on a hidden batch and probability: the share of chosen tokens and the 80/10/10 split are right")
+
 
 
 # from SimpleNamespace(model, ids, inputs, labels, padding, ntoken); key mlm.<name>

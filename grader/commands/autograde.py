@@ -1,0 +1,49 @@
+"""``make autograde``: every submission in submitted/, here (``grader.batch``), on a Dask cluster
+(``grader.cluster``), or one student into a result folder for ``merge`` (``grader.results``, a Slurm job's way).
+
+Exits 0 when students' notebooks fail (they score 0, flagged), 1 only when the grading machinery does.  Options of
+the form ``--Class.trait=value`` are passed on to nbgrader."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..batch import STUDENT_BUDGET
+
+HELP = "grade every submission in submitted/"
+PASSES_NBGRADER_OPTIONS = True  # --Class.trait=value options after the command go to nbgrader
+
+
+def arguments(parser) -> None:
+    parser.add_argument("--jobs", type=int, default=1, help="grade N students at a time (the Makefile's JOBS=N)")
+    parser.add_argument("--student", action="append", help="grade only this student (again for more)")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="run student code in a plain kernel, without grader.sandbox's limits")
+    parser.add_argument("--cluster", help="grade on a Dask cluster: tcp://127.0.0.1:PORT, tls://... or a JSON spec "
+                                          "file (grader.cluster); only students not merged or resubmitted, unless "
+                                          "--force")
+    parser.add_argument("--force", action="store_true", help="with --cluster: grade students already merged too")
+    parser.add_argument("--results-dir", type=Path,
+                        help="grade the --student(s) into this folder instead of gradebook.db (python -m grader merge)")
+    parser.add_argument("--student-timeout", type=float, default=STUDENT_BUDGET,
+                        help=f"wall-clock seconds for one student, every notebook and retry included, before grading "
+                             f"stops and the rest scores 0, flagged (default {STUDENT_BUDGET:.0f}; each notebook also "
+                             "has a budget of its own, c.GuardedExecute.notebook_budget)")
+
+
+def run(root: Path, args, nbgrader_options: tuple[str, ...] = ()) -> int:
+    from ..batch import autograde, print_summary
+    sandbox = not args.no_sandbox
+    if args.results_dir:
+        from ..results import grade_students_to
+        for folder in grade_students_to(root, args.student, args.results_dir, nbgrader_options, sandbox,
+                                        args.student_timeout):
+            print(f"graded into {folder} (python -m grader merge {args.results_dir})")
+        return 0
+    if args.cluster:
+        from ..cluster import autograde_on_cluster
+        report = autograde_on_cluster(root, args.cluster, args.student, args.force, nbgrader_options, sandbox,
+                                      args.student_timeout)
+    else:
+        report = autograde(root, args.jobs, args.student, nbgrader_options, sandbox=sandbox,
+                           student_timeout=args.student_timeout)
+    return print_summary(root, report, args.student_timeout)

@@ -1,0 +1,21 @@
+"""``make report``: reports/, per task who passed and the diagnosed misconceptions ranked (``grader.report``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..course import GradingError
+
+HELP = "reports/: per task who passed, the diagnosed misconceptions ranked (CSV, HTML)"
+
+
+def arguments(parser) -> None:
+    """No options."""
+
+
+def run(root: Path, args) -> int:
+    from .. import report
+    try:
+        print(report.summary(report.write(root)))
+    except FileNotFoundError as error:
+        raise GradingError(str(error)) from error
+    return 0
