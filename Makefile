@@ -21,7 +21,7 @@ PORT     ?= 8888
 HOST     ?= 127.0.0.1
 
 .PHONY: help setup secret hub-proxy variants browser slurm data test test-fast test-exhaustive lab formgrader release students student-release references autograde merge feedback grades report similarity collect \
-        pretrain tokenizer experiment decoding outside-corpus corpus bench hub-demo clean
+        pretrain tokenizer experiment decoding outside-corpus corpus demo-class bench hub-demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -72,10 +72,11 @@ test-exhaustive: $(INSTALLED) ## what make test samples once, every case: each w
 lab: $(INSTALLED) ## JupyterLab for students on notebooks/, no instructor tools (prints the URL; HOST=127.0.0.1; python -m translab lab)
 	$(PY) -m translab lab --notebooks notebooks/$(ASSIGNMENT) --host $(HOST) --port $(PORT)
 
-formgrader: $(INSTALLED) ## JupyterLab at the course root for instructors, on the formgrader (HOST=127.0.0.1)
-	@# nbgrader runs `alembic` (the gradebook's migrations) from PATH: the venv's bin/ goes first
-	mkdir -p exchange
-	PATH="$(BIN):$$PATH" $(BIN)/jupyter lab --no-browser --notebook-dir=$(CURDIR) --ServerApp.ip=$(HOST) --port=$(PORT) \
+formgrader: $(INSTALLED) ## JupyterLab at the course root for instructors, on the formgrader (HOST=127.0.0.1; COURSE=folder: another course, e.g. demo-class)
+	@# nbgrader runs `alembic` (the gradebook's migrations) from PATH: the venv's bin/ goes first; it reads the
+	@# nbgrader_config.py of the folder it starts in
+	cd "$(or $(COURSE),$(CURDIR))" && mkdir -p exchange && PATH="$(BIN):$$PATH" $(BIN)/jupyter lab --no-browser \
+		--notebook-dir=. --ServerApp.ip=$(HOST) --port=$(PORT) \
 		--ServerApp.default_url=/formgrader $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 release: $(INSTALLED) ## regenerate the student notebooks from solutions/ (nbgrader generate_assignment)
@@ -136,6 +137,9 @@ outside-corpus: $(INSTALLED) ## answers written as outside code writes them, at 
 
 corpus: $(INSTALLED) ## the outside answers graded as a class (autograde, feedback): results/outside_corpus_end_to_end.json
 	$(PY) -m grader.testing.outside.end_to_end
+
+demo-class: $(INSTALLED) ## a demo class graded in DEST (default demo-class/): autograde, feedback, grades, report; it says what to open
+	$(PY) -m grader.testing.demo_class $(if $(DEST),--dest "$(DEST)")
 
 bench: $(INSTALLED) ## measure training throughput and autograde time into results/bench.json
 	$(PY) -m experiments.bench

@@ -5,6 +5,7 @@ says must be what ``results/outside_corpus.json`` records: a mistake named there
 learn to name is recorded by rerunning ``make outside-corpus`` (so the table the note quotes is the checks' own)."""
 from __future__ import annotations
 
+import csv
 import json
 from collections import Counter
 
@@ -67,16 +68,15 @@ def test_part_1s_outside_answers_through_autograde_validate_and_the_feedback(tmp
     """Part 1's outside answers as submissions (``end_to_end``: student i answers with the i-th answer to each cell)
     graded by the course: every test cell's score is the verdict the check-level table gives, each named mistake's
     hidden check reaches the feedback page with its diagnosis and no test cell shows a raw error, and Validate
-    reports what the visible checks say.  ``make corpus`` does the same for parts 1, 3, 5 and 6."""
+    reports what the visible checks say; the class is ``make demo-class``'s, whose grades and report it reads too.
+    ``make corpus`` does the same for parts 1, 3, 5 and 6."""
     from nbgrader.validator import Validator
 
-    from conftest import run_grader, small_course
+    from grader.testing import demo_class
     from grader.testing.outside import end_to_end
     from translab.contract import ASSIGNMENT
-    course = small_course(tmp_path / "course")
-    chosen = end_to_end.submit(course, 1)
-    run_grader(course, "autograde")
-    run_grader(course, "feedback", "--force")
+    made = demo_class.make_demo_class(tmp_path / "course")  # `make demo-class`: this class, graded as a course is
+    course, chosen = made["course"], made["students"]
     rows = end_to_end.judge(course, 1, chosen, RECORDED)
     assert len(rows) == sum(answer.graded in end_to_end.CELLS and outside.GRADED[answer.graded][0] == 1
                             for answer in ANSWERS)
@@ -94,3 +94,12 @@ def test_part_1s_outside_answers_through_autograde_validate_and_the_feedback(tmp
         wrong = {graded for graded, answer in chosen[sid].items()
                  if answer.mistake is not None and not answer.visible_passes}
         assert len(failed) == len(wrong), (sid, wrong, [f.get("raw_error", "")[:200] for f in failed])
+    # what `make demo-class` tells a newcomer to open: a row per student, the ranked misconceptions, a page each
+    with open(made["grades"], newline="", encoding="utf-8") as handle:
+        grades = {row["student_id"]: row for row in csv.DictReader(handle)}
+    assert set(grades) == set(chosen) and len({row["total"] for row in grades.values()}) > 1
+    report = made["report"].read_text(encoding="utf-8")
+    assert "mask." in report and "attention." in report  # diagnosis keys of notebook 01, ranked
+    assert made["feedback"].is_dir() and all((course / "feedback" / sid).is_dir() for sid in chosen)
+    with pytest.raises(FileExistsError):
+        demo_class.make_demo_class(course)
