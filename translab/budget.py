@@ -21,6 +21,7 @@ class Budget:
     finetune_epochs: int       # epochs per classifier in notebook 04
     finetune_train_size: int   # labeled sentences used for fine-tuning in notebook 04
     eval_size: int             # valid/test sentences scored per evaluation in notebook 04
+    reversal_steps: int        # optimizer steps of each run of the reversal task in notebook 03
     mlm_steps: int             # optimizer steps of the MLM demo in notebook 05
     bert_train_size: int       # labeled sentences for fine-tuning the pretrained BERT in notebook 06
     bert_epochs: int           # its epochs
@@ -46,8 +47,8 @@ class Budget:
 
 
 FULL = Budget("full", pretrain_steps=150, pretrain_reviews=300, lm_eval_batches=20, finetune_epochs=6,
-              finetune_train_size=1600, eval_size=2000, mlm_steps=60, bert_train_size=400, bert_epochs=2,
-              bert_eval_size=400)
+              finetune_train_size=1600, eval_size=2000, reversal_steps=300, mlm_steps=60, bert_train_size=400,
+              bert_epochs=2, bert_eval_size=400)
 # A token effort: no graded cell depends on a training run (each check builds its own small model), so under
 # nbgrader a run only has to go through its code once (one step, one epoch, one small batch) and feed the plots.
 # Grading itself leaves the runs out (grader/demos.py) unless a student's own code reads from them; this budget is
@@ -55,8 +56,8 @@ FULL = Budget("full", pretrain_steps=150, pretrain_reviews=300, lm_eval_batches=
 # Halving it (from 2 steps and batches of 32 and 16 sentences) cut the runs of 04, 05 and 06 from 1.27, 1.01 and
 # 1.85 s to 0.64, 0.53 and 0.94 s (in-process, one thread, as a grading kernel runs them).
 FAST = Budget("fast", pretrain_steps=1, pretrain_reviews=8, lm_eval_batches=1, finetune_epochs=1,
-              finetune_train_size=16, eval_size=16, mlm_steps=1, bert_train_size=8, bert_epochs=1,
-              bert_eval_size=8)
+              finetune_train_size=16, eval_size=16, reversal_steps=1, mlm_steps=1, bert_train_size=8,
+              bert_epochs=1, bert_eval_size=8)
 
 
 def is_fast() -> bool:

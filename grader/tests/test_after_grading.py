@@ -86,4 +86,4 @@ def test_no_student_notebook_holds_a_model_answer():
                 written += 1
                 lines = [line for line in cell.source.splitlines() if len(line) > 40 and "SOLUTION" not in line]
                 assert lines and not [line for line in lines if line in text], (solution.name, cell.metadata)
-    assert written == 6
+    assert written == 8

@@ -17,10 +17,10 @@ from translab.paths import REPO_ROOT
 from translab.references import EXACT, NAMES, TOLERANCES, Tolerance, tolerance
 
 SOLUTIONS = sorted((REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
-POINTS = {"01_mask_and_positional_encoding": 12, "02_model_and_parameters": 15, "03_pretraining_and_generation": 12,
-          "04_transfer_experiment": 10, "05_masked_language_modeling": 9, "06_transfer_at_scale": 12}
-WRITTEN = {"written_mask_pe": 4, "written_heads": 2, "written_parameters": 4, "written_interpretation": 6,
-           "written_mlm": 4, "written_scale": 4}
+POINTS = {"01_mask_and_positional_encoding": 12, "02_model_and_parameters": 15, "03_pretraining_and_generation": 16,
+          "04_transfer_experiment": 12, "05_masked_language_modeling": 9, "06_transfer_at_scale": 12}
+WRITTEN = {"written_mask_pe": 4, "written_heads": 2, "written_parameters": 4, "written_generation": 4,
+           "written_warmup": 2, "written_interpretation": 6, "written_mlm": 4, "written_scale": 4}
 
 
 def test_references_are_up_to_date_with_translab():
