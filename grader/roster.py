@@ -21,7 +21,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from .collect import MAX_NAME, PERSON_NAME, STUDENT_ID, split_name
+from .lms_zip import MAX_NAME, PERSON_NAME, STUDENT_ID, split_name
 from .gradebook import open_gradebook
 
 COLUMNS = {

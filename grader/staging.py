@@ -8,7 +8,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from .collect import MAX_NOTEBOOK_BYTES as MAX_SUBMITTED_FILE  # one cap on what is collected and graded
+from .lms_zip import MAX_NOTEBOOK_BYTES as MAX_SUBMITTED_FILE  # one cap on what is collected and graded
 
 
 def _kind(mode: int) -> str:

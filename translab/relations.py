@@ -1,6 +1,6 @@
 """What a wrong answer does, measured: its output as a transformation of the right one, a formula's parameters fitted.
 
-The checks first compare an answer's output with the outputs of known mistakes (``checks.harness.Mistake``).  Real
+The checks first compare an answer's output with the outputs of known mistakes (``checks.harness.OutputMistake``).  Real
 students keep finding mistakes that are in no list, so here a mistake's *family* is recognised by testing a relation
 between the answer's output and the right one: a softmax or log-softmax of it along some axis, the same values
 scaled, shifted, with the axes in another order or taken from other positions; a positional encoding's frequencies

@@ -20,12 +20,12 @@ def run(root: Path, args) -> int:
 
 
 def collect(root: Path, archive: Path) -> list[str]:
-    """Unpack an LMS zip into submitted/ (``grader.collect``); the students collected.
+    """Unpack an LMS zip into submitted/ (``grader.lms_zip``); the students collected.
 
     Unsafe or unreadable entries are skipped and reported, not fatal: one odd file must not stop a class.  An
     error only when the file is no zip or nothing in it could be collected (the wrong file, most likely).
     """
-    from .. import collect as lms_zip
+    from .. import lms_zip
     try:
         report = lms_zip.collect_zip(root, Path(archive), ASSIGNMENT)
     except lms_zip.CollectError as error:

@@ -1,4 +1,4 @@
-"""``collect`` (grader.collect through ``python -m grader collect``) on hostile and unlucky LMS zips.
+"""``collect`` (grader.lms_zip through ``python -m grader collect``) on hostile and unlucky LMS zips.
 
 Each test builds a zip in a fake course (``solutions/transfer_learning/`` holds empty notebooks named like the
 real ones) and checks what lands in ``submitted/``, what the report says and that nothing lands anywhere else.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import collect as lms_zip
+from grader import lms_zip
 from grader import cli
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT

@@ -514,7 +514,7 @@ def _model_module():
 
 
 
-class Mistake(NamedTuple):
+class OutputMistake(NamedTuple):
     """A misconception, in one place: the hint the student reads, what the answer's output then looks like, and
     ``variant(pieces)``, which the grader runs on a reference's inputs to store that output (``grader.references``);
     a check names the mistake when the answer's output equals the stored one."""
@@ -525,7 +525,7 @@ class Mistake(NamedTuple):
     key: str = ""   # the diagnosis key, where it is not <exercise>.<name>
 
 
-def mistaken_outputs(mistakes: dict[str, Mistake], pieces) -> dict:
+def mistaken_outputs(mistakes: dict[str, OutputMistake], pieces) -> dict:
     """What each mistake outputs on the pieces of one reference case (for the grader's references)."""
     return {name: mistake.variant(pieces) for name, mistake in mistakes.items()}
 

@@ -15,7 +15,7 @@ from torch import nn
 
 from .. import references
 from ..relations import scale_finding, softmax_scale
-from .harness import (CheckFailed, Mistake, _attempt, _call, _checked, _fail, _fail_if_transposed, _fail_measured,
+from .harness import (CheckFailed, OutputMistake, _attempt, _call, _checked, _fail, _fail_if_transposed, _fail_measured,
                       _kind, _model_module, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid)
 
 
@@ -170,18 +170,18 @@ def _attend(q, k, v, mask, scale: float | None = None, softmax_dim: int = -1, us
 
 
 ATTENTION_MISTAKES = {  # key attention.<name>; variants of the output from SimpleNamespace(q, k, v, mask)
-    "no_scale": Mistake("the scores are not divided by sqrt(d): q.k grows with d (its spread is about sqrt(d) for "
+    "no_scale": OutputMistake("the scores are not divided by sqrt(d): q.k grows with d (its spread is about sqrt(d) for "
                         "unit-variance vectors), so without the division the softmax saturates toward one key",
                         lambda p: _attend(p.q, p.k, p.v, p.mask, scale=1.0), looks_like="softmax(q k^T + mask) v"),
-    "scale_by_d": Mistake("the scores are divided by d instead of sqrt(d): the spread of q.k is sqrt(d), so d "
+    "scale_by_d": OutputMistake("the scores are divided by d instead of sqrt(d): the spread of q.k is sqrt(d), so d "
                           "over-corrects and flattens the weights toward uniform",
                           lambda p: _attend(p.q, p.k, p.v, p.mask, scale=1 / p.q.size(-1)),
                           looks_like="softmax(q k^T / d + mask) v"),
-    "softmax_wrong_axis": Mistake("the softmax runs over the queries (dim=-2): each query's weights over the keys "
+    "softmax_wrong_axis": OutputMistake("the softmax runs over the queries (dim=-2): each query's weights over the keys "
                                   "must sum to 1, so normalise along the last axis, dim=-1",
                                   lambda p: _attend(p.q, p.k, p.v, p.mask, softmax_dim=-2),
                                   looks_like="a softmax over dim=-2"),
-    "mask_ignored": Mistake("the mask is not added to the scores: add it before the softmax, where -inf becomes a "
+    "mask_ignored": OutputMistake("the mask is not added to the scores: add it before the softmax, where -inf becomes a "
                             "weight of exactly 0", lambda p: _attend(p.q, p.k, p.v, p.mask, use_mask=False),
                             looks_like="the output without the mask"),
 }
@@ -367,25 +367,25 @@ def _mha(p, order: str = "qkv", split: str = "right", merge: str = "right", head
 _ORDER_HINT = ("in_proj_weight stacks W_q, W_k, W_v in that order (rows 0..d-1 make q, d..2d-1 k, 2d..3d-1 v): "
                "q, k, v = (x @ in_proj_weight.T + in_proj_bias).chunk(3, dim=-1)")
 MHA_MISTAKES = {  # key mha.<name>, the orders key mha.qkv_order; variants of the output from mha_pieces
-    **{f"order_{order}": Mistake(_ORDER_HINT, lambda p, order=order: _mha(p, order=order),
+    **{f"order_{order}": OutputMistake(_ORDER_HINT, lambda p, order=order: _mha(p, order=order),
                                  looks_like=f"q, k, v taken in the order {', '.join(order)}", key="mha.qkv_order")
        for order in ("kqv", "qvk", "vkq", "kvq", "vqk")},
-    "split_no_transpose": Mistake(
+    "split_no_transpose": OutputMistake(
         "the heads are split with a plain view(batch, heads, seq, d_head): that cuts the sequence, not the features; "
         "view(batch, seq, heads, d_head) then transpose(1, 2) gives each head its own slice of every position",
         lambda p: _mha(p, split="no_transpose"), looks_like="heads split by view(batch, heads, seq, d_head)"),
-    "merge_no_transpose": Mistake(
+    "merge_no_transpose": OutputMistake(
         "the heads are merged with a plain view(batch, seq, d_model) of (batch, heads, seq, d_head): transpose(1, 2) "
         "back to (batch, seq, heads, d_head) first, then reshape",
         lambda p: _mha(p, merge="no_transpose"), looks_like="heads merged without transposing back"),
-    "scale_by_d_model": Mistake(
+    "scale_by_d_model": OutputMistake(
         "the scores are divided by sqrt(d_model): each head's dot product runs over its d_head = d_model / heads "
         "features, so its spread is sqrt(d_head)", lambda p: _mha(p, head_scale=False),
         looks_like="scores divided by sqrt(d_model)"),
-    "no_out_proj": Mistake("the heads' concatenation is returned without the output projection (out_proj_weight, "
+    "no_out_proj": OutputMistake("the heads' concatenation is returned without the output projection (out_proj_weight, "
                            "out_proj_bias), which mixes what the heads found",
                            lambda p: _mha(p, out_proj=False), looks_like="no output projection"),
-    "no_in_bias": Mistake("in_proj_bias is not added to the projections", lambda p: _mha(p, in_bias=False),
+    "no_in_bias": OutputMistake("in_proj_bias is not added to the projections", lambda p: _mha(p, in_bias=False),
                           looks_like="projections without in_proj_bias"),
 }
 

@@ -15,7 +15,7 @@ from torch import nn
 
 from .. import references
 from ..stages import held_in_kernel
-from .harness import (CheckFailed, Mistake, _attempt, _call, _checked, _fail, _fail_if_transposed, _fail_measured,
+from .harness import (CheckFailed, OutputMistake, _attempt, _call, _checked, _fail, _fail_if_transposed, _fail_measured,
                       _hidden, _kind, _model_module, _number, _ok, _parameters_like, _require_tensor, _same, _short,
                       _twins, _variant_matches, forbid, held_parameters)
 
@@ -87,13 +87,13 @@ def transformer_pieces(base: nn.Module, src, padding, causal) -> SimpleNamespace
 
 
 TRANSFORMER_MISTAKES = {  # key model.<name>
-    "no_scale": Mistake("the embeddings are not multiplied by sqrt(nhid) before adding the positions",
+    "no_scale": OutputMistake("the embeddings are not multiplied by sqrt(nhid) before adding the positions",
                         lambda p: p.encoder(p.embedded + p.positions, mask=p.causal, src_key_padding_mask=p.padding_float)),
-    "no_positions": Mistake("the positional encoding is not applied (self.pos_encoder)",
+    "no_positions": OutputMistake("the positional encoding is not applied (self.pos_encoder)",
                             lambda p: p.encoder(p.embedded * p.scale, mask=p.causal, src_key_padding_mask=p.padding_float)),
-    "no_causal_mask": Mistake("src_mask is not passed to the encoder: mask=src_mask",
+    "no_causal_mask": OutputMistake("src_mask is not passed to the encoder: mask=src_mask",
                               lambda p: p.encoder(p.embedded * p.scale + p.positions, src_key_padding_mask=p.padding)),
-    "no_padding_mask": Mistake("src_key_padding_mask is not passed to the encoder",
+    "no_padding_mask": OutputMistake("src_key_padding_mask is not passed to the encoder",
                                lambda p: p.encoder(p.embedded * p.scale + p.positions, mask=p.causal)),
 }
 
@@ -149,17 +149,17 @@ def check_transformer_model(TransformerModel: type, split: str = "visible") -> N
 
 
 CLASSIFICATION_HEAD_MISTAKES = {  # variants of ClassificationHead(hidden, padding), from SimpleNamespace(head, hidden)
-    "cls_last_position": Mistake(
+    "cls_last_position": OutputMistake(
         "with right padding, sentence b ends at position (~padding[b]).sum() - 1; use the padding mask to find it (the "
         "original lab had this bug: short reviews were classified from padding)",
         lambda p: p.head.decoder(p.hidden[:, -1]), looks_like="the state at position -1 for every sentence",
         what="ClassificationHead reads the last position, hidden[:, -1], which is padding for shorter sentences.",
         key="heads.last_position"),
-    "cls_first_position": Mistake(
+    "cls_first_position": OutputMistake(
         "with a causal mask, position 0 has only seen the first token; the last real token has seen them all",
         lambda p: p.head.decoder(p.hidden[:, 0]), looks_like="position 0",
         what="ClassificationHead reads the first position.", key="heads.first_position"),
-    "cls_mean": Mistake(
+    "cls_mean": OutputMistake(
         "read the state of each sentence's last non-padding token", lambda p: p.head.decoder(p.hidden.mean(dim=1)),
         looks_like="the mean over the sequence", what="ClassificationHead averages over all positions, padding included.",
         key="heads.mean"),

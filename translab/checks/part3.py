@@ -12,7 +12,7 @@ from torch import nn
 
 from .. import references
 from ..data import PAD_ID
-from .harness import (Mistake, CheckFailed, _attempt, _call, _checked, _equal, _fail, _hidden, _kind, _model_module,
+from .harness import (OutputMistake, CheckFailed, _attempt, _call, _checked, _equal, _fail, _hidden, _kind, _model_module,
                       _number, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid)
 
 
@@ -68,13 +68,13 @@ def check_lm_targets(make_lm_targets: Callable, split: str = "visible") -> None:
 
 # from SimpleNamespace(logits, targets), flattened to (batch*seq, vocab) and (batch*seq,); key loss.<name>
 LM_LOSS_MISTAKES = {
-    "softmax_first": Mistake("softmax was applied before CrossEntropyLoss. It expects raw logits and applies "
+    "softmax_first": OutputMistake("softmax was applied before CrossEntropyLoss. It expects raw logits and applies "
                              "log-softmax itself; a softmax first squashes the loss into a narrow range and the "
                              "gradients vanish",
                              lambda p: nn.functional.cross_entropy(p.logits.softmax(-1), p.targets, ignore_index=PAD_ID)),
-    "padding_counted": Mistake("padding positions are counted. Use CrossEntropyLoss(ignore_index=PAD_ID)",
+    "padding_counted": OutputMistake("padding positions are counted. Use CrossEntropyLoss(ignore_index=PAD_ID)",
                                lambda p: nn.functional.cross_entropy(p.logits, p.targets)),
-    "sum": Mistake("the loss is summed; use the mean over real (non-padding) tokens (the default reduction)",
+    "sum": OutputMistake("the loss is summed; use the mean over real (non-padding) tokens (the default reduction)",
                    lambda p: nn.functional.cross_entropy(p.logits, p.targets, ignore_index=PAD_ID, reduction="sum")),
 }
 

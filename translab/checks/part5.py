@@ -8,7 +8,7 @@ from torch import nn
 
 from .. import references
 from ..data import BOS_ID, EOS_ID, MASK_ID, PAD_ID
-from .harness import Mistake, _call, _checked, _fail, _hidden, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
+from .harness import OutputMistake, _call, _checked, _fail, _hidden, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
 
 
 MASKING_CASES = {
@@ -183,23 +183,23 @@ def _masking_rates(mask_tokens: Callable, case: dict, ids, inputs, special, chos
 
 # from SimpleNamespace(model, ids, inputs, labels, padding, ntoken); key mlm.<name>
 MLM_LOSS_MISTAKES = {
-    "causal": Mistake("a masked LM reads both sides of the blank: call the model with causal=False (no square mask)",
+    "causal": OutputMistake("a masked LM reads both sides of the blank: call the model with causal=False (no square mask)",
                       lambda p: nn.functional.cross_entropy(p.model(p.inputs, p.padding, causal=True).reshape(-1, p.ntoken),
                                                             p.labels.reshape(-1), ignore_index=PAD_ID),
                       what="the MLM loss uses the causal mask."),
-    "all_positions": Mistake("only the chosen positions have labels; the others hold PAD_ID and must be ignored: "
+    "all_positions": OutputMistake("only the chosen positions have labels; the others hold PAD_ID and must be ignored: "
                              "ignore_index=PAD_ID (Hugging Face's collators mark them -100; this lab's labels hold "
                              "PAD_ID there)",
                              lambda p: nn.functional.cross_entropy(
                                  p.model(p.inputs, p.padding, causal=False).reshape(-1, p.ntoken), p.labels.reshape(-1)),
                              what="the loss is computed at every position, PAD_ID counted as a target."),
-    "inputs_as_labels": Mistake("the targets are the labels (the original tokens at the chosen positions), not the "
+    "inputs_as_labels": OutputMistake("the targets are the labels (the original tokens at the chosen positions), not the "
                                 "inputs, which hold [MASK] or a random token there",
                                 lambda p: nn.functional.cross_entropy(
                                     p.model(p.inputs, p.padding, causal=False)[p.labels != PAD_ID],
                                     p.inputs[p.labels != PAD_ID]),
                                 what="the loss predicts the masked inputs instead of the labels."),
-    "no_padding_mask": Mistake("pass the padding mask to the model, model(inputs, padding_mask, causal=False): without "
+    "no_padding_mask": OutputMistake("pass the padding mask to the model, model(inputs, padding_mask, causal=False): without "
                                "it every real token also attends to the padding after its sentence, which changes "
                                "its vector and so the loss",
                                lambda p: nn.functional.cross_entropy(

@@ -15,7 +15,7 @@ from torch import nn
 
 from .. import references, wire
 from ..stages import held_in_kernel
-from .harness import Mistake, _call, _checked, _fail, _fail_if_related, _ok, _parameters_like, _short, forbid
+from .harness import OutputMistake, _call, _checked, _fail, _fail_if_related, _ok, _parameters_like, _short, forbid
 
 
 def _bert_module():
@@ -132,33 +132,33 @@ def bert_base_pieces(model: nn.Module, ids, padding, types) -> SimpleNamespace:
 
 
 BERT_BASE_MISTAKES = {  # what the output looks like: "the output of an encoder with <looks_like>"
-    "scaled": Mistake("the word embeddings are multiplied by sqrt(hidden_size), as in part 2. BERT does not scale them: "
+    "scaled": OutputMistake("the word embeddings are multiplied by sqrt(hidden_size), as in part 2. BERT does not scale them: "
                       "it learned their size. The embedding LayerNorm rescales the sum, but scaling the word part alone "
                       "makes it outweigh the learned positions and token types",
                       lambda p: p.run(p.norm(p.word * p.scale + p.position + p.kind)),
                       "embeddings scaled by sqrt(hidden_size)"),
-    "no_embedding_norm": Mistake("the embedding LayerNorm is not applied: "
+    "no_embedding_norm": OutputMistake("the embedding LayerNorm is not applied: "
                                  "x = embedding_norm(word + position + token type), then dropout, then the encoder",
                                  lambda p: p.run(p.word + p.position + p.kind), "no embedding LayerNorm"),
-    "no_positions": Mistake("the position embeddings are not added: "
+    "no_positions": OutputMistake("the position embeddings are not added: "
                             "position_embeddings(torch.arange(seq_len)), one learned vector per position",
                             lambda p: p.run(p.norm(p.word + p.kind)), "no position embeddings"),
-    "no_token_types": Mistake("the token-type embeddings are not added: token_type_embeddings(token_type_ids)",
+    "no_token_types": OutputMistake("the token-type embeddings are not added: token_type_embeddings(token_type_ids)",
                               lambda p: p.run(p.norm(p.word + p.position)), "no token-type embeddings"),
-    "types_ignored": Mistake("token_type_ids is ignored: use it when it is given (all zeros only when it is None)",
+    "types_ignored": OutputMistake("token_type_ids is ignored: use it when it is given (all zeros only when it is None)",
                              lambda p: p.run(p.norm(p.word + p.position + p.kind_zero)), "token_type_ids ignored"),
-    "relu": Mistake("the feed-forward uses ReLU, PyTorch's default; BERT uses GELU: activation=\"gelu\"",
+    "relu": OutputMistake("the feed-forward uses ReLU, PyTorch's default; BERT uses GELU: activation=\"gelu\"",
                     lambda p: p.run(p.norm(p.word + p.position + p.kind), p.encoder_like(activation="relu")),
                     "ReLU layers"),
-    "tanh_gelu": Mistake("BERT uses the exact (erf) GELU: activation=\"gelu\"",
+    "tanh_gelu": OutputMistake("BERT uses the exact (erf) GELU: activation=\"gelu\"",
                          lambda p: p.run(p.norm(p.word + p.position + p.kind), p.encoder_like(
                              activation=lambda t: nn.functional.gelu(t, approximate="tanh"))),
                          "tanh-approximated GELU"),
-    "pre_ln": Mistake("the layers normalise first (norm_first=True); BERT is post-LN, PyTorch's default "
+    "pre_ln": OutputMistake("the layers normalise first (norm_first=True); BERT is post-LN, PyTorch's default "
                       "norm_first=False: x = norm1(x + attention(x)), then x = norm2(x + feed_forward(x))",
                       lambda p: p.run(p.norm(p.word + p.position + p.kind), p.encoder_like(norm_first=True)),
                       "pre-LN layers"),
-    "no_padding_mask": Mistake("padding_mask is not passed to the encoder: src_key_padding_mask=padding_mask",
+    "no_padding_mask": OutputMistake("padding_mask is not passed to the encoder: src_key_padding_mask=padding_mask",
                                lambda p: p.run(p.norm(p.word + p.position + p.kind), mask=None), "no padding mask"),
 }
 
@@ -281,37 +281,37 @@ def bert_count_pieces(config, pooler: bool) -> SimpleNamespace:
 
 
 BERT_COUNT_MISTAKES = {
-    "pooler_flipped": Mistake("the pooler is counted when pooler=False or left out when pooler=True: it is one Linear "
+    "pooler_flipped": OutputMistake("the pooler is counted when pooler=False or left out when pooler=True: it is one Linear "
                               "(hidden_size x hidden_size and its bias), added only when pooler=True",
                               lambda p: p.count(p.config, not p.pooler)),
-    "no_biases": Mistake("biases are missing: every Linear has one (in-projection 3d, out-projection d, feed-forward "
+    "no_biases": OutputMistake("biases are missing: every Linear has one (in-projection 3d, out-projection d, feed-forward "
                          "intermediate_size + d, the pooler d)",
                          lambda p: p.right - p.layers * (3 * p.d + p.d + p.f + p.d) - (p.d if p.pooler else 0)),
-    "no_layer_norms": Mistake("the two LayerNorms of each layer are missing (a weight and a bias of hidden_size each: "
+    "no_layer_norms": OutputMistake("the two LayerNorms of each layer are missing (a weight and a bias of hidden_size each: "
                               "4d per layer)", lambda p: p.right - p.layers * 4 * p.d),
-    "one_layer_norm": Mistake("one LayerNorm per layer; there are two (after attention and after the feed-forward)",
+    "one_layer_norm": OutputMistake("one LayerNorm per layer; there are two (after attention and after the feed-forward)",
                               lambda p: p.right - p.layers * 2 * p.d),
-    "no_embedding_norm": Mistake("the embedding LayerNorm (a weight and a bias of hidden_size: 2d) is missing",
+    "no_embedding_norm": OutputMistake("the embedding LayerNorm (a weight and a bias of hidden_size: 2d) is missing",
                                  lambda p: p.right - 2 * p.d),
-    "no_position_embeddings": Mistake("the position table is missing: BERT learns its positions, "
+    "no_position_embeddings": OutputMistake("the position table is missing: BERT learns its positions, "
                                       "max_position_embeddings x hidden_size parameters (part 1's sinusoids had none)",
                                       lambda p: p.right - p.config.max_position_embeddings * p.d),
-    "no_token_types": Mistake("the token-type table (type_vocab_size x hidden_size) is missing",
+    "no_token_types": OutputMistake("the token-type table (type_vocab_size x hidden_size) is missing",
                               lambda p: p.right - p.config.type_vocab_size * p.d),
-    "position_ids_counted": Mistake("embeddings.position_ids is counted: a constant buffer of the checkpoint "
+    "position_ids_counted": OutputMistake("embeddings.position_ids is counted: a constant buffer of the checkpoint "
                                     "(0 .. max_position_embeddings - 1), not a parameter",
                                     lambda p: p.right + p.config.max_position_embeddings),
-    "feed_forward_of_width_d": Mistake("the feed-forward is counted with width hidden_size, as in part 2; BERT's is "
+    "feed_forward_of_width_d": OutputMistake("the feed-forward is counted with width hidden_size, as in part 2; BERT's is "
                                        "intermediate_size wide",
                                        lambda p: p.count(p.replace(p.config, intermediate_size=p.d), p.pooler)),
-    "attention_times_heads": Mistake("the attention is multiplied by the number of heads; the heads split hidden_size "
+    "attention_times_heads": OutputMistake("the attention is multiplied by the number of heads; the heads split hidden_size "
                                      "into slices, the projections stay hidden_size x hidden_size",
                                      lambda p: p.right + p.layers * (p.heads - 1) * (4 * p.d * p.d + 4 * p.d)),
-    "qkv_once": Mistake("one projection counted instead of three (query, key and value each have d*d + d)",
+    "qkv_once": OutputMistake("one projection counted instead of three (query, key and value each have d*d + d)",
                         lambda p: p.right - p.layers * (2 * p.d * p.d + 2 * p.d)),
-    "no_out_projection": Mistake("the attention's output projection (d*d + d per layer) is missing",
+    "no_out_projection": OutputMistake("the attention's output projection (d*d + d per layer) is missing",
                                  lambda p: p.right - p.layers * (p.d * p.d + p.d)),
-    "one_layer": Mistake("only one layer counted; multiply by num_hidden_layers",
+    "one_layer": OutputMistake("only one layer counted; multiply by num_hidden_layers",
                          lambda p: p.right - (p.layers - 1) * p.layer),
 }
 
@@ -384,32 +384,32 @@ def bert_pooling_pieces(classifier: nn.Module, ids, padding, types) -> SimpleNam
 
 
 BERT_POOLING_MISTAKES = {  # what the logits look like: "the head applied to <looks_like>"
-    "mean_with_padding": Mistake("average the real tokens only (padding_mask is True at padding): leave the "
+    "mean_with_padding": OutputMistake("average the real tokens only (padding_mask is True at padding): leave the "
                                  "padding positions out of both the sum and the count",
                                  lambda p: p.head(p.hidden.mean(dim=1)), "the mean over every position, padding included"),
-    "last_real_token": Mistake("that is part 4's readout, right for a causal model. This encoder is bidirectional: every "
+    "last_real_token": OutputMistake("that is part 4's readout, right for a causal model. This encoder is bidirectional: every "
                                "token has seen the whole sentence, and the mean over the real tokens is the summary it "
                                "was trained to give",
                                lambda p: p.head(p.hidden[torch.arange(len(p.ids)), p.lengths - 1]),
                                "each sentence's last real token"),
-    "first_token": Mistake("average the real tokens instead: this checkpoint was trained with mean-pooled sentence "
+    "first_token": OutputMistake("average the real tokens instead: this checkpoint was trained with mean-pooled sentence "
                            "vectors (and the pooler over [CLS] is not loaded)",
                            lambda p: p.head(p.hidden[:, 0]), "the first token ([CLS]) alone"),
-    "last_position": Mistake("that is padding for every shorter sentence; average the real tokens",
+    "last_position": OutputMistake("that is padding for every shorter sentence; average the real tokens",
                              lambda p: p.head(p.hidden[:, -1]), "the last position"),
-    "sum": Mistake("divide by the number of real tokens: a mean does not grow with length",
+    "sum": OutputMistake("divide by the number of real tokens: a mean does not grow with length",
                    lambda p: p.head((p.hidden * p.keep).sum(dim=1)), "the sum over the real tokens"),
-    "max": Mistake("average the real tokens instead",
+    "max": OutputMistake("average the real tokens instead",
                    lambda p: p.head(p.hidden.masked_fill(p.padding.unsqueeze(-1), float("-inf")).max(dim=1).values),
                    "the maximum over the real tokens"),
-    "no_padding_mask": Mistake("pass padding_mask to the encoder too, or its attention reads padding: "
+    "no_padding_mask": OutputMistake("pass padding_mask to the encoder too, or its attention reads padding: "
                                "self.encoder(input_ids, padding_mask, token_type_ids)",
                                lambda p: p.head(p.mean_pool(p.encoder(p.ids, None, p.types), p.padding)),
                                "an encoder run without the padding mask"),
-    "types_ignored": Mistake("pass token_type_ids on to the encoder",
+    "types_ignored": OutputMistake("pass token_type_ids on to the encoder",
                              lambda p: p.head(p.mean_pool(p.encoder(p.ids, p.padding), p.padding)),
                              "an encoder run without the token types"),
-    "padding_inverted": Mistake("padding_mask is True at padding (PyTorch's convention); Hugging Face's attention_mask "
+    "padding_inverted": OutputMistake("padding_mask is True at padding (PyTorch's convention); Hugging Face's attention_mask "
                                 "is the opposite (1 = real token): average where padding_mask is False",
                                 lambda p: p.head((p.hidden * p.padding.unsqueeze(-1).float()).sum(dim=1)
                                                  / p.padding.sum(dim=1, keepdim=True).clamp(min=1)),

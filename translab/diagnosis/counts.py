@@ -17,7 +17,7 @@ from typing import Callable
 from ..params import TERMS, TERM_KEYS, formula_text as _sum, inspected_sizes, monomials
 
 @dataclass(frozen=True)
-class Mistake:
+class CountMistake:
     """One way to get the count wrong.  ``omit``: the terms are left out; ``extra``: ``extra(cfg)`` parameters are
     added; ``scale``: each term is multiplied by ``factor(cfg, term)`` (per layer instead of once, by nhead, another
     variable in place of the right one)."""
@@ -47,15 +47,15 @@ WHY_NHEAD = ("the number of heads does not change the count: the heads split nhi
              "so the Q, K, V and out-projections stay nhid x nhid whatever nhead is")
 
 
-def _omit(key, text, terms) -> Mistake:
-    return Mistake(f"count.{key}", text, "omit", tuple(terms))
+def _omit(key, text, terms) -> CountMistake:
+    return CountMistake(f"count.{key}", text, "omit", tuple(terms))
 
 
-def _scale(key, text, terms, factor) -> Mistake:
-    return Mistake(f"count.{key}", text, "scale", tuple(terms), factor=factor)
+def _scale(key, text, terms, factor) -> CountMistake:
+    return CountMistake(f"count.{key}", text, "scale", tuple(terms), factor=factor)
 
 
-def _nhead_mistakes() -> list[Mistake]:
+def _nhead_mistakes() -> list[CountMistake]:
     groups = {"the attention (in- and out-projection, weights and biases) is": ATTENTION,
               "the Q, K, V in-projection is": ("in_proj.weight", "in_proj.bias"),
               "the attention weights are": ("in_proj.weight", "out_proj.weight"),
@@ -82,12 +82,12 @@ def _term_factor(term_key: str, variable: str, replacement: Callable) -> Callabl
     return factor
 
 
-def _replace(key, text, terms, variable, replacement) -> Mistake:
+def _replace(key, text, terms, variable, replacement) -> CountMistake:
     factors = {t: _term_factor(t, variable, replacement) for t in terms}
     return _scale(key, text, terms, lambda cfg, t: factors[t](cfg, t))
 
 
-COUNT_MISTAKES: tuple[Mistake, ...] = (
+COUNT_MISTAKES: tuple[CountMistake, ...] = (
     _omit("no_biases", "weights counted without biases: every nn.Linear has a bias (Q, K, V in-projection: "
           f"{_sum('in_proj.bias')}, out-projection: {_sum('out_proj.bias')}, feed-forward: "
           f"{_sum('linear1.bias', 'linear2.bias')}, head: its number of outputs)", LINEAR_BIASES),
@@ -113,7 +113,7 @@ COUNT_MISTAKES: tuple[Mistake, ...] = (
     _omit("no_feed_forward", f"the feed-forward ({_sum(*FEED_FORWARD)} per layer) is missing", FEED_FORWARD),
     _omit("no_head", f"the head ({_sum(*HEAD)}) is missing", HEAD),
     _omit("no_embedding", f"the embedding ({_sum('embedding')}) is missing", ("embedding",)),
-    Mistake("count.trainable_positional_encoding", "the positional encoding is counted (max_len*nhid); it is a fixed "
+    CountMistake("count.trainable_positional_encoding", "the positional encoding is counted (max_len*nhid); it is a fixed "
             "buffer (register_buffer), not a parameter", "extra", extra=lambda c: 5000 * c["nhid"]),
     _scale("one_layer", "only one encoder layer counted; multiply by nlayers", LAYER_TERMS, lambda c, t: 1 / c["nlayers"]),
     _scale("layer_norms_once", "the LayerNorms counted once, not in every layer (each layer has its own two)",
