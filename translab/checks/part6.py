@@ -18,24 +18,24 @@ from ..stages import held_in_kernel
 from .harness import OutputMistake, _call, _checked, _fail, _fail_if_related, _ok, _parameters_like, _short, forbid
 
 
-def _bert_module():
+def bert_module():
     from .. import bert
     return bert
 
 
-def _forbid_bert():
-    b = _bert_module()
+def forbid_bert():
+    b = bert_module()
     return forbid(b.BertEncoder, b.BertClassifier, b.load_minilm, b.mean_pool, b.embed, b.convert_checkpoint,
-                  b.weight_mapping, b.load_pretrained_weights, b.count_parameters_formula, _mapping_from_digests)
+                  b.weight_mapping, b.load_pretrained_weights, b.count_parameters_formula, mapping_from_digests)
 
 
 def _forbid_pooling():
     """The classifier's check runs translab's encoder inside the answer: only the pooling and the classifier are off."""
-    b = _bert_module()
+    b = bert_module()
     return forbid(b.BertClassifier, b.mean_pool, b.embed)
 
 
-def _close(a: torch.Tensor, b: torch.Tensor, tol: references.Tolerance) -> bool:
+def tensors_close(a: torch.Tensor, b: torch.Tensor, tol: references.Tolerance) -> bool:
     return references.within(a, b, tol)
 
 
@@ -43,12 +43,12 @@ def _config_text(fields: dict) -> str:
     return "BertConfig(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ")" if fields else "BertConfig()"
 
 
-def _layer_pattern(name: str) -> str:
+def layer_pattern(name: str) -> str:
     import re
     return re.sub(r"\.(layers?)\.\d+\.", r".\1.*.", name)
 
 
-def _module_of(name: str) -> str:
+def module_of(name: str) -> str:
     """What a tensor belongs to, its layer number left out: ``encoder.layer.3.output.LayerNorm.weight`` ->
     ``output.LayerNorm``.  The hints name modules so, read from the mapping in hand (translab's, or the one the
     digests give where it is held back): no hint text spells out the mapping."""
@@ -56,12 +56,12 @@ def _module_of(name: str) -> str:
     return re.sub(r"^encoder\.layers?\.\d+\.", "", name).rsplit(".", 1)[0]
 
 
-def _names(names, limit: int = 4, counts: bool = True) -> str:
+def listed_names(names, limit: int = 4, counts: bool = True) -> str:
     """Parameter names, one pattern per kind: ``encoder.layers.*.norm1.weight (6 layers)`` (``counts=False``: without
     the number of layers, which a hidden configuration keeps to itself)."""
     groups: dict = {}
     for name in names:
-        groups.setdefault(_layer_pattern(name), []).append(name)
+        groups.setdefault(layer_pattern(name), []).append(name)
     parts = [pattern + (f" ({len(members)} layers)" if "*" in pattern and counts else "")
              for pattern, members in groups.items()]
     return ", ".join(parts[:limit]) + (f" and {len(parts) - limit} more" if len(parts) > limit else "")
@@ -102,8 +102,8 @@ def _load_bert_state(module: nn.Module, state: dict, what: str, classifier: bool
     sizes = ", ".join(f"{k} {tuple(own[k].shape)} instead of {tuple(state[k].shape)}" if visible else k
                       for k in resized[:2])
     found = "; ".join(part for part in (
-        missing and f"missing {_names(missing, counts=visible)}",
-        unexpected and f"unexpected {_names(unexpected, counts=visible)}", resized and f"wrong sizes for {sizes}")
+        missing and f"missing {listed_names(missing, counts=visible)}",
+        unexpected and f"unexpected {listed_names(unexpected, counts=visible)}", resized and f"wrong sizes for {sizes}")
         if part)
     _fail(f"{what}: the reference weights do not fit your module.", "the parameters of BERT's encoder, by name", found, hint)
 
@@ -166,14 +166,14 @@ BERT_BASE_MISTAKES = {  # what the output looks like: "the output of an encoder 
 @_checked
 def check_bert_base(BertBase: type, split: str = "visible") -> None:
     """BertBase(config) loads the reference encoder's weights by name and computes the same outputs."""
-    b = _bert_module()
+    b = bert_module()
     cases = references.load("bert_base")[split]
     tol = references.tolerance("bert_base")
     visible = split == "visible"
     for case in cases:
         config = b.BertConfig(**case["config"])
         label = f"BertBase({_config_text(case['config'])})" if visible else "BertBase on a hidden configuration"
-        with _forbid_bert():
+        with forbid_bert():
             model = _call(label, BertBase, config)
         if not isinstance(model, nn.Module):
             _fail(f"{label} must build an nn.Module.", "an nn.Module", wire.type_name(model))
@@ -187,7 +187,7 @@ def check_bert_base(BertBase: type, split: str = "visible") -> None:
                   "layer_norm_eps=config.layer_norm_eps to the encoder layer and eps=config.layer_norm_eps to "
                   "the embedding LayerNorm", key="bert.layer_norm_eps")
         model.eval()
-        with _forbid_bert(), torch.no_grad():
+        with forbid_bert(), torch.no_grad():
             out = _call(f"{label}.forward(input_ids, padding_mask, token_type_ids)", model, case["ids"],
                         case["padding"], case["types"])
             plain = _call(f"{label}.forward(input_ids)", model, case["ids"])
@@ -199,14 +199,14 @@ def check_bert_base(BertBase: type, split: str = "visible") -> None:
                       tuple(found.shape) if isinstance(found, torch.Tensor) else wire.type_name(found),
                       "batch-first: nn.TransformerEncoderLayer(..., batch_first=True); return the encoder's output "
                       "(one vector per token), no pooling inside the base", key="wrong_shape")
-        if not _close(out[real], expected[real], tol):
+        if not tensors_close(out[real], expected[real], tol):
             if bool(torch.isnan(out[real]).any()):
                 _fail(f"{label}: the output holds NaN.", hint="padding_mask is True at padding (PyTorch's "
                       "src_key_padding_mask); Hugging Face's attention_mask is the opposite (1 = real token): "
                       "do not invert it", key="bert.padding_inverted")
             for key, mistake in BERT_BASE_MISTAKES.items():
                 variant = case[key]
-                if not _close(variant[real], expected[real], tol) and _close(out[real], variant[real], tol):
+                if not tensors_close(variant[real], expected[real], tol) and tensors_close(out[real], variant[real], tol):
                     _fail(f"{label}: the output differs from the reference.", "the reference encoder's output",
                           f"the output of an encoder with {mistake.looks_like}", mistake.hint, key=f"bert.{key}",
                           keep=True)
@@ -215,7 +215,7 @@ def check_bert_base(BertBase: type, split: str = "visible") -> None:
                   _short(out[0, 0, :4]) if visible else None,
                   "embedding_norm(word + position + token type) -> dropout -> post-LN encoder layers with GELU, "
                   "padding mask passed as src_key_padding_mask")
-        if not _close(plain, case["expected_no_masks"], tol):
+        if not tensors_close(plain, case["expected_no_masks"], tol):
             _fail(f"{label}: forward(input_ids) without the optional arguments differs from the reference.",
                   hint="padding_mask=None means no padding, token_type_ids=None means every token type is 0")
     what = "the configuration shown" if visible else f"{len(cases)} hidden configurations"
@@ -225,12 +225,12 @@ def check_bert_base(BertBase: type, split: str = "visible") -> None:
 
 # --- the weight mapping
 
-_QKV = ("query", "key", "value")
+QKV = ("query", "key", "value")
 
 
-def _checkpoint_case(case: dict):
+def checkpoint_case(case: dict):
     """(config, checkpoint under the checkpoint's names) of one case of the mapping check."""
-    b = _bert_module()
+    b = bert_module()
     if case["checkpoint"] is None:
         return b.load_checkpoint()
     return b.BertConfig(**case["config"]), case["checkpoint"]
@@ -250,7 +250,7 @@ def source_digests(checkpoint: dict, mapping: dict) -> dict[str, list[str]]:
     return {name: [tensor_digest(checkpoint[key]) for key in keys] for name, keys in mapping.items()}
 
 
-def _mapping_from_digests(checkpoint: dict, digests: dict[str, list[str]]) -> tuple[dict, dict]:
+def mapping_from_digests(checkpoint: dict, digests: dict[str, list[str]]) -> tuple[dict, dict]:
     """(mapping, right state dict) found by matching the stored digests with this checkpoint's tensors."""
     named = {tensor_digest(value): key for key, value in checkpoint.items() if value.dtype.is_floating_point}
     mapping = {name: tuple(named[digest] for digest in stored) for name, stored in digests.items()}
@@ -261,7 +261,7 @@ def _mapping_from_digests(checkpoint: dict, digests: dict[str, list[str]]) -> tu
     return mapping, right
 
 
-def _provenance(tensor: torch.Tensor, checkpoint: dict) -> str | None:
+def provenance(tensor: torch.Tensor, checkpoint: dict) -> str | None:
     """The checkpoint tensor that ``tensor`` is a copy of, if any."""
     for key, value in checkpoint.items():
         if value.shape == tensor.shape and value.dtype.is_floating_point and torch.equal(value, tensor.to(value.dtype)):
@@ -273,7 +273,7 @@ def bert_count_pieces(config, pooler: bool) -> SimpleNamespace:
     """The right count of a BERT encoder and what its terms are made of, from which the usual wrong counts are
     computed (d hidden size, f feed-forward width)."""
     from dataclasses import replace
-    count = _bert_module().count_parameters_formula
+    count = bert_module().count_parameters_formula
     layer = count(replace(config, num_hidden_layers=1)) - count(replace(config, num_hidden_layers=0))
     return SimpleNamespace(config=config, pooler=pooler, right=count(config, pooler), count=count, replace=replace,
                            layer=layer, d=config.hidden_size, f=config.intermediate_size,
@@ -327,7 +327,7 @@ BERT_PROBES = (dict(vocab_size=1009, hidden_size=48, num_hidden_layers=3, num_at
 def check_bert_parameter_count(count_bert_parameters: Callable, split: str = "visible") -> None:
     """count_bert_parameters(config, pooler=False) by formula: all-MiniLM-L6-v2 (visible), other shapes (hidden)."""
     from .. import params
-    b = _bert_module()
+    b = bert_module()
     visible = split == "visible"
     stored = references.load("bert_parameters")[split]
     cases = [case for case in stored if not case.get("probe")]
@@ -380,7 +380,7 @@ def bert_pooling_pieces(classifier: nn.Module, ids, padding, types) -> SimpleNam
     encoder = classifier.encoder
     return SimpleNamespace(head=classifier.head, encoder=encoder, ids=ids, padding=padding, types=types,
                            hidden=encoder(ids, padding, types), lengths=(~padding).sum(dim=1),
-                           keep=(~padding).unsqueeze(-1).float(), mean_pool=_bert_module().mean_pool)
+                           keep=(~padding).unsqueeze(-1).float(), mean_pool=bert_module().mean_pool)
 
 
 BERT_POOLING_MISTAKES = {  # what the logits look like: "the head applied to <looks_like>"
@@ -458,7 +458,7 @@ class _RecordedEncoder(nn.Module):
 @_checked
 def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
     """BertClassifier(encoder, nclasses): a fresh head over the mean of the real tokens' vectors."""
-    b = _bert_module()
+    b = bert_module()
     visible = split == "visible"
     cases = references.load("bert_classifier")[split]
     tol = references.tolerance("bert_classifier")
@@ -477,7 +477,7 @@ def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
         frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
         if frozen:
             _fail(f"{label}: some parameters are frozen.", "every parameter trainable (we fine-tune the whole model)",
-                  _names(frozen))
+                  listed_names(frozen))
         model.eval()
         with _forbid_pooling(), torch.no_grad():
             out = _call(f"{label}.forward(input_ids, padding_mask, token_type_ids)", model, case["ids"],
@@ -488,9 +488,9 @@ def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
             _fail(f"{label} returns the wrong shape.", f"{tuple(expected.shape)} = (batch, nclasses)",
                   tuple(out.shape) if isinstance(out, torch.Tensor) else wire.type_name(out),
                   "one vector per sentence (the mean over its real tokens), then the head", key="wrong_shape")
-        if not _close(out, expected, tol):
+        if not tensors_close(out, expected, tol):
             for key, mistake in BERT_POOLING_MISTAKES.items():
-                if not _close(case[key], expected, tol) and _close(out, case[key], tol):
+                if not tensors_close(case[key], expected, tol) and tensors_close(out, case[key], tol):
                     _fail(f"{label}: the logits differ from the reference.",
                           "the head applied to the mean of the real tokens' vectors",
                           f"the head applied to {mistake.looks_like}", mistake.hint, key=f"classifier.{key}", keep=True)
@@ -503,7 +503,7 @@ def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
                   _short(out) if visible else None,
                   "hidden = encoder(input_ids, padding_mask, token_type_ids); average hidden over the real tokens "
                   "(padding_mask False); return head(that mean)")
-        if not _close(plain, case["expected_no_masks"], tol):
+        if not tensors_close(plain, case["expected_no_masks"], tol):
             _fail(f"{label}: forward(input_ids) without a padding mask differs from the reference.",
                   hint="padding_mask=None means no padding: average every position")
     _ok(f"BertClassifier on {len(cases)} {'configuration' if visible else 'hidden configuration'}"

@@ -9,8 +9,8 @@ import torch
 from .. import references, wire
 from ..stages import withheld
 from .harness import REFUSED, CheckFailed, _call, _checked, _fail, _no_warnings, _ok, _said, refuse_call
-from .part6 import (_QKV, _bert_module, _checkpoint_case, _close, _forbid_bert, _layer_pattern, _mapping_from_digests,
-                    _module_of, _names, _provenance)
+from .part6 import (QKV, bert_module, checkpoint_case, forbid_bert, layer_pattern, listed_names, mapping_from_digests,
+                    module_of, provenance, tensors_close)
 
 
 def _mapping_value_mistake(name: str, found: torch.Tensor, right: dict, checkpoint: dict, mapping: dict):
@@ -24,7 +24,7 @@ def _mapping_value_mistake(name: str, found: torch.Tensor, right: dict, checkpoi
             match = [i for i, part in enumerate(parts) if part.shape == chunk.shape and torch.equal(part, chunk.to(part.dtype))]
             order.append(match[0] if match else None)
         if None not in order and order != [0, 1, 2]:
-            packed = ", ".join(_QKV[i] for i in order)
+            packed = ", ".join(QKV[i] for i in order)
             return (f"in_proj packed as ({packed})",
                     f"query, key and value are packed in the order ({packed}). PyTorch cuts in_proj_weight into "
                     "q, k, v in that order: rows 0..d-1 are the query, d..2d-1 the key, 2d..3d-1 the value; stack "
@@ -38,7 +38,7 @@ def _mapping_value_mistake(name: str, found: torch.Tensor, right: dict, checkpoi
         other = name.replace(".norm1.", ".norm#.").replace(".norm2.", ".norm1.").replace(".norm#.", ".norm2.")
         if torch.equal(found.to(right[other].dtype), right[other]):
             which = ".norm1." if ".norm1." in name else ".norm2."
-            first, second = (_module_of(mapping[name.replace(which, f".norm{n}.")][0]) for n in (1, 2))
+            first, second = (module_of(mapping[name.replace(which, f".norm{n}.")][0]) for n in (1, 2))
             return ("the two LayerNorms swapped",
                     "norm1 and norm2 are swapped. Post-LN: norm1 normalises x + attention(x), i.e. the checkpoint's "
                     f"{first}; norm2 normalises x + feed_forward(x), i.e. its {second}", "mapping.norms_swapped")
@@ -53,9 +53,9 @@ def _mapping_value_mistake(name: str, found: torch.Tensor, right: dict, checkpoi
         return ("a LayerNorm left at its initial value", "a LayerNorm weight is all ones, as if it was never "
                 "copied: copy the checkpoint's LayerNorm.weight and LayerNorm.bias (BERT's gamma and beta)",
                 "mapping.not_copied")
-    origin = _provenance(found, checkpoint)
+    origin = provenance(found, checkpoint)
     if origin is not None:
-        return (f"{_layer_pattern(name)} holds {_layer_pattern(origin)}", *_confusion_hint(name, origin, mapping))
+        return (f"{layer_pattern(name)} holds {layer_pattern(origin)}", *_confusion_hint(name, origin, mapping))
     return ("values differ", "the values differ from the checkpoint's: copy the tensors unchanged (no scaling, "
                              "no re-initialisation)", "mapping.values_changed")
 
@@ -68,20 +68,20 @@ def _confusion_hint(name: str, origin: str, mapping: dict) -> tuple[str, str]:
     layer_found = re.search(r"\.layers?\.(\d+)\.", origin)
     layer_wanted = re.search(r"\.layers?\.(\d+)\.", name)
     if layer_found and layer_wanted and layer_found.group(1) != layer_wanted.group(1) and \
-            _layer_pattern(origin) == _layer_pattern(sources[0]):
+            layer_pattern(origin) == layer_pattern(sources[0]):
         return ("a tensor of another layer: layer i of the checkpoint (encoder.layer.i) goes to encoder.layers.i",
                 "mapping.other_layer")
     fills = next((target for target, keys in mapping.items() if origin in keys), None)
     if fills is None:
-        return f"{_layer_pattern(name)} is filled from the wrong checkpoint tensor", "mapping.wrong_source"
-    return (f"the checkpoint's {_module_of(origin)} fills {_module_of(fills)}; {_module_of(name)} comes from "
-            + " + ".join(dict.fromkeys(_module_of(key) for key in sources)), "mapping.wrong_source")
+        return f"{layer_pattern(name)} is filled from the wrong checkpoint tensor", "mapping.wrong_source"
+    return (f"the checkpoint's {module_of(origin)} fills {module_of(fills)}; {module_of(name)} comes from "
+            + " + ".join(dict.fromkeys(module_of(key) for key in sources)), "mapping.wrong_source")
 
 
 def _mapping_shape_hint(name: str, found: torch.Tensor, wanted: torch.Tensor, checkpoint: dict,
                         mapping) -> tuple[str, str]:
     """(hint, key) for a tensor of the wrong shape."""
-    origin = _provenance(found, checkpoint)
+    origin = provenance(found, checkpoint)
     if origin is not None and origin not in mapping[name]:
         return _confusion_hint(name, origin, mapping)
     if "in_proj" in name and found.dim() == 2 and tuple(found.shape) == tuple(wanted.shape[::-1]):
@@ -128,15 +128,15 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
     """The student's state dict for one case, after checking its keys, shapes, values and outputs."""
     from collections.abc import Mapping
     tol = references.tolerance("bert_mapping")
-    b = _bert_module()
-    config, checkpoint = _checkpoint_case(case)
+    b = bert_module()
+    config, checkpoint = checkpoint_case(case)
     if withheld(b.weight_mapping):  # a release of part 6's week: the sources are known by their digests only
-        mapping, right = _mapping_from_digests(checkpoint, case["sources"])
+        mapping, right = mapping_from_digests(checkpoint, case["sources"])
     else:
         mapping, right = b.weight_mapping(config), b.convert_checkpoint(checkpoint, config)
     reference = None if withheld(b.BertEncoder) else b.BertEncoder.to_load(config).eval()
     given = {key: value.clone() for key, value in checkpoint.items()}
-    with _forbid_bert():
+    with forbid_bert():
         try:
             with _no_warnings(what):
                 found = convert_checkpoint(given, config)
@@ -166,14 +166,14 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
         hint, key = _mapping_keys_hint(missing, unexpected, mapping)
         _fail(f"{what}: the keys are not BertBase's parameter names.",
               f"the {len(right)} names of BertBase(config).state_dict()" if visible else "BertBase's names",
-              "; ".join(p for p in (missing and f"missing {_names(missing, counts=visible)}",
-                                    unexpected and f"unexpected {_names(unexpected, counts=visible)}") if p),
+              "; ".join(p for p in (missing and f"missing {listed_names(missing, counts=visible)}",
+                                    unexpected and f"unexpected {listed_names(unexpected, counts=visible)}") if p),
               hint, key=key)
     resized = [k for k in right if tuple(found[k].shape) != tuple(right[k].shape)]
     if resized:
         name = resized[0]
         hint, key = _mapping_shape_hint(name, found[name], right[name], checkpoint, mapping)
-        _fail(f"{what}: tensors of the wrong shape: {_names(resized, counts=visible)}.",
+        _fail(f"{what}: tensors of the wrong shape: {listed_names(resized, counts=visible)}.",
               f"{name} {tuple(right[name].shape)}" if visible else None,
               f"{tuple(found[name].shape)}" if visible else None,
               hint, key=key)
@@ -184,7 +184,7 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
             kinds.setdefault(_mapping_value_mistake(name, found[name], right, checkpoint, mapping), []).append(name)
         (kind, hint, key), names = max(kinds.items(), key=lambda item: len(item[1]))
         others = " (and other tensors wrong otherwise)" if len(names) < len(wrong) else ""
-        _fail(f"{what}: tensors hold the wrong values: {_names(names, counts=visible)}{others}.",
+        _fail(f"{what}: tensors hold the wrong values: {listed_names(names, counts=visible)}{others}.",
               "each parameter filled from its checkpoint tensor(s)", kind, hint, key=key)
     if reference is None:  # held back (translab.stages): every tensor is the right one, so are the outputs
         return config, found, case["expected"], case
@@ -192,7 +192,7 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
     real = ~case["padding"]
     with torch.no_grad():
         out = reference(case["ids"], case["padding"], case["types"])
-    if not _close(out[real], case["expected"][real], tol):
+    if not tensors_close(out[real], case["expected"][real], tol):
         _fail(f"{what}: the encoder loaded with your tensors does not reproduce the reference outputs.",
               hint="every tensor must be copied unchanged, in float32")
     return config, found, out, case
@@ -219,13 +219,13 @@ def check_weight_mapping(convert_checkpoint: Callable, split: str = "visible", B
                + ("sentences" if visible else "hidden sentences") + (" and on another checkpoint" if len(cases) > 1 else ""))
     if BertBase is not None:
         try:
-            with _forbid_bert():
+            with forbid_bert():
                 model = _call("BertBase(config)", BertBase, config)
                 model.load_state_dict(dict(found), strict=True)
                 model.eval()
                 with torch.no_grad():
                     mine = _call("BertBase.forward", model, case["ids"], case["padding"], case["types"])
-            same = _close(mine[~case["padding"]], out[~case["padding"]], tol)
+            same = tensors_close(mine[~case["padding"]], out[~case["padding"]], tol)
             note = ("your BertBase, loaded with the same tensors, computes the same outputs" if same else
                     "not graded here: your BertBase loads these tensors but computes other outputs (see its check)")
         except Exception as error:  # noqa: BLE001 - the base is graded by its own check
