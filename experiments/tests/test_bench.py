@@ -14,6 +14,8 @@ from experiments.bench import cli, grading, tables, throughput
 from translab.model import ModelConfig, build_language_model
 from translab.training import set_seed, train_steps
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 
 def test_bare_loop_and_translab_loop_train_identically():
     batches = throughput.make_batches(3, batch_size=4, seq_len=16)

@@ -12,6 +12,8 @@ from translab import data
 from experiments.transfer import RECIPES, Recipe, balanced_subset, param_groups
 from translab.model import ModelConfig, build_classifier
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 
 def test_balanced_subset_is_balanced_seeded_and_from_train():
     train = data.load_split("train")

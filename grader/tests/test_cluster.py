@@ -22,6 +22,8 @@ from translab.paths import REPO_ROOT
 
 from conftest import cell_scores, run_grader, small_course, venv_env
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 
 def test_only_a_loopback_tcp_scheduler_or_tls_with_certificates_is_accepted(tmp_path):
     for address in ("tcp://10.0.0.5:8786", "tcp://0.0.0.0:8786", "inproc://x"):
@@ -99,7 +101,6 @@ def test_merge_refuses_a_result_of_another_course_and_an_empty_folder(tmp_path):
         results.merge(REPO_ROOT, [tmp_path / "empty"])
 
 
-@pytest.mark.slow
 def test_a_student_graded_into_a_results_folder_then_merged_scores_as_graded_here(tmp_path):
     """`autograde --student ID --results-dir DIR` (one job of a Slurm array) then `merge DIR` on the course: the
     same cells as grading it here, and the submission is marked merged."""
@@ -158,7 +159,6 @@ def _zygotes(pid: int) -> set[int]:
     return found
 
 
-@pytest.mark.slow
 def test_a_worker_s_grading_process_grades_task_after_task_with_the_same_zygotes(tmp_path, monkeypatch):
     """What a worker runs (``grader.cluster.GradingServer``): three tasks in one process, the same zygotes for all,
     the same student graded again in the third scoring as in the first, and the process gone with its stdin."""

@@ -22,6 +22,8 @@ from grader import cli
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 LAB = sorted(path.stem for path in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
 MASK, MODEL, PRETRAIN, TRANSFER, MLM, *_ = LAB
 WHEN = (2026, 11, 20, 14, 3, 0)

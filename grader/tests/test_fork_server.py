@@ -14,6 +14,8 @@ from grader.commands.release import release
 from grader.course import GradingError
 from translab.paths import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 PROBE = """\
 import json, sys
 from grader import nbgrader_process

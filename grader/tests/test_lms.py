@@ -22,6 +22,8 @@ from grader.commands.grades import grades
 from grader.gradebook import open_gradebook
 from translab.contract import ASSIGNMENT
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 CANVAS_EXPORT = """Student,ID,SIS User ID,SIS Login ID,Section,Transfer learning lab (4242),Quiz 1 (4243)
     Points Possible,,,,,100.00,10.00
 "Doe, Jane",4711,S001,jdoe,Section A,,

@@ -16,6 +16,8 @@ from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from translab.references import EXACT, NAMES, TOLERANCES, Tolerance, tolerance
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 SOLUTIONS = sorted((REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
 POINTS = {"01_mask_and_positional_encoding": 12, "02_model_and_parameters": 15, "03_pretraining_and_generation": 16,
           "04_transfer_experiment": 12, "05_masked_language_modeling": 9, "06_transfer_at_scale": 12}

@@ -21,6 +21,8 @@ import pytest
 from grader import processes, sandbox
 from translab.paths import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 STUDENT_UID = sandbox.UID_BASE + sandbox.UID_BLOCK * sandbox.UID_BLOCKS + 7  # outside every batch's block
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="hiding paths and dropping privileges need root")
 

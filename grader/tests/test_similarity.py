@@ -16,6 +16,8 @@ import pytest
 from grader import similarity
 from translab.paths import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 NB1 = "01_mask_and_positional_encoding"
 NB2 = "02_model_and_parameters"
 MASK = "def generate_square_subsequent_mask(sz):\n    return torch.triu(torch.full((sz, sz), float('-inf')), diagonal=1)\n"
@@ -340,7 +342,6 @@ def test_make_report_shows_the_most_similar_pairs(reported):
     assert "Not computed yet" in similar_section(root / "nothing-here")
 
 
-@pytest.mark.slow
 def test_the_page_in_a_real_browser_marks_the_copies_and_runs_nothing(reported, browser):
     """Headless Chromium opens the page: the side-by-side answers show their marked spans, no dialog opens (the
     submission's script is text), and a screenshot is kept beside the page for the instructor's eyes."""

@@ -19,6 +19,8 @@ from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from translab.references import NAMES
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 ROSTER = ("alice", "student02")  # students of the course, none of whose codes may be in a release
 SECRET_MARKERS = ("BEGIN HIDDEN TESTS", "BEGIN SOLUTION", "### BEGIN", "split=\"hidden\"")
 
@@ -228,7 +230,6 @@ def _errors(path: Path) -> list[str]:
             for output in cell.get("outputs", []) if output.output_type == "error"]
 
 
-@pytest.mark.slow
 # make test runs week 2 (part 1's reference code under part 2: about 45 s); make test-exhaustive every week
 @pytest.mark.parametrize("until", [pytest.param(until, marks=() if until == 2 else pytest.mark.exhaustive)
                                    for until in range(1, withheld.LAST_PART + 1)])
@@ -307,7 +308,6 @@ print(json.dumps(found))
 """
 
 
-@pytest.mark.slow
 def test_a_normal_install_of_the_release_runs_from_anywhere_with_translab_home(stages, tmp_path):
     """Installed non-editable (a wheel in site-packages, as a shared JupyterHub environment has it), translab
     finds the release's tokenizer, checkpoint and visible references through TRANSLAB_HOME; without it, the

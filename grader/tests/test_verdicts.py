@@ -23,6 +23,8 @@ from grader.zygote import Zygote
 from translab import wire
 from translab.paths import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 RIGHT_MASK = """
 def generate_square_subsequent_mask(sz):
     return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)

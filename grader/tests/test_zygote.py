@@ -17,6 +17,8 @@ from grader.tests.test_sandbox import STUDENT_UID, launch_kernel, course  # noqa
 from grader.zygote import Zygote
 from translab.paths import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
 WAITS = """\
 import json, os, signal, sys, time
 def interrupted(number, frame):
