@@ -232,6 +232,7 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
     from concurrent.futures import CancelledError  # Dask's FutureCancelledError is one
 
     from distributed import as_completed
+    from distributed.comm.core import CommClosedError
     from distributed.scheduler import KilledWorker
 
     from .batch import BatchReport, StudentResult, _write_report, ensure_assignment
@@ -264,8 +265,10 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
             chunk = futures[future]
             try:
                 returned = future.result()
-            except CancelledError:
-                if stop is None:  # not cancelled by us: the scheduler was lost, and with it what it held
+            except (CancelledError, CommClosedError):
+                # not cancelled by us: the scheduler was lost, and with it what it held (Dask says so either by
+                # cancelling the future or, when the loss comes while it fetches a result, by a closed connection)
+                if stop is None:
                     lost += chunk
                 continue
             except KilledWorker:
