@@ -546,19 +546,10 @@ def test_every_module_file_and_command_the_documentation_names_exists():
     assert wrong == [], wrong
 
 
-def _is_module(dotted: str) -> bool:
-    import importlib.util
-    try:
-        return importlib.util.find_spec(dotted) is not None
-    except ModuleNotFoundError:  # a name inside a module (translab.paths.RESULTS_DIR), not a module
-        return False
-
-
 def test_every_module_path_written_in_a_string_resolves():
     """Issue 52: module paths written inside strings move with the files only if something fails when they do not
     (the zygote's targets, warm imports, ``python -m`` lines, nbgrader_config.py, the hub's, Slurm's and
     Kubernetes' configs, the results' commands).  An artifact's ``command_when_built`` is history and is left out."""
-    import importlib
     suffixes = {".py", ".yaml", ".yml", ".json", ".sh", ".toml", ".cfg"}
     skip = {".venv", "node_modules", ".git", "__pycache__", "data", ".pytest_cache", "demo-class"}
     written = re.compile(r"""(?:-m\s+|["'])((?:grader|translab|experiments)(?:\.[A-Za-z_]\w*)+)(?::(\w+))?""")
@@ -571,11 +562,6 @@ def test_every_module_path_written_in_a_string_resolves():
                          if "command_when_built" not in line)
         for module, attribute in written.findall(text):
             found += 1
-            names = module.split(".")
-            cut = next((cut for cut in range(1, len(names) + 1)[::-1] if _is_module(".".join(names[:cut]))), 0)
-            thing = importlib.import_module(".".join(names[:cut])) if cut else None
-            for name in names[cut:] + ([attribute] if attribute else []):
-                thing = getattr(thing, name, None)
-            if thing is None:
+            if not _resolves(module + (f".{attribute}" if attribute else "")):
                 wrong.append((str(path.relative_to(REPO_ROOT)), module + (f":{attribute}" if attribute else "")))
     assert found > 100 and wrong == [], wrong

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .attention import attention_maps
 from .model import Model, ModelConfig, build_language_model
 
 DIGITS = 10   # the vocabulary: the digits 0 to 9
@@ -70,6 +71,5 @@ def train_reversal(model: Model, steps: int, lr: float = 3e-3, batch: int = 64, 
 def reversal_scores(model: Model, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[float, torch.Tensor]:
     """(the share of digits right, the one head's maps (batch, T, T)) on sequences the model did not train on; the
     maps are read with part 1's attention (``translab.attention.attention_maps``)."""
-    from .attention import attention_maps
     right = float((model(inputs, causal=False).argmax(-1) == targets).float().mean())
     return right, attention_maps(model, inputs, causal=False)[0, :, 0]
