@@ -5,7 +5,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -14,20 +13,15 @@ import urllib.request
 import pytest
 
 from translab.paths import REPO_ROOT
+from grader.testing import free_port
 
 pytestmark = pytest.mark.slow
 NOTEBOOKS = sorted(p.name for p in (REPO_ROOT / "notebooks" / "transfer_learning").glob("*.ipynb"))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab_url():
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(["make", "--no-print-directory", "lab", f"PORT={port}"], cwd=REPO_ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = []

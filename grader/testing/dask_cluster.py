@@ -7,22 +7,16 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+from . import free_port
+
 from translab.contract import COURSE_ENV
 
 from ..cluster import dask_environment
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nothing listens on now (for a daemon the caller starts)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class LocalCluster:

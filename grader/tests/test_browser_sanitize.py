@@ -22,7 +22,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -44,6 +43,7 @@ from translab.paths import REPO_ROOT
 from grader.nbgrader_plugins.sanitize_student_content import SanitizeStudentContent, render_markdown
 
 from conftest import run_grader, page_of, small_course, submission_id
+from grader.testing import free_port
 
 CASE = "script_injection"
 NB1 = corpus.NB1
@@ -183,19 +183,13 @@ class Jupyter:
     root: Path
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def jupyter(injected_course, tmp_path_factory):
     """A Jupyter server started at the course root (nbgrader's formgrader reads nbgrader_config.py from there) on
     127.0.0.1, a free port and a random token, with private config and runtime folders; stopped, its whole
     process group, at the end."""
     private = tmp_path_factory.mktemp("jupyter")
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     command = [str(Path(sys.executable).parent / "jupyter-server"), "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                "--port-retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={injected_course}"]
     if os.geteuid() == 0:

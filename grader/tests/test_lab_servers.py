@@ -5,7 +5,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -17,6 +16,7 @@ import pytest
 
 from conftest import course_copy
 from translab.paths import REPO_ROOT
+from grader.testing import free_port
 
 pytestmark = pytest.mark.slow
 TOKEN = "translab-test-token"
@@ -30,12 +30,6 @@ def course(tmp_path_factory) -> Path:
     return course_copy(tmp_path_factory.mktemp("lab_course"), "solutions", "notebooks", "translab/jupyter_student")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=30) as response:
@@ -47,7 +41,7 @@ def _get(url: str) -> tuple[int, str]:
 @contextmanager
 def served(course: Path, target: str):
     """``make <target>`` in the course copy; yields (base URL, the server's log so far) once it answers."""
-    port = _free_port()
+    port = free_port()
     log = course / f"{target}.log"
     env = {**os.environ, "JUPYTER_TOKEN": TOKEN}
     with open(log, "w") as out:

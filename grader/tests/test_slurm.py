@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.testing.dask_cluster import free_port, gradebook_cells
+from grader.testing import free_port
+from grader.testing.dask_cluster import gradebook_cells
 
 from conftest import run_grader, small_course, venv_env
 
