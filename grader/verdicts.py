@@ -1,8 +1,8 @@
 """Verdicts decided outside the student's process.
 
-A test cell's ``checks.check_x(answer)`` used to judge inside the kernel that had just run the student's code,
-so the code could change the verdict (patch the checker, read its frames or the hidden references, return a
-tensor subclass that equals everything, trace past the failing lines).  Now, while ``GuardedExecute`` grades,
+A check that judged inside the kernel that had just run the student's code could have its verdict changed by that
+code (patch the checker, read its frames or the hidden references, return a tensor subclass that equals everything,
+trace past the failing lines).  So while ``GuardedExecute`` grades,
 a ``Checker`` (a thread of the nbgrader process, or in a sandboxed batch a ``ForkedChecker``: the same, in a process
 forked from the batch's zygote) listens on a Unix socket whose path the kernel gets in ``TRANSLAB_CHECKER``;
 ``translab.wire`` describes the protocol.

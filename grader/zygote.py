@@ -1,10 +1,10 @@
 """Grading kernels forked from a warm interpreter, so that a class does not pay a class's imports.
 
-Each sandboxed kernel used to start a new Python, import ipykernel, torch and the checks (1.7 s before the first
-cell), then import during the notebooks what torch and the lab load lazily: matplotlib (0.4 s), ``torch._dynamo``
-at the first optimiser step (0.85 s), sympy at the first key padding mask outside attention's fast path (0.4 s).
-The same 3.4 CPU-seconds, for every student.  A batch now starts one *zygote*: a process that imports all of that
-once (``STARTUP`` and ``LATER``) and then forks one kernel per launch.
+A kernel started as a new Python imports ipykernel, torch and the checks (1.7 s before the first cell), then,
+during the notebooks, what torch and the lab load lazily: matplotlib (0.4 s), ``torch._dynamo`` at the first
+optimiser step (0.85 s), sympy at the first key padding mask outside attention's fast path (0.4 s): the same 3.4
+CPU-seconds for every student.  So a batch starts one *zygote*: a process that imports all of that once
+(``STARTUP`` and ``LATER``) and then forks one kernel per launch.
 
 * It holds nothing but imported modules: no submission, reference, gradebook or hidden test ever enters it (it
   reads no file of the course), and it is not dumpable, so no process of the instructor's uid can read its memory.
@@ -16,7 +16,7 @@ once (``STARTUP`` and ``LATER``) and then forks one kernel per launch.
   kernel and exits with the kernel's status.  When the launcher dies (killed by nbgrader, or with it), the zygote
   kills the kernel; when the batch ends (it closes the zygote's stdin), the zygote kills every kernel it forked,
   and a kernel whose zygote is killed dies with it.
-* Where no zygote answers, the launcher starts the kernel itself, as before.
+* Where no zygote answers, the launcher starts the kernel itself, as a new Python.
 * Each notebook's checker is forked from a second zygote of the batch, the checkers' (``--role checker``,
   ``fork_checker``, ``verdicts.ForkedChecker``), which has torch, the full library and the checks imported: the
   nbgrader process then never imports them, and the kernels' zygote never holds the full library (issue 47).  A
@@ -146,7 +146,7 @@ class Zygote:
 def seed_font_lists(folder: Path, env: dict) -> None:
     """Copy matplotlib's font lists from the instructor's own cache (where matplotlib keeps it: $MPLCONFIGDIR, else
     $XDG_CACHE_HOME/matplotlib or ~/.cache/matplotlib) into the zygote's, which each sandboxed kernel's HOME gets a
-    copy of (``sandbox._own_home``).  Without one, each kernel lists the fonts itself, as before."""
+    copy of (``sandbox._own_home``).  Without one, each kernel lists the fonts itself."""
     cache = env.get("MPLCONFIGDIR") or Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "matplotlib"
     folder.mkdir(mode=0o700, exist_ok=True)
     for path in Path(cache).glob(FONT_LISTS):

@@ -16,7 +16,8 @@ Two codecs, one per direction of trust:
   ``__torch_function__`` and any patched comparison stay in the kernel); numbers, strings, lists, tuples and
   dicts as themselves; anything else as a ``Handle``, a proxy whose attributes and calls go back to the kernel.
 
-Outside grading (``make lab``, Validate) nothing here runs: the checks judge in the kernel, as before.
+Outside grading (``make lab``, Validate) nothing here runs: the checks judge in the kernel, where the student
+works.
 
 Why one file: both ends of the protocol (the kernel's request and what the checker answers) must change together,
 and this is the one module the kernel and the checker share.
