@@ -35,8 +35,8 @@ from translab.contract import ASSIGNMENT, SANDBOX_STATUS_ENV, UNSANDBOXED_ENV
 from .course import GradingError
 from .gradebook import (add_submission, flagged_notebooks, gradebook_has_assignment, gradebook_notebooks,
                         has_submission, merge_student, sqlite_copy, zero_and_flag)
-from .preflight import preflight
 from .nbgrader_process import check_config, fork_server, nbgrader, nbgrader_env, preloads_checks, run_nbgrader
+from .preflight import preflight
 from .staging import stage_submission
 
 REPORT_NAME = "autograde_report.csv"

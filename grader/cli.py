@@ -17,16 +17,13 @@ from types import ModuleType
 
 from .course import GradingError, course_root
 
-# command -> its module in grader/commands/, in the order a term runs them
-COMMANDS = {
-    "release": "release", "references": "references", "students": "students", "variants": "variants",
-    "student-release": "student_release", "collect": "collect", "autograde": "autograde", "merge": "merge",
-    "feedback": "feedback", "grades": "grades", "report": "report", "similarity": "similarity",
-}
+# in the order a term runs them; each is the module of its name in grader/commands/ (student-release: student_release)
+COMMANDS = ("release", "references", "students", "variants", "student-release", "collect", "autograde", "merge",
+            "feedback", "grades", "report", "similarity")
 
 
 def command_module(command: str) -> ModuleType:
-    return importlib.import_module(f"{__package__}.commands.{COMMANDS[command]}")
+    return importlib.import_module(f"{__package__}.commands.{command.replace('-', '_')}")
 
 
 def parser_of_commands() -> argparse.ArgumentParser:
@@ -45,6 +42,7 @@ def parser_of_commands() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = parser_of_commands()
     args, extra = parser.parse_known_args(argv)
+    args.nbgrader_options = tuple(extra)
     module = command_module(args.command)
     if extra and not getattr(module, "PASSES_NBGRADER_OPTIONS", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -53,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"extra nbgrader options must look like --Class.trait=value: {' '.join(bad)}")
     root = (args.root or course_root()).resolve()
     try:
-        return module.run(root, args, tuple(extra)) if extra else module.run(root, args)
+        return module.run(root, args)
     except GradingError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -524,7 +524,7 @@ def test_every_module_file_and_command_the_documentation_names_exists():
     Every dotted name of the project's packages, every path of its files and every ``python -m grader`` command
     that a docstring, a comment or a README names resolves; each package's docstring names only its own modules."""
     from grader.cli import COMMANDS
-    wrong = []
+    wrong, commands = [], set()
     for where, text in _documentation().items():
         for dotted in re.findall(r"\b((?:grader|translab|experiments)(?:\.[A-Za-z_]\w*)+)", text):
             if not dotted.endswith((".py", ".md", ".json", ".pt")) and not _resolves(dotted):
@@ -533,8 +533,9 @@ def test_every_module_file_and_command_the_documentation_names_exists():
                                r"\.(?:py|md|json|pt|csv|yaml|toml|txt))\b", text):
             if not (REPO_ROOT / path).exists():
                 wrong.append((where, path))
-        wrong += [(where, f"grader {command}") for command in re.findall(r"-m grader ([a-z][a-z-]*)", text)
-                  if command not in COMMANDS]
+        named = re.findall(r"-m grader ([a-z][a-z-]*)", text)
+        commands |= set(named)
+        wrong += [(where, f"grader {command}") for command in named if command not in COMMANDS]
     for package in ("grader", "grader.commands", "grader.nbgrader_plugins", "translab", "translab.checks"):
         folder = REPO_ROOT.joinpath(*package.split("."))
         docstring = (__import__(package, fromlist=["_"]).__doc__ or "")
@@ -543,7 +544,7 @@ def test_every_module_file_and_command_the_documentation_names_exists():
             if not ((folder / f"{name}.py").exists() or (folder / name).is_dir() or _resolves(name)
                     or (REPO_ROOT / name).exists() or re.search(rf"^(?:def|class) {name}\b", defined, re.M)):
                 wrong.append((f"{package}.__doc__", name))
-    assert wrong == [], wrong
+    assert len(commands) >= 12 and wrong == [], wrong
 
 
 def test_every_module_path_written_in_a_string_resolves():

@@ -30,9 +30,9 @@ def arguments(parser) -> None:
                              "has a budget of its own, c.GuardedExecute.notebook_budget)")
 
 
-def run(root: Path, args, nbgrader_options: tuple[str, ...] = ()) -> int:
+def run(root: Path, args) -> int:
     from ..batch import autograde, print_summary
-    sandbox = not args.no_sandbox
+    sandbox, nbgrader_options = not args.no_sandbox, args.nbgrader_options
     if args.results_dir:
         from ..results import grade_students_to
         for folder in grade_students_to(root, args.student, args.results_dir, nbgrader_options, sandbox,

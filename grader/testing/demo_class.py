@@ -16,7 +16,7 @@ from pathlib import Path
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
-from .outside.end_to_end import _grader, released_course, submit
+from .outside.end_to_end import grader_command, released_course, submit
 
 DEFAULT = REPO_ROOT / "demo-class"
 
@@ -27,10 +27,10 @@ def make_demo_class(dest: Path, part: int = 1) -> dict:
     if dest.exists() and any(dest.iterdir()):
         raise FileExistsError(f"{dest} is not empty: remove it (rm -r {dest}) or give another DEST")
     course = released_course(dest)
-    _grader(course, "variants", "--init")
+    grader_command(course, "variants", "--init")
     students = submit(course, part)
     for command in (("autograde",), ("feedback", "--force"), ("grades",), ("report",)):
-        _grader(course, *command)
+        grader_command(course, *command)
     first = sorted(students)[0]
     return {"course": course, "students": students,
             "feedback": course / "feedback" / first / ASSIGNMENT,

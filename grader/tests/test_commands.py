@@ -2,8 +2,6 @@
 way of grading refusing the same things before it grades anyone (``grader.preflight``)."""
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from grader import batch, cli, results
@@ -15,23 +13,14 @@ COMMANDS_DIR = REPO_ROOT / "grader" / "commands"
 
 
 def test_every_command_is_a_module_of_grader_commands_and_the_table_lists_each_once():
+    """The table against the folder; the Makefile's and the documentation's commands against the table:
+    tests/test_project.py's test that every command the documentation names exists."""
     modules = sorted(path.stem for path in COMMANDS_DIR.glob("*.py") if path.stem != "__init__")
-    assert sorted(cli.COMMANDS.values()) == modules
+    assert len(set(cli.COMMANDS)) == len(cli.COMMANDS)
+    assert sorted(command.replace("-", "_") for command in cli.COMMANDS) == modules
     for command in cli.COMMANDS:
         module = cli.command_module(command)
         assert module.HELP and callable(module.arguments) and callable(module.run), command
-        assert command.replace("-", "_") == cli.COMMANDS[command], "a command's module is named after it"
-
-
-def test_every_grader_command_the_makefile_and_the_readmes_run_is_in_the_table():
-    texts = {path: path.read_text(encoding="utf-8") for path in
-             (REPO_ROOT / "Makefile", REPO_ROOT / "README.md", REPO_ROOT / "grader" / "README.md",
-              REPO_ROOT / "grader" / "rubric.md")}
-    named = {(path.name, found) for path, text in texts.items()
-             for found in re.findall(r"-m grader ([a-z][a-z-]*)", text)}
-    assert len(named) >= 12
-    unknown = sorted((where, command) for where, command in named if command not in cli.COMMANDS)
-    assert unknown == []
 
 
 def test_help_lists_every_command(capsys):
@@ -98,3 +87,14 @@ def test_each_way_of_grading_refuses_a_student_without_a_submission(tmp_path, mo
     with pytest.raises(GradingError) as refused:
         GRADE_HERE[way](root, tmp_path / "out")
     assert reached == [] and "no submission for 'student0'" in str(refused.value)
+
+
+def test_autograde_hands_the_nbgrader_options_on(tmp_path, monkeypatch):
+    given = {}
+    monkeypatch.setattr(batch, "autograde", lambda root, jobs, only, extra, **options: given.update(
+        root=root, only=only, extra=extra, **options) or "report")
+    monkeypatch.setattr(batch, "print_summary", lambda root, report, timeout: 0 if report == "report" else 9)
+    code = cli.main(["--root", str(tmp_path), "autograde", "--student", "alice", "--Execute.timeout=5",
+                     "--GuardedExecute.notebook_budget=30"])
+    assert code == 0 and given["only"] == ["alice"] and given["sandbox"] is True
+    assert given["extra"] == ("--Execute.timeout=5", "--GuardedExecute.notebook_budget=30")

@@ -172,7 +172,8 @@ def recorded_rows() -> dict:
     return {(row["graded"], row["name"]): row for row in rows}
 
 
-def _grader(course: Path, *args: str) -> None:
+def grader_command(course: Path, *args: str) -> None:
+    """``python -m grader --root course ARGS``, or a RuntimeError with what it said."""
     done = subprocess.run([sys.executable, "-m", "grader", "--root", str(course), *args], capture_output=True,
                           text=True)
     if done.returncode != 0:
@@ -184,7 +185,7 @@ def released_course(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
     shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
-    _grader(root, "release")
+    grader_command(root, "release")
     return root
 
 
@@ -194,7 +195,7 @@ def grade_class(course: Path, parts: list[int]) -> tuple[list[dict], dict]:
     seconds = {}
     for phase, args in (("autograde", ("autograde",)), ("feedback", ("feedback", "--force"))):
         started = time.perf_counter()
-        _grader(course, *args)
+        grader_command(course, *args)
         seconds[phase] = round(time.perf_counter() - started, 1)
     recorded = recorded_rows()
     rows = [row for part in parts for row in judge(course, part, chosen[part], recorded)]
