@@ -28,15 +28,28 @@ def _replace_section(out: Path, section: str, measure, flag: str | None = None) 
     with how and where it was measured under ``<section>_measured``."""
     path = out / "bench.json"
     result = json.loads(path.read_text()) if path.exists() else {"schema_version": SCHEMA_VERSION}
+    speed_before = machine_speed()
     started = time.time()
     result[section] = measure()
+    wall_time_s = round(time.time() - started, 1)
+    speed = round((speed_before + machine_speed()) / 2)
+    record = (result.get("fp32") or {}).get("translab", {}).get("tokens_per_s")
     result[f"{section}_measured"] = {"command": f"python -m experiments.bench --only-{flag or section}",
-                                     "cpu_count": os.cpu_count(), "wall_time_s": round(time.time() - started, 1)}
+                                     "cpu_count": os.cpu_count(), "wall_time_s": wall_time_s,
+                                     "machine_tokens_per_s": speed,
+                                     "speed_of_record": round(speed / record, 2) if record else None}
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result[section], indent=1))
     if out.resolve() == RESULTS_DIR.resolve():
         tables.update_readme(result)
+
+
+def machine_speed() -> float:
+    """Training tokens per second now, on the fp32 record's workload but shorter: a section re-measured on a slower
+    or busier machine than the full run's says so (``speed_of_record`` below 1), rather than passing for a regression."""
+    probe = throughput(steps=10, rounds=3, warmup=2, batch_size=32, seq_len=64, bf16=False, progress=False)
+    return probe["translab"]["tokens_per_s"]
 
 
 def main(argv: list[str] | None = None) -> int:
