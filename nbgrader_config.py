@@ -11,7 +11,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteCells,
                                     OverwriteKernelspec, SaveAutoGrades)
 
-from grader.mathml import NBGRADER_TEMPLATES, TEMPLATES
+from grader.course.mathml import NBGRADER_TEMPLATES, TEMPLATES
 from grader.nbgrader_plugins.batch_autograde_exporter import BatchAutogradeExporter
 from grader.nbgrader_plugins.clear_outputs_after_hidden_tests import ClearOutputsAfterHiddenTests
 from grader.nbgrader_plugins.feedback_gate_exporter import FeedbackGateExporter
@@ -56,7 +56,7 @@ c.Execute.shutdown_kernel = "immediate"
 # FlagIncidents flags it for the instructor.
 # The demos no graded cell needs (solution cells tagged "translab": {"demo": true}: the training runs, a token effort
 # under grading, and what shows them) are not run while grading, unless a cell that runs reads a name they define
-# (grader/demos.py); each says so in its output.  False runs every cell, as the lab does.
+# (grader/course/demos.py); each says so in its output.  False runs every cell, as the lab does.
 c.GuardedExecute.skip_demos = True
 c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, FlagIncidents, AssignLatePenalties, CheckCellMetadata,
@@ -67,7 +67,7 @@ c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetad
 c.Autograde.sanitize_preprocessors = [RecordVariantShown, ClearOutput, DeduplicateIds, OverwriteKernelspec,
                                       OverwriteCells, CheckCellMetadata]
 
-# Student code runs only in grader.sandbox's kernel.  The formgrader's Autograde button and plain `nbgrader autograde`
+# Student code runs only in grader.isolation.sandbox's kernel.  The formgrader's Autograde button and plain `nbgrader autograde`
 # (its --student, --force, --create, --Execute.timeout=...) hand the submissions nbgrader selected to translab's batch,
 # which grades them as `make autograde` does; TRANSLAB_UNSANDBOXED=1 in nbgrader's environment opts out, for trusted
 # notebooks only.  jobs: students at a time when a whole class is handed over (make autograde's JOBS).
@@ -76,7 +76,7 @@ c.BatchAutogradeExporter.jobs = 1
 
 # Student notebooks: answers replaced by stubs; solution notebooks carry no outputs.  The cells that would give a
 # written answer away (summaries) and the self-check answers are not released; the feedback shows them
-# (grader/after_grading.py).
+# (grader/course/after_grading.py).
 from nbgrader.converters import GenerateAssignment  # noqa: E402 - its defaults, with ours first
 c.GenerateAssignment.preprocessors = [RemoveAfterGrading, *GenerateAssignment.class_traits()["preprocessors"].default()]
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
@@ -88,12 +88,12 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearOutputsAfterHiddenTests, ClearHiddenTests,
                                     SanitizeStudentContent, ShowAfterGrading, CSSHTMLHeaderPreprocessor]
 # Nor an answer still awaiting its manual grade, shown as 0: plain `nbgrader generate_feedback` and the formgrader's
-# Generate Feedback buttons refuse, naming whose, as `make feedback` does (grader/feedback_rule.py).  "graded-only"
+# Generate Feedback buttons refuse, naming whose, as `make feedback` does (grader/course/feedback_rule.py).  "graded-only"
 # releases the fully graded students, "force" everyone.
 c.GenerateFeedback.exporter_class = FeedbackGateExporter
 c.FeedbackGateExporter.release = "complete"
 
 # Formgrader and feedback pages: formulas as MathML made when the page is built, and no MathJax from a CDN, so
-# both read right offline (grader/mathml.py).  nbgrader's own templates stay second in the search path.
-c.HTMLExporter.filters = {"markdown2html": "grader.mathml.markdown2html"}
+# both read right offline (grader/course/mathml.py).  nbgrader's own templates stay second in the search path.
+c.HTMLExporter.filters = {"markdown2html": "grader.course.mathml.markdown2html"}
 c.HTMLExporter.extra_template_basedirs = [TEMPLATES, NBGRADER_TEMPLATES]

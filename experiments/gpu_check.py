@@ -52,9 +52,9 @@ def prepare(folder: Path) -> None:
 
     import nbformat
 
-    from grader import student_release
+    from grader.course import student_release
     from grader.testing.completed import with_solutions
-    from grader.variants import code_for
+    from grader.course.variants import code_for
     from translab import data
     from translab.contract import ASSIGNMENT
     from translab.paths import REPO_ROOT

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from grader.variants import SECRET_FILE_ENV
+from grader.course.variants import SECRET_FILE_ENV
 from translab.variants import VARIANT_ENV, derive_code
 
 c = get_config()  # noqa: F821 (defined by traitlets when it loads this file)
@@ -69,7 +69,7 @@ c.Spawner.environment = {
 for name in ("TRANSLAB_HOME", "TRANSLAB_DATA_DIR"):  # where the student release and the data are
     if os.environ.get(name):
         c.Spawner.environment[name] = os.environ[name]
-# The course secret (grader.variants): the hub gives each student the variant code the grader derives for the same
+# The course secret (grader.course.variants): the hub gives each student the variant code the grader derives for the same
 # user name, so a student who joins after the release needs nothing.  The file stays readable by the hub only.
 SECRET_FILE = os.environ.get(SECRET_FILE_ENV)
 SECRET = Path(SECRET_FILE).read_text(encoding="ascii").strip().encode() if SECRET_FILE else None

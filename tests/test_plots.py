@@ -1,4 +1,4 @@
-"""The figures of part 1's demos, drawn as the notebook draws them.  Grading leaves those cells out (grader.demos),
+"""The figures of part 1's demos, drawn as the notebook draws them.  Grading leaves those cells out (grader.course.demos),
 so a plot that broke would reach students unseen: each figure here is rendered, and what it shows is checked."""
 from __future__ import annotations
 

@@ -201,7 +201,7 @@ def _written_questions() -> dict[str, tuple[str, float, str]]:
     markdown cell above the answer cell, without its heading."""
     import nbformat
 
-    from grader.after_grading import written_answer
+    from grader.course.after_grading import written_answer
     written = {}
     for path in sorted((REPO_ROOT / "solutions").rglob("*.ipynb")):
         cells = nbformat.read(path, as_version=4).cells
@@ -315,8 +315,8 @@ def test_the_import_graph_of_translab_and_the_grader_has_no_circle():
     """Arrows point one way (issue 34): each module can be read knowing only what it imports.  A depth-first walk
     finds any circle and names it."""
     graph = _import_graph()
-    assert {"grader.batch", "grader.zygote", "translab.wire", "translab.contract"} <= graph.keys()
-    assert "grader.sandbox" in graph["grader.batch"] or "grader.zygote" in graph["grader.batch"]
+    assert {"grader.grading.batch", "grader.isolation.zygote", "translab.wire", "translab.contract"} <= graph.keys()
+    assert "grader.isolation.sandbox" in graph["grader.grading.batch"] or "grader.isolation.zygote" in graph["grader.grading.batch"]
     state: dict[str, str] = {}
 
     def walk(module: str, path: list[str]) -> None:
@@ -332,6 +332,36 @@ def test_the_import_graph_of_translab_and_the_grader_has_no_circle():
         if module not in state:
             walk(module, [])
     assert not any(name.startswith("grader") for name in graph["translab.contract"]) and not graph["translab.contract"]
+
+
+# grader/'s folders by role, each importing only those before it (issue 52); grader/ itself keeps the entry points
+GRADER_ROLES = ("course", "references", "isolation", "grading", "nbgrader_plugins", "commands", "testing")
+GRADER_TOP = {"__init__", "__main__", "cli", "moved"}
+
+
+def test_the_grader_s_folders_are_its_roles_and_each_imports_only_those_before_it():
+    """A newcomer reads the grader a role at a time, from the course on disk up to the commands: the folders are the
+    roles named in ``grader/__init__.py``, and no import points back down the list (the tests mirror the layout)."""
+    graph = _import_graph()
+    top = {path.stem for path in (REPO_ROOT / "grader").glob("*.py")}
+    folders = {path.name for path in (REPO_ROOT / "grader").iterdir() if (path / "__init__.py").is_file()}
+    assert top == GRADER_TOP and folders == set(GRADER_ROLES), (top, folders)
+    assert {path.name for path in (REPO_ROOT / "grader" / "tests").iterdir() if path.is_dir()
+            and path.name != "__pycache__"} <= set(GRADER_ROLES)
+    rank = {role: number for number, role in enumerate(GRADER_ROLES)}
+    upward = []
+    for module, targets in graph.items():
+        role = module.split(".")[1] if module.count(".") >= 1 and module.startswith("grader.") else None
+        if role not in rank:
+            continue
+        for target in targets:
+            parts = target.split(".")
+            if parts[0] == "grader" and len(parts) > 1 and parts[1] in rank and rank[parts[1]] > rank[role]:
+                upward.append(f"{module} -> {target}")
+    assert upward == [] and any(t.startswith("grader.course") for t in graph["grader.grading.batch"])
+    packages = {".".join(path.parent.relative_to(REPO_ROOT).parts) for folder in ("translab", "grader", "experiments")
+                for path in (REPO_ROOT / folder).rglob("__init__.py") if "tests" not in path.parts}
+    assert packages == set(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
 
 
 def test_a_long_module_says_why_it_is_one_file_and_none_is_too_long():
@@ -405,7 +435,7 @@ def _private_names_reached(path: Path) -> list[str]:
 def test_tests_reach_no_private_name_of_another_module():
     """A test that reaches into a module's privates breaks when the module is reorganised (issue 34): what a test
     needs is public, under a name that says what it is."""
-    files = [path for folder in ("tests", "grader/tests", "experiments/tests") for path in (REPO_ROOT / folder).glob("*.py")]
+    files = [path for folder in ("tests", "grader/tests", "experiments/tests") for path in (REPO_ROOT / folder).rglob("*.py")]
     assert len(files) > 40
     reached = {path.relative_to(REPO_ROOT).as_posix(): names for path in files
                if (names := _private_names_reached(path))}
@@ -488,21 +518,33 @@ def _documentation() -> dict[str, str]:
     texts = {}
     for package in ("grader", "translab", "experiments"):
         for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            if path.name in OLD_PATH_FILES:
+                continue
             source = path.read_text(encoding="utf-8")
             docs = [ast.get_docstring(node) or "" for node in ast.walk(ast.parse(source))
                     if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
             comments = [line.split("#", 1)[1] for line in source.splitlines() if line.lstrip().startswith("#")]
             texts[str(path.relative_to(REPO_ROOT))] = "\n".join(docs + comments)
-    for name in ("README.md", "grader/README.md", "grader/rubric.md", "Makefile", "pyproject.toml",
+    pages = [path.relative_to(REPO_ROOT).as_posix() for path in sorted((REPO_ROOT / "grader" / "docs").glob("*.md"))]
+    for name in ("README.md", "grader/README.md", *pages, "grader/rubric.md", "Makefile", "pyproject.toml",
                  "nbgrader_config.py"):
         texts[name] = (REPO_ROOT / name).read_text(encoding="utf-8")
     return texts
 
 
+# the one module that names the grader's old paths, and its test: elsewhere an old path must not resolve
+OLD_PATH_FILES = {"moved.py", "test_moved.py"}
+
+
 def _resolves(dotted: str) -> bool:
-    """A module, or a name a module defines (``grader.cli.COMMANDS``)."""
+    """A module, or a name a module defines (``grader.cli.COMMANDS``); not through an old path ``grader.moved``
+    still imports for old courses."""
     import importlib
     import importlib.util
+
+    from grader.moved import OLD_PATHS
+    if any(dotted == old or dotted.startswith(old + ".") for old in OLD_PATHS):
+        return False
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         try:
@@ -522,7 +564,8 @@ def _resolves(dotted: str) -> bool:
 def test_every_module_file_and_command_the_documentation_names_exists():
     """Issue 52: docstrings drifted with the splits (modules cited that no longer existed) and nothing caught it.
     Every dotted name of the project's packages, every path of its files and every ``python -m grader`` command
-    that a docstring, a comment or a README names resolves; each package's docstring names only its own modules."""
+    that a docstring, a comment or a README names resolves; each package's docstring names only its own modules
+    (the grader's: those of its role folders too)."""
     from grader.cli import COMMANDS
     wrong, commands = [], set()
     for where, text in _documentation().items():
@@ -536,12 +579,14 @@ def test_every_module_file_and_command_the_documentation_names_exists():
         named = re.findall(r"-m grader ([a-z][a-z-]*)", text)
         commands |= set(named)
         wrong += [(where, f"grader {command}") for command in named if command not in COMMANDS]
-    for package in ("grader", "grader.commands", "grader.nbgrader_plugins", "translab", "translab.checks"):
+    for package in ("grader", *(f"grader.{role}" for role in GRADER_ROLES), "translab", "translab.checks"):
         folder = REPO_ROOT.joinpath(*package.split("."))
         docstring = (__import__(package, fromlist=["_"]).__doc__ or "")
         defined = "\n".join(path.read_text(encoding="utf-8") for path in folder.glob("*.py"))
         for name in re.findall(r"``([a-z_]+)``", docstring):
             if not ((folder / f"{name}.py").exists() or (folder / name).is_dir() or _resolves(name)
+                    or any(path.parent.name in GRADER_ROLES for path in folder.glob(f"*/{name}.py"))
+                    or (package.startswith("grader.") and name in GRADER_ROLES)
                     or (REPO_ROOT / name).exists() or re.search(rf"^(?:def|class) {name}\b", defined, re.M)):
                 wrong.append((f"{package}.__doc__", name))
     assert len(commands) >= 12 and wrong == [], wrong
@@ -557,7 +602,8 @@ def test_every_module_path_written_in_a_string_resolves():
     found, wrong = 0, []
     for path in sorted(REPO_ROOT.rglob("*")):
         parts = path.relative_to(REPO_ROOT).parts
-        if not path.is_file() or skip & set(parts) or (path.suffix not in suffixes and path.name != "Makefile"):
+        if not path.is_file() or skip & set(parts) or (path.suffix not in suffixes and path.name != "Makefile") \
+                or path.name in OLD_PATH_FILES:
             continue
         text = "\n".join(line for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
                          if "command_when_built" not in line)

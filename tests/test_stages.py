@@ -1,4 +1,4 @@
-"""A release that holds part 2's answers back (``grader.withheld``): check_model, whose reference base and heads
+"""A release that holds part 2's answers back (``grader.course.withheld``): check_model, whose reference base and heads
 are part 2's answers, judges with stand-ins that replay their stored outputs, and says what it says with them."""
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ projections into one ``in_proj_weight``.  Weights are read with ``safetensors`` 
 with ``tokenizers``: no code from the checkpoint's publisher ever runs.
 
 Why one file: it holds part 6's reference answers (the encoder, the mapping, the count, the classifier), which a
-student release withholds by name (``grader.withheld``), beside what the notebook reads with them (MiniLM's files,
+student release withholds by name (``grader.course.withheld``), beside what the notebook reads with them (MiniLM's files,
 its tokenizer, the fine-tuning).
 """
 from __future__ import annotations

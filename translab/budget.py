@@ -51,7 +51,7 @@ FULL = Budget("full", pretrain_steps=150, pretrain_reviews=300, lm_eval_batches=
               bert_epochs=2, bert_eval_size=400)
 # A token effort: no graded cell depends on a training run (each check builds its own small model), so under
 # nbgrader a run only has to go through its code once (one step, one epoch, one small batch) and feed the plots.
-# Grading itself leaves the runs out (grader/demos.py) unless a student's own code reads from them; this budget is
+# Grading itself leaves the runs out (grader/course/demos.py) unless a student's own code reads from them; this budget is
 # for those, for TRANSLAB_FAST=1, and for c.GuardedExecute.skip_demos = False.
 # Halving it (from 2 steps and batches of 32 and 16 sentences) cut the runs of 04, 05 and 06 from 1.27, 1.01 and
 # 1.85 s to 0.64, 0.53 and 0.94 s (in-process, one thread, as a grading kernel runs them).

@@ -1,7 +1,7 @@
 """What the processes of a graded submission agree on, named once for every side.
 
-Four processes handle a submission: the batch (``grader.batch``), nbgrader with its preprocessors, the student's
-sandboxed kernel (translab and the student's code) and the checker outside it (``grader.verdicts``).  They talk
+Four processes handle a submission: the batch (``grader.grading.batch``), nbgrader with its preprocessors, the student's
+sandboxed kernel (translab and the student's code) and the checker outside it (``grader.grading.verdicts``).  They talk
 through environment variables, one folder layout and the last line of a failed check's error value; this module
 names each of them.  It is a leaf: it imports nothing of translab or the grader, so every side can import it, and
 the student release carries it.
@@ -29,7 +29,7 @@ VARIANT_ENV = "TRANSLAB_VARIANT"               # the student's variant code, set
 CONFIG_ENV = "TRANSLAB_CONFIG_DIR"             # where a student's saved id or code lives (default ~/.config/translab)
 UNSANDBOXED_ENV = "TRANSLAB_UNSANDBOXED"       # "1": grading without the sandbox was asked for (--no-sandbox)
 GRADER_RUN_ENV = "TRANSLAB_GRADER_RUN"       # "1": an nbgrader process translab's own commands started
-COURSE_ENV = "TRANSLAB_COURSE"                 # a Dask worker's checkout of the course (grader.cluster)
+COURSE_ENV = "TRANSLAB_COURSE"                 # a Dask worker's checkout of the course (grader.grading.cluster)
 
 # --- the diagnosis tag: a failed check's error value ends with the keys of the misconceptions it named
 
@@ -51,7 +51,7 @@ class CheckFailed(AssertionError):
     """A test cell's check failed; the message explains why.
 
     ``str(error)`` (nbgrader's ``evalue``) is the message and, when the check named the misconception, a last line
-    ``[diagnosis: key ...]`` (``translab.diagnosis``; ``grader.report`` counts them).  In a notebook the error
+    ``[diagnosis: key ...]`` (``translab.diagnosis``; ``grader.grading.report`` counts them).  In a notebook the error
     renders as its message alone (IPython's ``_render_traceback_``): JupyterLab, nbgrader's Validate dialog and the
     feedback show what was expected, what was found and the likely mistake, no traceback from inside the checker and
     no file path.  nbgrader still records an error output, so the cell scores 0."""

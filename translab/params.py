@@ -4,7 +4,7 @@ The count is a sum of named terms (``TERMS``), one per parameter tensor of ``Mod
 layer the attention's in-projection (Q, K, V packed) and out-projection, the feed-forward's two Linears and the two
 LayerNorms, each a weight and a bias, and the head.  ``TERMS`` says which tensor each term is, not how big: the
 formula (``term_sizes``, ``count_parameters_formula``) is part 2's answer, held back from a staged student release
-(``grader.withheld``).  What the checks' diagnosis of a wrong count needs (``translab.diagnosis``) it takes by
+(``grader.course.withheld``).  What the checks' diagnosis of a wrong count needs (``translab.diagnosis``) it takes by
 inspection: ``inspected_shapes`` reads the shapes of PyTorch's own modules, built on the meta device (no memory),
 ``monomials`` writes each shape as a product of the sizes, and ``inspected_sizes`` evaluates them.  A test holds
 the formula and the inspection equal.

@@ -17,7 +17,7 @@ from .contract import ASSIGNMENT, CACHE_ENV, CHECKER_ENV, DATA_DIR_ENV, EXCHANGE
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent  # the checkout (or student release) this package is in, if any
-BUNDLED_HOME = PACKAGE_DIR / "_lab"  # the lab's files inside the student wheel (grader.student_release)
+BUNDLED_HOME = PACKAGE_DIR / "_lab"  # the lab's files inside the student wheel (grader.course.student_release)
 
 
 def _lab_home() -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 
 # In the grader's checker (full library), what the kernel it serves holds back: that kernel imports a stage
-# (``grader.kernel_stages``), so a check that would hand it translab's own object must hand it a stand-in instead.
+# (``grader.isolation.kernel_stages``), so a check that would hand it translab's own object must hand it a stand-in instead.
 _HELD_IN_KERNEL: contextvars.ContextVar[frozenset] = contextvars.ContextVar("translab_held_in_kernel",
                                                                             default=frozenset())
 
@@ -35,7 +35,7 @@ def held_in_kernel(obj) -> bool:
 
 
 def holding_back(names) -> contextvars.Token:
-    """In the checker: the kernel holds back ``names`` (``module:name``, as ``grader.withheld`` lists them)."""
+    """In the checker: the kernel holds back ``names`` (``module:name``, as ``grader.course.withheld`` lists them)."""
     return _HELD_IN_KERNEL.set(frozenset(names))
 
 

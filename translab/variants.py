@@ -2,7 +2,7 @@
 
 A number passed around a chat group must not earn the points, so each student counts the parameters of a model
 of their own: a *variant*, drawn from a short code.  The code is an HMAC of the student's id under a course secret
-(``grader.variants`` holds the secret and derives it; this module never sees the secret), so a student cannot
+(``grader.course.variants`` holds the secret and derives it; this module never sees the secret), so a student cannot
 compute a classmate's code, and the grader derives the same code from the id nbgrader records: what the notebook
 showed, the visible check and the grade all agree, and numbers copied from another student are the counts of
 another configuration, which the check says.
@@ -148,7 +148,7 @@ def resolve() -> tuple[Variant, str]:
         "for every notebook. (On the course's JupyterHub it is set for you.)")
 
 
-SHOWN = "Your configuration (code "  # how the notebook shows the code; the grader reads it back (grader.variants)
+SHOWN = "Your configuration (code "  # how the notebook shows the code; the grader reads it back (grader.course.variants)
 
 
 def mine(show: bool = False) -> Variant:

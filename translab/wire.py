@@ -1,6 +1,6 @@
 """The wire between a student's kernel and the grader's checker: how a test cell's verdict leaves the kernel.
 
-While nbgrader grades, the grader runs a checker outside the student's process (``grader.verdicts``) and gives
+While nbgrader grades, the grader runs a checker outside the student's process (``grader.grading.verdicts``) and gives
 the kernel the path of its Unix socket in ``TRANSLAB_CHECKER``.  A test cell's ``checks.check_x(answer)`` then
 does not judge anything in the kernel: it connects, names the check, and serves.  The checker runs the same
 check (``translab.checks``, the visible feedback students see in the lab) against the grader's references,

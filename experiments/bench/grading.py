@@ -37,15 +37,13 @@ def course_copy(dest: Path) -> dict:
 
 def _grading_ready() -> str | None:
     """Why grading cannot be measured here, or None."""
-    if not (REPO_ROOT / "grader" / "batch.py").exists():
-        return "grader/batch.py does not exist yet"
     missing = [name for name in ("nbgrader_config.py", "solutions", "grader") if not (REPO_ROOT / name).exists()]
     return f"course files missing: {', '.join(missing)}" if missing else None
 
 
 def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str,
                keep_gradebook: bool = False, by_nbgrader: bool = False) -> tuple[float | None, str]:
-    """Wall time of ``grader.batch autograde --jobs N [options]`` on the course from an empty gradebook (or the
+    """Wall time of ``grader.grading.batch autograde --jobs N [options]`` on the course from an empty gradebook (or the
     one a previous run left, with ``keep_gradebook``), or (None, reason).  ``by_nbgrader``: plain ``nbgrader
     autograde --force`` instead, which hands the submissions to the batch (what the formgrader's button does)."""
     for leftover in ("autograded", "feedback") if keep_gradebook else ("gradebook.db", "autograded", "feedback"):
@@ -108,7 +106,7 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
 def graded_and_needed(cells) -> list:
     """The answer and test cells of a notebook, with the cells that define a name they use (transitively):
     what grading must run, without the demos, plots and training runs around it."""
-    from grader.demos import is_graded, needed
+    from grader.course.demos import is_graded, needed
     code = [cell for cell in cells if cell.cell_type == "code"]
     return [cell for cell, run in zip(code, needed(code, [is_graded(cell) for cell in code])) if run]
 
@@ -176,7 +174,7 @@ def seconds_by_case(course: Path, students: int, full_every: int = 3) -> dict:
     a class's time goes), most first."""
     import csv
 
-    from grader.batch import REPORT_NAME
+    from grader.grading.batch import REPORT_NAME
     kind = {f"student{index:03d}": case for index, case in enumerate(class_cases(students, full_every))}
     totals: dict[str, float] = {}
     with open(course / "autograded" / REPORT_NAME, encoding="utf-8") as handle:
@@ -262,7 +260,7 @@ def median_run(runs: list[dict], students: int) -> dict:
 
 def _class_on_cluster(course: Path, env: dict, students: int, workers: int, timeout: float) -> dict:
     """The same class again, from an empty gradebook, through a Dask scheduler and ``workers`` worker processes
-    on this machine (``grader.cluster``), against the gradebook the last ``--jobs`` run left; and what a class of
+    on this machine (``grader.grading.cluster``), against the gradebook the last ``--jobs`` run left; and what a class of
     1,000 would take on more workers, from the measured cost of a student on one worker."""
     from grader.testing.dask_cluster import LocalCluster, gradebook_cells
     local = gradebook_cells(course / "gradebook.db")

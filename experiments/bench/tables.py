@@ -1,16 +1,16 @@
-"""The measured figures as the tables of ``grader/README.md``, rendered from ``results/bench.json`` (the README
-quotes no figure of its own: ``--readme`` rewrites them, and a test checks they agree)."""
+"""The measured figures as the tables of the grader's pages (``grader/docs/``), rendered from ``results/bench.json``
+(the pages quote no figure of their own: ``--readme`` rewrites them, and a test checks they agree)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from translab.paths import REPO_ROOT
 
-# issue 16's targets on a 2-core machine: what the grader README's tables judge the measured figures by
+# issue 16's targets on a 2-core machine: what the grader pages' tables judge the measured figures by
 GOALS = {"one_submission_s": 20, "ratio_to_floor": 2, "class_jobs_2_s": 12 * 60, "lab_student_s": 4 * 60}
 
 
-README = REPO_ROOT / "grader" / "README.md"  # the page of how grading works, with the measured tables
+PAGES = REPO_ROOT / "grader" / "docs"  # the pages of how grading works; each table goes where its marks are
 
 
 README_BEGIN, README_END = "<!-- bench tables: python -m experiments.bench --readme -->", "<!-- end of bench tables -->"
@@ -93,7 +93,7 @@ def readme_tables(result: dict) -> str:
                      + _runs_shown(times, ", each after a `JOBS=2` run"),
                      f"{cluster['seconds']:,.0f} s ({cluster['seconds'] / 60:.1f} min)", goal))
         if cluster.get("dask_cpu_s") is not None:
-            rows.append(("Dask's own scheduler, nannies and workers in that run (`grader.cluster.DASK_SETTINGS`), "
+            rows.append(("Dask's own scheduler, nannies and workers in that run (`grader.grading.cluster.DASK_SETTINGS`), "
                          "CPU time", f"{cluster['dask_cpu_s']:,.1f} s ({cluster['dask_cpu_share']:.1%} of the machine)",
                          ""))
         projection = ", ".join(f"{minutes:,.0f} min on {workers}" for workers, minutes in
@@ -160,7 +160,7 @@ def sizing_table(result: dict, values: Path = REPO_ROOT / "hub" / "z2jh" / "conf
         by_cpu = int(cores // cpu)
         lines.append(f"| {cores} vCPU, {gib} GiB | {by_memory} | {by_cpu} | **{min(by_memory, by_cpu)}** |")
     lines += ["", f"The guarantee covers the largest kernel measured ({_megabytes(largest)}, the notebooks' table "
-              f"above) with room to spare; {SYSTEM_SHARE:.0%} of a node's memory is counted as the users'. From "
+              f"in [the speed page](speed.md)) with room to spare; {SYSTEM_SHARE:.0%} of a node's memory is counted as the users'. From "
               "`results/bench.json` and `hub/z2jh/config.yaml`."]
     return "\n".join(lines)
 
@@ -187,13 +187,31 @@ def _fill(text: str, begin_mark: str, end_mark: str, body: str) -> str | None:
     return text[:begin + len(begin_mark)] + "\n" + body + "\n" + text[end:]
 
 
-def update_readme(result: dict, readme: Path = README) -> bool:
-    """Rewrite the README's bench tables (grading, and a term on the hub) from ``result``; False if the README
-    has no place for them."""
-    text = _fill(readme.read_text(encoding="utf-8"), README_BEGIN, README_END, readme_tables(result))
-    if text is None:
-        return False
-    text = _fill(text, HUB_BEGIN, HUB_END, hub_table(result)) or text
-    text = _fill(text, SIZING_BEGIN, SIZING_END, sizing_table(result)) or text
-    readme.write_text(text, encoding="utf-8")
-    return True
+def rendered(result: dict) -> dict[tuple[str, str], str]:
+    """{(begin mark, end mark): the table between them}."""
+    return {(README_BEGIN, README_END): readme_tables(result), (HUB_BEGIN, HUB_END): hub_table(result),
+            (SIZING_BEGIN, SIZING_END): sizing_table(result)}
+
+
+def shown(text: str, marks: tuple[str, str]) -> str | None:
+    """The table a page shows between ``marks``, or None where the page has no such place."""
+    begin, end = marks
+    if begin not in text or end not in text:
+        return None
+    return text.split(begin, 1)[1].split(end, 1)[0].strip()
+
+
+def update_readme(result: dict, pages: Path = PAGES) -> bool:
+    """Rewrite the pages' bench tables (grading, a term on the hub, the hub's sizing) from ``result``; False if the
+    grading table has no place on any page."""
+    placed = set()
+    for page in sorted(pages.glob("*.md")):
+        text = original = page.read_text(encoding="utf-8")
+        for marks, table in rendered(result).items():
+            filled = _fill(text, *marks, table)
+            if filled is not None:
+                text = filled
+                placed.add(marks)
+        if text != original:
+            page.write_text(text, encoding="utf-8")
+    return (README_BEGIN, README_END) in placed

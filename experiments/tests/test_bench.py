@@ -36,7 +36,7 @@ def test_bare_loop_and_translab_loop_train_identically():
 def test_autograde_time_is_a_number_or_null_with_reason(monkeypatch, tmp_path):
     monkeypatch.setattr(grading, "REPO_ROOT", tmp_path)
     result = grading.autograde_time()
-    assert result["seconds"] is None and "grader/batch.py" in result["reason"]
+    assert result["seconds"] is None and "course files missing: nbgrader_config.py, solutions, grader" in result["reason"]
 
 
 def test_quick_bench_writes_sane_json(tmp_path):
@@ -76,18 +76,15 @@ def test_a_class_mixes_complete_solutions_with_every_realistic_corpus_case(tmp_p
     assert not (course / "corpus_cases").exists()
 
 
-def test_the_readme_tables_are_rendered_from_the_committed_bench_json():
+def test_the_pages_tables_are_rendered_from_the_committed_bench_json():
     from translab.paths import RESULTS_DIR
-    text = tables.README.read_text()
-    assert tables.README_BEGIN in text and tables.README_END in text
-    shown = text.split(tables.README_BEGIN, 1)[1].split(tables.README_END, 1)[0].strip()
     result = json.loads((RESULTS_DIR / "bench.json").read_text())
-    assert shown == tables.readme_tables(result), "the README's bench tables are stale: run `python -m experiments.bench --readme`"
-    assert tables.HUB_BEGIN in text and tables.HUB_END in text
-    shown = text.split(tables.HUB_BEGIN, 1)[1].split(tables.HUB_END, 1)[0].strip()
-    assert shown == tables.hub_table(result), "the README's hub table is stale: run `python -m experiments.bench --readme`"
-    shown = text.split(tables.SIZING_BEGIN, 1)[1].split(tables.SIZING_END, 1)[0].strip()
-    assert shown == tables.sizing_table(result), "the sizing table is stale: run `python -m experiments.bench --readme`"
+    for marks, table in tables.rendered(result).items():
+        found = [page.name for page in sorted(tables.PAGES.glob("*.md"))
+                 if tables.shown(page.read_text(encoding="utf-8"), marks) is not None]
+        assert len(found) == 1, (marks[0], found)
+        shown = tables.shown((tables.PAGES / found[0]).read_text(encoding="utf-8"), marks)
+        assert shown == table, f"{found[0]}'s table is stale: run `python -m experiments.bench --readme`"
 
 
 def test_the_cluster_is_judged_against_jobs_2_and_the_sizing_by_the_scarcer_resource(tmp_path):
@@ -122,7 +119,7 @@ def test_the_cluster_is_judged_round_by_round_against_the_local_run_before_it():
     assert ("the same gradebook (the faster of 2 runs, each after a `JOBS=2` run: 420, 470 s) | 420 s (7.0 min) | "
             "met (each round at most JOBS=2 + 10%: +5.0%, +9.3%) |") in table
     assert "| not met (each round at most JOBS=2 + 10%: +5.0%, +12.0%) |" in tables.readme_tables(result([1.05, 1.12]))
-    assert "workers in that run (`grader.cluster.DASK_SETTINGS`), CPU time | 8.4 s (1.0% of the machine) |  |" in table
+    assert "workers in that run (`grader.grading.cluster.DASK_SETTINGS`), CPU time | 8.4 s (1.0% of the machine) |  |" in table
 
 
 def test_a_measured_figure_is_the_median_run_of_its_rounds():
@@ -160,18 +157,20 @@ def test_the_readme_tables_judge_each_figure_by_its_goal():
 
 
 def test_readme_rewrites_only_the_marked_block(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text(f"before\n{tables.README_BEGIN}\nold table\n{tables.README_END}\nafter\n")
-    assert tables.update_readme({"autograde": {"seconds": 12.0}}, readme)
-    text = readme.read_text()
+    pages = tmp_path / "docs"
+    pages.mkdir()
+    (pages / "plain.md").write_text("no markers\n")
+    assert not tables.update_readme({}, pages)
+    page = pages / "speed.md"
+    page.write_text(f"before\n{tables.README_BEGIN}\nold table\n{tables.README_END}\nafter\n")
+    assert tables.update_readme({"autograde": {"seconds": 12.0}}, pages)
+    text = page.read_text()
     assert text.startswith("before\n") and text.endswith(f"{tables.README_END}\nafter\n") and "old table" not in text
-    assert "| 12.0 s | met (at most 20 s) |" in text
-    (tmp_path / "plain.md").write_text("no markers\n")
-    assert not tables.update_readme({}, tmp_path / "plain.md")
+    assert "| 12.0 s | met (at most 20 s) |" in text and (pages / "plain.md").read_text() == "no markers\n"
 
 
 def test_a_class_s_seconds_are_summed_by_what_each_student_submitted(tmp_path):
-    from grader.batch import REPORT_NAME
+    from grader.grading.batch import REPORT_NAME
     kinds = grading.class_cases(5)
     assert kinds[0] == kinds[3] == "complete_solutions" and "complete_solutions" not in (kinds[1], kinds[2], kinds[4])
     (tmp_path / "autograded").mkdir()

@@ -1,5 +1,5 @@
-"""``make autograde``: every submission in submitted/, here (``grader.batch``), on a Dask cluster
-(``grader.cluster``), or one student into a result folder for ``merge`` (``grader.results``, a Slurm job's way).
+"""``make autograde``: every submission in submitted/, here (``grader.grading.batch``), on a Dask cluster
+(``grader.grading.cluster``), or one student into a result folder for ``merge`` (``grader.grading.result_folders``, a Slurm job's way).
 
 Exits 0 when students' notebooks fail (they score 0, flagged), 1 only when the grading machinery does.  Options of
 the form ``--Class.trait=value`` are passed on to nbgrader."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..batch import STUDENT_BUDGET
+from grader.grading.batch import STUDENT_BUDGET
 
 HELP = "grade every submission in submitted/"
 PASSES_NBGRADER_OPTIONS = True  # --Class.trait=value options after the command go to nbgrader
@@ -17,9 +17,9 @@ def arguments(parser) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="grade N students at a time (the Makefile's JOBS=N)")
     parser.add_argument("--student", action="append", help="grade only this student (again for more)")
     parser.add_argument("--no-sandbox", action="store_true",
-                        help="run student code in a plain kernel, without grader.sandbox's limits")
+                        help="run student code in a plain kernel, without grader.isolation.sandbox's limits")
     parser.add_argument("--cluster", help="grade on a Dask cluster: tcp://127.0.0.1:PORT, tls://... or a JSON spec "
-                                          "file (grader.cluster); only students not merged or resubmitted, unless "
+                                          "file (grader.grading.cluster); only students not merged or resubmitted, unless "
                                           "--force")
     parser.add_argument("--force", action="store_true", help="with --cluster: grade students already merged too")
     parser.add_argument("--results-dir", type=Path,
@@ -31,16 +31,16 @@ def arguments(parser) -> None:
 
 
 def run(root: Path, args) -> int:
-    from ..batch import autograde, print_summary
+    from grader.grading.batch import autograde, print_summary
     sandbox, nbgrader_options = not args.no_sandbox, args.nbgrader_options
     if args.results_dir:
-        from ..results import grade_students_to
+        from grader.grading.result_folders import grade_students_to
         for folder in grade_students_to(root, args.student, args.results_dir, nbgrader_options, sandbox,
                                         args.student_timeout):
             print(f"graded into {folder} (python -m grader merge {args.results_dir})")
         return 0
     if args.cluster:
-        from ..cluster import autograde_on_cluster
+        from grader.grading.cluster import autograde_on_cluster
         report = autograde_on_cluster(root, args.cluster, args.student, args.force, nbgrader_options, sandbox,
                                       args.student_timeout)
     else:

@@ -7,8 +7,8 @@ from pathlib import Path
 from translab.contract import ASSIGNMENT
 
 from ..course import GradingError
-from ..feedback_rule import held_back
-from ..nbgrader_process import nbgrader
+from grader.course.feedback_rule import held_back
+from grader.grading.nbgrader_process import nbgrader
 
 HOW = {"graded-only": "`make feedback ARGS=--graded-only`", "force": "`make feedback ARGS=--force`"}
 HELP = "write feedback/ (HTML, hidden tests removed); refuses while written answers await a manual grade"
@@ -28,7 +28,7 @@ def run(root: Path, args) -> int:
 
 
 def feedback(root: Path, mode: str = "complete") -> list[Path]:
-    """Feedback pages for the class, as ``grader.feedback_rule`` allows under ``mode``."""
+    """Feedback pages for the class, as ``grader.course.feedback_rule`` allows under ``mode``."""
     options = []
     pending = held_back(root, mode, HOW)
     if pending:

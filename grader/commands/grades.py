@@ -1,5 +1,5 @@
 """``make grades``: grades.csv, one row per student of the roster or with a submission; ``FORMAT=canvas`` or
-``FORMAT=moodle``: the file that LMS's grade import takes (``grader.lms``)."""
+``FORMAT=moodle``: the file that LMS's grade import takes (``grader.course.lms_grades``)."""
 from __future__ import annotations
 
 import csv
@@ -8,9 +8,9 @@ from pathlib import Path
 
 from translab.contract import ASSIGNMENT
 
-from .. import lms
+from grader.course import lms_grades
 from ..course import GradingError
-from ..gradebook import autograded_gradebook
+from grader.course.gradebook import autograded_gradebook
 
 
 OUTPUT = {"csv": "grades.csv", "canvas": "grades_canvas.csv", "moodle": "grades_moodle.csv"}  # by format
@@ -111,7 +111,7 @@ def grades(root: Path, out: Path | None = None, form: str = "csv", canvas_column
 
 def _to_lms(rows: list[dict], lms_ids: dict[str, str], form: str, out: Path, canvas_column: str | None,
             moodle_worksheet: Path | None, grade_column: str | None, feedback_column: str | None) -> Path:
-    class_grades = [lms.StudentGrade(row["student_id"], row["first_name"], row["last_name"], lms_ids[row["student_id"]],
+    class_grades = [lms_grades.StudentGrade(row["student_id"], row["first_name"], row["last_name"], lms_ids[row["student_id"]],
                                      row["submitted"], row["total"], row["max_score"], row["auto_score"],
                                      row["written_score"], row["needs_manual_grade"]) for row in rows]
     waiting = sorted(g.id for g in class_grades if g.needs_manual_grade)
@@ -119,13 +119,13 @@ def _to_lms(rows: list[dict], lms_ids: dict[str, str], form: str, out: Path, can
         print(f"warning: {len(waiting)} student(s) have written answers not graded yet, counted as 0: "
               f"{', '.join(waiting[:20])}", file=sys.stderr)
     if form == "canvas":
-        written, left_out = lms.canvas(class_grades, canvas_column, out)
+        written, left_out = lms_grades.canvas(class_grades, canvas_column, out)
         print(f"wrote {written} for Canvas (Grades > Import): {len(class_grades) - len(left_out)} students")
         if left_out:
             print(f"warning: not in the file, no Canvas id (import Canvas's gradebook export with `make students "
                   f"ROSTER=...`): {', '.join(left_out[:20])}", file=sys.stderr)
     else:
-        written, unlisted = lms.moodle(class_grades, moodle_worksheet, out, grade_column, feedback_column)
+        written, unlisted = lms_grades.moodle(class_grades, moodle_worksheet, out, grade_column, feedback_column)
         print(f"wrote {written} for Moodle (Upload grading worksheet): the worksheet's columns, grades and comments "
               "filled in")
         if unlisted:

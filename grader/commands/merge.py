@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..results import merge as merge_folders
+from grader.grading.result_folders import merge as merge_folders
 
 HELP = "merge result folders graded elsewhere (autograde --results-dir) into gradebook.db"
 

@@ -10,14 +10,14 @@ HELP = "rebuild grader/references/ from translab"
 def arguments(parser) -> None:
     parser.add_argument("--margins", action="store_true",
                         help="then measure how far each reference moves on another CPU's code paths against its "
-                             "check's tolerance (results/reference_margins.json)")
+                             "check's tolerance (results/margins.json)")
 
 
 def run(root: Path, args) -> int:
-    from .. import references
+    from grader import references
     for name, status in references.write_all():
         print(f"{status:9s} grader/references/{name}.pt")
     if args.margins:
-        from .. import reference_margins
-        print(reference_margins.write_table(root / "results" / "reference_margins.json"))
+        from grader.references import margins
+        print(margins.write_table(root / "results" / "margins.json"))
     return 0

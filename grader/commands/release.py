@@ -6,7 +6,7 @@ from pathlib import Path
 from translab.contract import ASSIGNMENT
 
 from ..course import GradingError
-from ..nbgrader_process import check_config, nbgrader
+from grader.grading.nbgrader_process import check_config, nbgrader
 
 HELP = "regenerate notebooks/ from solutions/ (nbgrader generate_assignment)"
 

@@ -1,4 +1,4 @@
-"""``make report``: reports/, per task who passed and the diagnosed misconceptions ranked (``grader.report``)."""
+"""``make report``: reports/, per task who passed and the diagnosed misconceptions ranked (``grader.grading.report``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +13,7 @@ def arguments(parser) -> None:
 
 
 def run(root: Path, args) -> int:
-    from .. import report
+    from grader.grading import report
     try:
         print(report.summary(report.write(root)))
     except FileNotFoundError as error:

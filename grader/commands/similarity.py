@@ -1,4 +1,4 @@
-"""``make similarity``: reports/similarity.*, the pairs of students whose answers match (``grader.similarity``)."""
+"""``make similarity``: reports/similarity.*, the pairs of students whose answers match (``grader.grading.similarity``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +13,7 @@ def arguments(parser) -> None:
 
 
 def run(root: Path, args) -> int:
-    from .. import similarity
+    from grader.grading import similarity
     if args.past is not None and not args.past.is_dir():
         raise GradingError(f"--past {args.past}: no such folder (a past year's submitted/, one folder per student)")
     similarity.main(root, args.past)

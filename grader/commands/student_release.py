@@ -1,4 +1,4 @@
-"""``make student-release DEST=...``: what students get, week by week (``grader.student_release``): no solutions,
+"""``make student-release DEST=...``: what students get, week by week (``grader.course.student_release``): no solutions,
 no hidden tests, translab's answers held back from the part students start now."""
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def arguments(parser) -> None:
 
 
 def run(root: Path, args) -> int:
-    from .. import student_release
-    from ..withheld import LAST_PART
+    from grader.course import student_release
+    from grader.course.withheld import LAST_PART
     try:
         written = student_release.write(args.dest, root, until=args.until, package=args.package,
                                         colab=args.colab, wheel=not args.no_wheel)

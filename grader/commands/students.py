@@ -1,5 +1,5 @@
 """``make students ROSTER=...``: the class's names and e-mails from an LMS roster into the gradebook
-(``grader.roster``)."""
+(``grader.course.roster``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +14,7 @@ def arguments(parser) -> None:
 
 
 def run(root: Path, args) -> int:
-    from .. import roster
+    from grader.course import roster
     try:
         added, updated = roster.import_roster(root, args.roster)
     except roster.RosterError as error:

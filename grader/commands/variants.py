@@ -1,4 +1,4 @@
-"""``make variants``: each student's configuration for part 2's counts (``grader.variants``); ``--init`` creates
+"""``make variants``: each student's configuration for part 2's counts (``grader.course.variants``); ``--init`` creates
 the course secret they derive from."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def arguments(parser) -> None:
 
 
 def run(root: Path, args) -> int:
-    from .. import variants
+    from grader.course import variants
     try:
         variants.main(root, args.student, args.init)
     except variants.SecretMissing as error:

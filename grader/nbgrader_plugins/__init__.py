@@ -8,7 +8,7 @@ Autograde (``c.Autograde.*``):
     ``flag_incidents``            after SaveAutoGrades: flags a notebook whose grading was cut short
     ``sanitize_student_content``  last: no live student HTML on disk (again before feedback)
 Release (``c.GenerateAssignment.preprocessors``):
-    ``remove_after_grading``      cells shown only after grading are not released (``grader.after_grading``)
+    ``remove_after_grading``      cells shown only after grading are not released (``grader.course.after_grading``)
 Feedback (``c.GenerateFeedback.*``):
     ``feedback_gate_exporter``    the exporter: no ungraded answer released as 0 unless the instructor says so
     ``hide_hidden_test_tracebacks``, ``clear_outputs_after_hidden_tests``, ``sanitize_student_content``,

@@ -29,7 +29,7 @@ from traitlets import Float, Int
 from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 
 from ..course import students
-from ..nbgrader_selection import listed, refusal, run_by_translab
+from grader.grading.nbgrader_selection import listed, refusal, run_by_translab
 
 # options of the nbgrader command line the batch passes on to its own nbgrader processes (the rest it sets itself)
 PASSED_ON = ("Execute", "GuardedExecute", "ExecutePreprocessor", "LimitOutput")

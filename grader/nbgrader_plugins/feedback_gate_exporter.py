@@ -1,5 +1,5 @@
 """Feedback's exporter (``c.GenerateFeedback.exporter_class``): plain ``nbgrader generate_feedback`` and the
-formgrader's Generate Feedback buttons follow ``make feedback``'s rule (``grader.feedback_rule``).
+formgrader's Generate Feedback buttons follow ``make feedback``'s rule (``grader.course.feedback_rule``).
 
 Left to itself, nbgrader releases a written answer nobody has graded yet as 0, without a word.  nbgrader makes the
 exporter after it has listed the submissions and before it writes a page, so this exporter checks the students
@@ -20,8 +20,8 @@ from nbgrader.converters import GenerateFeedback
 from traitlets import Enum
 
 from ..course import GradingError
-from ..feedback_rule import FEEDBACK_MODES, held_back
-from ..nbgrader_selection import listed, refusal, run_by_translab
+from grader.course.feedback_rule import FEEDBACK_MODES, held_back
+from grader.grading.nbgrader_selection import listed, refusal, run_by_translab
 
 HOW = {mode: f"`--FeedbackGateExporter.release={mode}`, or c.FeedbackGateExporter.release = {mode!r} in "
              "nbgrader_config.py for the formgrader's buttons" for mode in FEEDBACK_MODES}

@@ -16,13 +16,13 @@ those test cells 0 (a code cell with no error output would score full marks) whi
 their points.  ``FlagIncidents`` (``flag_incidents.py``) then flags the notebook in the gradebook, so the instructor sees where
 grading was cut short and which cells it cost.
 
-It also decides the test cells' verdicts outside the kernel (``grader.verdicts``): a checker listens for the
+It also decides the test cells' verdicts outside the kernel (``grader.grading.verdicts``): a checker listens for the
 notebook's kernel, each graded test cell opens a window for the checks its source calls, and the cell's outputs
 are then replaced by what the checker recorded, which is what nbgrader scores.  Answer cells that reach for the
 tools of an attempt on the grader (``verdicts.suspicious``) flag the notebook for a human.
 
 Each notebook is graded in a kernel of its own, forked from the batch's kernels' zygote (a start costs a fork and
-ipykernel's own set-up, not a new interpreter), whose translab is the notebook's stage (``grader.kernel_stages``:
+ipykernel's own set-up, not a new interpreter), whose translab is the notebook's stage (``grader.isolation.kernel_stages``:
 notebook N sees the library of a student in week N, whatever the course has released).  No kernel outlives its
 notebook, so nothing an answer changed in a module, the kernel's side of the verdict channel included, reaches the
 student's next notebook.  The kernel and its checker end with the notebook.
@@ -48,11 +48,11 @@ from jupyter_client.manager import KernelManager
 
 from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, VARIANT_ENV, tagged
 
-from .. import kernel_stages
-from ..demos import NOT_RUN, left_out
+from grader.isolation import kernel_stages
+from grader.course.demos import NOT_RUN, left_out
 from .clear_outputs_after_hidden_tests import is_hidden_test, is_test
-from ..variants import SECRET_ENVS
-from ..verdicts import Checker, ForkedChecker, expected_calls, suspicious
+from grader.course.variants import SECRET_ENVS
+from grader.grading.verdicts import Checker, ForkedChecker, expected_calls, suspicious
 
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short (read by FlagIncidents)
 
@@ -81,15 +81,15 @@ class GuardedExecute(Execute):
         "are not run and score 0.")).tag(config=True)
 
     skip_demos = Bool(True, help=(
-        "Leave out the demos no graded cell needs (grader.demos: the training runs, at a token effort under "
+        "Leave out the demos no graded cell needs (grader.course.demos: the training runs, at a token effort under "
         "grading, and what shows them), each saying so in its output.  False runs every cell.")).tag(config=True)
 
     zygote = Unicode("", help=(
-        "The socket of the batch's checkers' zygote (grader.zygote), set by the batch: each notebook's checker is "
+        "The socket of the batch's checkers' zygote (grader.isolation.zygote), set by the batch: each notebook's checker is "
         "forked from it, with torch, the full library and the checks imported, instead of importing them here.  "
         "Empty, or no zygote answering: the checker is a thread of this process.")).tag(config=True)
 
-    _variant: str | None = None  # the student's variant code (grader.variants), derived in preprocess
+    _variant: str | None = None  # the student's variant code (grader.course.variants), derived in preprocess
 
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_budget
@@ -97,7 +97,7 @@ class GuardedExecute(Execute):
         self._left_out = left_out(nb.cells) if self.skip_demos else set()
         resources = resources if resources is not None else {}
         from ..course import course_root
-        from ..variants import SHOWN_KEY, grading_code, mismatch
+        from grader.course.variants import SHOWN_KEY, grading_code, mismatch
         self._variant = grading_code((resources.get("nbgrader") or {}).get("student"), course_root())
         shown = (nb.metadata.get("translab") or {}).pop(SHOWN_KEY, None)  # RecordVariantShown's, before ClearOutput
         why = mismatch(shown if isinstance(shown, str) else None, self._variant)

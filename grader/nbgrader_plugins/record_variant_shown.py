@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from ..variants import SHOWN_KEY, variant_in_outputs
+from grader.course.variants import SHOWN_KEY, variant_in_outputs
 
 
 class RecordVariantShown(NbGraderPreprocessor):

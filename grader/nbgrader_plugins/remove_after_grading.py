@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from ..after_grading import after_grading
+from grader.course.after_grading import after_grading
 
 
 class RemoveAfterGrading(NbGraderPreprocessor):

@@ -21,7 +21,7 @@ http(s)/mailto/#anchors and to the lab's notebooks by bare name (followed only w
 inline as ``data:image/png`` or ``data:image/jpeg``: nothing on a page fetches a URL a student chose.
 No ``style`` attribute or element, no ``id`` but nbconvert's heading anchors (and none that nbgrader's pages
 use), no event handlers, iframes, objects, forms, SVG or MathML.  (Formulas written as TeX stay TeX here; the
-pages typeset them as MathML when they are built, through their own allow-list: ``grader/mathml.py``.)
+pages typeset them as MathML when they are built, through their own allow-list: ``grader/course/mathml.py``.)
 """
 from __future__ import annotations
 

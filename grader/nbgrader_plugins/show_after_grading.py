@@ -7,7 +7,7 @@ import nbformat
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from ..after_grading import AWAITING_GRADE, MODEL_ANSWER, NOTE, after_grading, model_answer, written_answer
+from grader.course.after_grading import AWAITING_GRADE, MODEL_ANSWER, NOTE, after_grading, model_answer, written_answer
 
 
 class ShowAfterGrading(NbGraderPreprocessor):

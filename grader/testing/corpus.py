@@ -464,7 +464,7 @@ print("read from the exchange:", _read)
 case("read_exchange", "the mask answer (right) first reads every file of nbgrader's exchange (classmates' work)")(
     _nb1(lambda nb: _prepend(nb, "mask_answer", READ_EXCHANGE)))
 
-# Kernels are forked by the batch's zygote (grader.zygote), which forks a kernel in whatever folder a launcher names:
+# Kernels are forked by the batch's zygote (grader.isolation.zygote), which forks a kernel in whatever folder a launcher names:
 # reaching its socket would give a kernel in a classmate's folder.  The answer looks for it where the batch keeps
 # its scratch folders and through every process's open descriptors it can list, and asks each socket it finds.
 REACH_ZYGOTE = '''import glob, os, socket, tempfile
@@ -493,7 +493,7 @@ case("reach_zygote", "the mask answer (right) first looks for the batch's kernel
 # The attack measured on the formgrader and the feedback: student HTML, rendered live, runs in the instructor's
 # browser with the instructor's Jupyter session.  Every vector sets a marker and PUTs a file named after itself
 # into the course root through the Jupyter REST API (the measured script got HTTP 201); sanitize_student_content.py must
-# leave none of them live (grader/tests/test_browser_sanitize.py renders this case in Chromium).
+# leave none of them live (grader/tests/nbgrader_plugins/test_browser_sanitize.py renders this case in Chromium).
 INJECTED_TEXT = "Answer of script_injection"  # visible text of the written answer, and of the HTML output
 INJECTED_FILE = "pwned_by_html_{vector}.txt"
 
@@ -566,7 +566,7 @@ case("script_injection", "notebook 01 right; its written answer and the mask ans
 
 
 # Issue 30, attack 7: a formula is a program for latex2mathml, which expands \newcommand into as many copies as it is
-# called.  This 82 KB written answer once became a 58.8 MB feedback page built in 126 s; grader.mathml bounds it.
+# called.  This 82 KB written answer once became a 58.8 MB feedback page built in 126 s; grader.course.mathml bounds it.
 AMPLIFYING_FORMULA = r"$\newcommand{\a}{\frac{x^2}{y_1+\sqrt{z}}}" + r"\a" * 100 + "$"
 AMPLIFYING_ANSWER = "**(a)** The mask blocks the future. **(b)** The encoding adds order.\n\n" + \
     "\n\n".join([AMPLIFYING_FORMULA] * 340)
@@ -588,7 +588,7 @@ case("huge_written_answer", "notebook 01 right; its written answer holds a 1 MB 
 # The lines the batch once scanned nbgrader's log for, to tell a broken machine: printed by a student, they
 # cancelled every classmate not yet graded.  Now the verdict comes from exit codes and the launcher's records.
 FAKE_FAILURE = '''import os, sys
-for _line in ("[grader.sandbox] cannot start the grading kernel", "NoSuchKernel", "database is locked",
+for _line in ("[grader.isolation.sandbox] cannot start the grading kernel", "NoSuchKernel", "database is locked",
               "Exception while loading config", "[AutogradeApp | ERROR] sqlalchemy.exc.OperationalError",
               "Kernel died before replying to kernel_info", "error accessing the nbgrader database"):
     os.write(2, (_line + "\\n").encode())
@@ -603,7 +603,7 @@ case("fake_infrastructure_error", "the mask answer (right) first prints the mach
 def _marker_in_invalid_json(sources: Sources, out: Path) -> None:
     _nb1()(sources, out)
     (out / f"{NB2}.ipynb").write_text("NoSuchKernel database is locked Exception while loading config [ERROR] "
-                                      "[grader.sandbox] sqlalchemy.exc {", encoding="utf-8")
+                                      "[grader.isolation.sandbox] sqlalchemy.exc {", encoding="utf-8")
 
 
 @case("symlinks", "notebook 01 a link to the instructor's solution, 02 to a non-JSON file; links to the "
@@ -690,7 +690,7 @@ CPU_HOGS = 300
 CPU_HOG = (f"import os, signal, time\nfor _ in range({CPU_HOGS}):\n    if os.fork() == 0:\n        os.setsid()\n"
            "        time.sleep(3)\n        while True:\n            pass\n"
            "signal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(600)\n")
-# Cases that are fair to the classmates graded beside them only with a cgroup per student (grader.cgroups): a
+# Cases that are fair to the classmates graded beside them only with a cgroup per student (grader.isolation.cgroups): a
 # machine without them grades the corpus without these, and says so.
 NEEDS_CGROUPS = {"cpu_hog"}
 

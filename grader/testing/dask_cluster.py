@@ -16,7 +16,7 @@ from . import free_port
 
 from translab.contract import COURSE_ENV
 
-from ..cluster import dask_environment
+from grader.grading.cluster import dask_environment
 
 
 class LocalCluster:
@@ -28,7 +28,7 @@ class LocalCluster:
 
     def __init__(self, course: Path, workers: int = 2, env: dict | None = None, logs: Path | None = None,
                  hosts=None, tls: dict | None = None):
-        assert not hosts or tls, "between hosts, TLS (grader.cluster refuses plain TCP beyond loopback)"
+        assert not hosts or tls, "between hosts, TLS (grader.grading.cluster refuses plain TCP beyond loopback)"
         self.course, self.count, self.logs, self.hosts, self.tls = Path(course), workers, Path(logs or course), hosts, tls
         self.env = {**(env or os.environ), COURSE_ENV: str(self.course), **dask_environment()}
         self.processes: list[subprocess.Popen] = []
@@ -56,7 +56,7 @@ class LocalCluster:
                                     "--host", self.hosts_addresses[1]) for i in range(self.count)]
         self.spec.write_text(json.dumps({"address": self.address, **({"security": self.tls} if self.tls else {})}))
         # wait from where a client would connect: the scheduler's host
-        wait = (f"from grader.cluster import connect\nwith connect({str(self.spec)!r}) as client:\n"
+        wait = (f"from grader.grading.cluster import connect\nwith connect({str(self.spec)!r}) as client:\n"
                 f"    client.wait_for_workers({self.count}, timeout=120)")
         done = subprocess.run([*(self.hosts.prefix(0) if self.hosts else []), sys.executable, "-c", wait],
                               env=self.env, capture_output=True, text=True, timeout=300)

@@ -36,7 +36,7 @@ from translab.contract import ASSIGNMENT, DATA_DIR_ENV, EXCHANGE_ENV, HOME_ENV
 from translab.paths import REPO_ROOT, data_dir
 
 from ..course import with_venv_bin
-from ..variants import SECRET_FILE_ENV, create_secret, secret_path
+from grader.course.variants import SECRET_FILE_ENV, create_secret, secret_path
 
 HUB_DIR = REPO_ROOT / "hub"
 CONFIG = HUB_DIR / "jupyterhub_config.py"
@@ -151,13 +151,13 @@ class DemoHub:
             self.course.mkdir(parents=True)
             shutil.copy(REPO_ROOT / "nbgrader_config.py", self.course)
             shutil.copytree(REPO_ROOT / "solutions", self.course / "solutions")
-        create_secret(self.course)  # the course's own (grader.variants); the hub reads it to give each student theirs
+        create_secret(self.course)  # the course's own (grader.course.variants); the hub reads it to give each student theirs
         if generate:  # make hub-demo: the instructor finds the assignment ready
             self._grader("release")
             timings["generate"] = time.monotonic() - started
         if not self.student_release.exists():
             started = time.monotonic()
-            from grader import student_release
+            from grader.course import student_release
             student_release.write(self.student_release)
             for path in [self.student_release, *self.student_release.rglob("*")]:  # shared read-only
                 os.chmod(path, 0o555 if path.is_dir() else 0o444)

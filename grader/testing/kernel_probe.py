@@ -14,7 +14,7 @@ batch's environment.  ``probe_cell`` writes a cell that checks that claim as an 
   none of them).
 
 A positive control (translab's ``contract.tagged``, in every stage) proves each search can find what it looks for.
-The cell prints one line, ``MARKER`` and a JSON report; ``grader/tests/test_kernel_holds_nothing.py`` reads it back.
+The cell prints one line, ``MARKER`` and a JSON report; ``grader/tests/isolation/test_kernel_holds_nothing.py`` reads it back.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import types
 
 import torch
 
-from .. import withheld
+from grader.course import withheld
 
 MARKER = "translab-kernel-probe:"
 TOKEN_PREFIX = "translab-standin-"  # a stand-in token: this prefix and 32 hex digits

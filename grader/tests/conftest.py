@@ -27,12 +27,12 @@ import pytest
 
 from translab.contract import ASSIGNMENT
 from grader.course import with_venv_bin
-from grader.gradebook import cell_scores  # noqa: F401 - the tests import it from here
-from grader.variants import SECRET_ENV
+from grader.course.gradebook import cell_scores  # noqa: F401 - the tests import it from here
+from grader.course.variants import SECRET_ENV
 from translab import diagnosis, variants
 from translab.paths import REPO_ROOT
 
-# The temporary courses' secret (grader.variants), inherited by every grading process the tests start.
+# The temporary courses' secret (grader.course.variants), inherited by every grading process the tests start.
 os.environ.setdefault(SECRET_ENV, "translab-tests: the secret of the temporary courses")
 
 
@@ -177,7 +177,7 @@ def run_grader(root: Path, *args: str) -> str:
     process = subprocess.run([sys.executable, "-m", "grader", "--root", str(root), *args],
                              text=True, capture_output=True)
     output = process.stdout + process.stderr
-    assert process.returncode == 0, f"grader.batch {' '.join(args)} failed:\n{output[-5000:]}"
+    assert process.returncode == 0, f"grader.grading.batch {' '.join(args)} failed:\n{output[-5000:]}"
     assert "Exception while loading config" not in output, output[-3000:]
     return output
 
@@ -296,7 +296,7 @@ BOB_ID = "12345"  # bob's Moodle participant number, the id `collect` gives him
 
 def _grade_by_hand(root: Path, student: str, notebook: str, grade_id: str) -> None:
     """What the formgrader's Manual Grading does on save: full marks for one written answer."""
-    from grader.gradebook import open_gradebook
+    from grader.course.gradebook import open_gradebook
     with open_gradebook(root / "gradebook.db") as gradebook:
         grade = gradebook.find_grade(grade_id, notebook, ASSIGNMENT, student)
         grade.manual_score, grade.needs_manual_grade = grade.max_score, False

@@ -134,7 +134,7 @@ def _make(root: Path, *target: str) -> str:
 
 
 def _assert_formulas_typeset(page) -> None:
-    """Notebook 01's formulas are drawn as MathML, offline (grader/mathml.py): the positional encoding's display
+    """Notebook 01's formulas are drawn as MathML, offline (grader/course/mathml.py): the positional encoding's display
     formula has a real height, and no TeX source is left on the page."""
     formulas = page.locator("math")
     assert formulas.count() >= 10, f"{formulas.count()} MathML formulas on {page.url}"

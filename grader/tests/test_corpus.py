@@ -26,13 +26,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import sandbox
+from grader.isolation import sandbox
 from grader.testing import corpus
-from grader.batch import REPORT_NAME
+from grader.grading.batch import REPORT_NAME
 from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 from translab import references
 from translab.paths import GRADER_DIR, REPO_ROOT
-from grader.variants import SECRET_ENV
+from grader.course.variants import SECRET_ENV
 
 from conftest import cell_scores, run_grader, small_course, venv_env
 
@@ -60,7 +60,7 @@ EXPECTED = _table()
 
 
 def _cgroup_problem() -> str | None:
-    from grader.cgroups import Cgroups
+    from grader.isolation.cgroups import Cgroups
     with Cgroups(sandbox.Limits.memory, sandbox.Limits.tasks) as groups:
         return groups.problem
 
@@ -477,7 +477,7 @@ def _scores(db: Path) -> dict[str, list[float]]:
 
 
 def test_merging_a_student_replaces_only_that_students_rows(tmp_path, venv_path):
-    from grader.gradebook import merge_student, sqlite_copy
+    from grader.course.gradebook import merge_student, sqlite_copy
     main = tmp_path / "gradebook.db"
     _tiny_gradebook(main, {"ann": 0.0, "ben": 1.0})
     copy = tmp_path / "ann.db"
@@ -493,7 +493,7 @@ def test_merging_a_student_replaces_only_that_students_rows(tmp_path, venv_path)
 
 
 def test_a_failed_merge_leaves_the_gradebook_as_it_was(tmp_path, venv_path):
-    from grader.gradebook import merge_student
+    from grader.course.gradebook import merge_student
     main = tmp_path / "gradebook.db"
     _tiny_gradebook(main, {"ann": 0.0})
     broken = tmp_path / "broken.db"
@@ -575,7 +575,7 @@ def test_feedback_shows_nothing_a_cell_printed_after_a_hidden_test(graded):
     page = (root / "feedback" / "prints_hidden_inputs" / ASSIGNMENT / f"{corpus.NB1}.html").read_text(encoding="utf-8")
     assert "Output not shown in feedback" in page
     assert corpus.SEEN_MARKER not in page
-    # and what the release held back (grader.after_grading): the summary, the self-check's answer
+    # and what the release held back (grader.course.after_grading): the summary, the self-check's answer
     assert page.count("Shown after grading") >= 2 and "future weighs exactly 0" in page
 
 
@@ -686,7 +686,7 @@ def _until_merged(command: list[str], then, timeout: float = 600) -> tuple[subpr
 def interrupted(tmp_path_factory):
     """A class graded on a Dask cluster whose client is SIGKILLed after its first merge; run again, with the
     scheduler's whole process group SIGKILLed after its first merge; run a third time on a new cluster."""
-    from grader.results import merged_mark
+    from grader.grading.result_folders import merged_mark
     from grader.testing.dask_cluster import LocalCluster
     root = tmp_path_factory.mktemp("interrupted")
     _corpus_course(root, INTERRUPTED_CLASS)

@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from grader import student_release
+from grader.course import student_release
 from grader.testing.completed import with_solutions
 from translab import setup_cell
 from translab.contract import ASSIGNMENT

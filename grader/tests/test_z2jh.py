@@ -1,6 +1,6 @@
 """hub/z2jh/: the course's Zero to JupyterHub values and its grading cluster, loaded into the real traitlets of
 KubeSpawner and JupyterHub and the Kubernetes API's models, so that a wrong key or a wrong type fails here.  No
-Kubernetes runs: what this cannot check (a deployment) is listed in grader/README.md."""
+Kubernetes runs: what this cannot check (a deployment) is listed in grader/docs/cluster.md."""
 from __future__ import annotations
 
 import inspect
@@ -138,10 +138,10 @@ def test_volumes_mounts_and_the_grading_cluster_are_valid_kubernetes_objects():
     _k8s_keys(k8s.V1ServiceSpec, cluster["spec"]["scheduler"]["service"], "dask-cluster.yaml service")
     worker = cluster["spec"]["worker"]["spec"]["containers"][0]
     assert worker["args"][worker["args"].index("--nthreads") + 1] == "1", "one student at a time per worker"
-    from grader.cluster import dask_environment
+    from grader.grading.cluster import dask_environment
     for role in ("worker", "scheduler"):
         env = {pair["name"]: pair["value"] for pair in cluster["spec"][role]["spec"]["containers"][0]["env"]}
-        assert dask_environment().items() <= env.items(), f"dask-cluster.yaml {role}: grader.cluster.DASK_SETTINGS"
+        assert dask_environment().items() <= env.items(), f"dask-cluster.yaml {role}: grader.grading.cluster.DASK_SETTINGS"
     spec = json.loads((Z2JH / "grading-cluster.json").read_text(encoding="utf-8"))["kubernetes"]
     from dask_kubernetes.operator import KubeCluster
     accepted = set(inspect.signature(KubeCluster.__init__).parameters) | {"workers"}

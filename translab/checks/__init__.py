@@ -11,7 +11,7 @@ mistakes (the key, what the output then looks like, the hint) beside the check t
 
 While the student's code runs, translab's own implementation of the same thing is switched off (``forbid``).
 In the lab the checks judge in the student's kernel.  While nbgrader grades, they are run by the grader's
-checker, outside the kernel (``translab.wire``, ``grader.verdicts``), and the kernel only runs the student's code.
+checker, outside the kernel (``translab.wire``, ``grader.grading.verdicts``), and the kernel only runs the student's code.
 
     harness.py   CheckFailed, _checked, _call, forbid, the comparisons every part uses
     part1.py ... part6.py   the checks of notebooks 01 ... 06 (part1_encoding.py: part 1's positional encoding;

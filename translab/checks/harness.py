@@ -46,7 +46,7 @@ def _fail(what: str, expected=None, found=None, hint: str | None = None, *, key:
     raise CheckFailed("\n".join(lines), key)
 
 
-# Where a passing check's "ok" line goes: printed in the kernel; a list in the grader's checker (grader.verdicts).
+# Where a passing check's "ok" line goes: printed in the kernel; a list in the grader's checker (grader.grading.verdicts).
 _OUTPUT: contextvars.ContextVar[list | None] = contextvars.ContextVar("translab_check_output", default=None)
 
 

@@ -536,7 +536,7 @@ def check_stated_counts(n_params_lm, n_params_classifier, variant: str | None = 
     is ignored), so numbers copied from another student are another configuration's, and the message says so."""
     from .. import diagnosis, variants
     if variant == "":
-        _fail("The grader has no variant for you: this course grades without its secret (grader.variants).",
+        _fail("The grader has no variant for you: this course grades without its secret (grader.course.variants).",
               "your variant's counts", "no variant", "ask your instructor: the course secret is missing on the grading "
               "machine", key="checker_error")
     mine = variants.from_code(variant) if variant else variants.mine()

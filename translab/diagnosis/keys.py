@@ -1,5 +1,5 @@
 """Every misconception a check names has a stable key: a failing check ends its error value with
-``[diagnosis: key ...]`` (alternatives that give identical numbers joined by ``|``), which ``grader.report`` counts
+``[diagnosis: key ...]`` (alternatives that give identical numbers joined by ``|``), which ``grader.grading.report`` counts
 and describes with ``describe``."""
 from __future__ import annotations
 

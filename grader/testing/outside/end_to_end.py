@@ -124,7 +124,7 @@ def is_raw(error) -> bool:
 def judge(course: Path, part: int, chosen: dict[str, dict[str, Answer]], recorded: dict) -> list[dict]:
     """One row per answer: the check level's verdicts (``recorded``: the rows of ``results/outside_corpus.json``)
     against the gradebook's scores, the autograded test cells and the feedback page."""
-    from grader.gradebook import cell_scores
+    from grader.course.gradebook import cell_scores
     notebook_name = NOTEBOOKS[part]
     rows = []
     for sid, answered in chosen.items():
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=RESULTS, help="where the figures go (default: %(default)s)")
     parser.add_argument("--keep", type=Path, help="grade in this new folder and keep it (default: a temporary one)")
     args = parser.parse_args(argv)
-    from grader.variants import SECRET_ENV
+    from grader.course.variants import SECRET_ENV
     os.environ.setdefault(SECRET_ENV, TEST_SECRET)
     with tempfile.TemporaryDirectory(prefix="translab-outside-") as tmp:
         course = released_course(args.keep or Path(tmp) / "course")

@@ -1,0 +1,441 @@
+"""``make autograde``: a class graded the night before marks are due, where one broken submission must not stop it.
+
+Each student is graded by an nbgrader process of its own (``--jobs N`` at a time, forked from a server that has
+nbgrader loaded: ``grader.grading.nbgrader_process``), against a private copy of the gradebook merged back in one
+transaction (``grader.course.gradebook``), from a plain-file copy of the submission (``grader.grading.staging``), with one
+``grader.isolation.sandbox`` kernel per notebook, which imports that notebook's stage of translab
+(``grader.isolation.kernel_stages``), and a checker beside it, each forked from a zygote of its own that has torch loaded
+(``grader.isolation.zygote``).  A notebook nbgrader cannot run scores 0 and is flagged for the instructor,
+listed at the end and in ``autograded/autograde_report.csv``, and the exit code stays 0.  It is 1 only when the
+grading machinery fails (configuration, kernel, database), which no student can cause: a known-good notebook
+(the canary) tells the two apart.
+
+Why one file: the batch's setup (``GradingSession``, which a cluster worker keeps between tasks), each student's
+grading and the canary pass the same ``StudentJob`` and ``StudentResult`` around; split, each part would import
+the others.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from translab.contract import ASSIGNMENT, SANDBOX_STATUS_ENV, UNSANDBOXED_ENV
+
+from grader.course import GradingError
+from grader.course.gradebook import (add_submission, flagged_notebooks, gradebook_has_assignment, gradebook_notebooks,
+                        has_submission, merge_student, sqlite_copy, zero_and_flag)
+from grader.grading.nbgrader_process import (check_config, fork_server, nbgrader, nbgrader_env, preloads_checks,
+                                             run_nbgrader)
+from grader.grading.preflight import preflight
+from grader.grading.staging import stage_submission
+
+REPORT_NAME = "autograde_report.csv"
+CANARY = "translab-canary-check"  # the known-good submission that tells a broken machine from a broken student
+STUDENT_BUDGET = 600.0   # wall-clock seconds for one student: every notebook and every retry
+LEFTOVERS_GRACE = 15.0   # seconds for a student's killed processes to be gone before they count as leftovers
+
+
+def ensure_assignment(root: Path) -> None:
+    if not gradebook_has_assignment(root):
+        # The gradebook holds the tests (hidden ones included) that autograde puts back; build it
+        # from the solutions without touching the committed student notebooks.
+        with tempfile.TemporaryDirectory() as scratch:
+            nbgrader(root, "generate_assignment", ASSIGNMENT, "--force",
+                      f"--CourseDirectory.release_directory={scratch}")
+
+
+def autograde(root: Path, jobs: int = 1, only: list[str] | None = None, extra_args: tuple[str, ...] = (),
+              sandbox: bool = True, student_timeout: float = STUDENT_BUDGET) -> "BatchReport":
+    """Grade every submission (or only these students'), ``jobs`` students at a time (see ``grade_batch``)."""
+    names, _ = preflight(root, only)
+    # started first, with the preload this batch wants: its imports (1 s) overlap the zygote's, and
+    # generate_assignment, when the gradebook is new, is forked from it too
+    fork_server(checker_imports=preloads_checks(names, sandbox))
+    ensure_assignment(root)
+    return grade_batch(root, names, jobs=jobs, extra_args=extra_args, sandbox=sandbox, student_timeout=student_timeout)
+
+
+@dataclass
+class StudentResult:
+    student: str
+    seconds: float = 0.0
+    failed_notebooks: list[str] = field(default_factory=list)  # nbgrader could not run them: 0 points, flagged
+    flagged: list[str] = field(default_factory=list)  # every notebook flagged for the instructor, and why
+    refused: list[str] = field(default_factory=list)  # submitted entries that are not plain files: never read
+    launch_failures: list[str] = field(default_factory=list)  # kernel starts the launcher reported as failed
+    leftovers: list[str] = field(default_factory=list)  # what the student's uid still had after the student
+    infrastructure: str = ""  # set when the failure is not the student's (decided by the canary, never by output)
+    budget_spent: bool = False
+    sandbox_modes: list[str] = field(default_factory=list)  # how isolated its kernels ran (launch records)
+    uid: int | None = None
+    log: Path | None = None
+
+    @property
+    def suspicious(self) -> bool:
+        """Something failed that might be the machine's doing: the canary decides."""
+        return bool(self.failed_notebooks or self.launch_failures)
+
+    @property
+    def status(self) -> str:
+        if self.infrastructure:
+            return "infrastructure error"
+        return "graded" if not self.failed_notebooks else "graded, notebooks failed: " + " ".join(self.failed_notebooks)
+
+
+@dataclass
+class BatchReport:
+    results: list[StudentResult]
+    seconds: float
+    jobs: int  # students at a time: --jobs, or the cluster's workers
+    cluster: str = ""  # the scheduler's address, where the batch graded on a cluster
+
+    @property
+    def infrastructure(self) -> list[StudentResult]:
+        return [r for r in self.results if r.infrastructure]
+
+
+@dataclass
+class StudentJob:
+    """Everything one student's grading needs; built by ``grade_batch``."""
+    root: Path
+    student: str
+    db: Path
+    staged: Path      # the student's plain files, what nbgrader grades (CourseDirectory.submitted_directory)
+    status: Path | None  # the launcher's reports for this student
+    env: dict
+    args: list[str]
+    budget: float
+    index: int = 0
+    uid: int | None = None
+    work: Path | None = None
+    shared_folders: list[Path] | None = None  # where a uid could leave files (sandbox.world_writable_folders)
+
+
+def _grade_student(job: StudentJob) -> StudentResult:
+    """Grade one student into ``job.db``.  If nbgrader fails on the submission as a whole (one unreadable
+    notebook fails them all), grade each submitted notebook on its own, so only the broken ones lose.  The
+    verdict comes from exit codes, the gradebook and the launcher's records, never from what nbgrader or a
+    kernel printed: a student decides what that says."""
+    root, student, db = job.root, job.student, job.db
+    log = root / "autograded" / student / "autograde.log"
+    result = StudentResult(student, log=log, uid=job.uid)
+    start = time.perf_counter()
+    deadline = start + job.budget
+    result.refused = stage_submission(root / "submitted" / student / ASSIGNMENT, job.staged / student / ASSIGNMENT,
+                                      top=root / "submitted")
+    base = ["autograde", ASSIGNMENT, f"--student={student}", "--force", f"--CourseDirectory.db_url=sqlite:///{db}",
+            f"--CourseDirectory.submitted_directory={job.staged}", *job.args]
+    outputs = []
+
+    def run(*more: str) -> bool:
+        from grader.isolation.sandbox import kill_leftovers
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            result.budget_spent = True
+            return False
+        returncode, output = run_nbgrader(root, base + list(more), env=job.env, timeout=left)
+        kill_leftovers(job.env)
+        if returncode == -signal.SIGKILL and time.perf_counter() >= deadline:
+            result.budget_spent = True
+        outputs.append(f"$ nbgrader {' '.join(base[:3] + list(more))}\n{output}")
+        return returncode == 0
+
+    known = gradebook_notebooks(db)
+    staged = sorted(p.stem for p in (job.staged / student / ASSIGNMENT).glob("*.ipynb") if p.stem in known)
+    refused_notebooks = sorted({Path(entry.split(":")[0]).stem for entry in result.refused} & set(known))
+    if not run():
+        failed = [name for name in staged if not run(f"--notebook={name}")]
+        if not staged and not refused_notebooks:  # nothing nbgrader could open: every notebook scores 0
+            failed = sorted(known)
+        result.failed_notebooks = failed
+    if not has_submission(db, student) and (staged or refused_notebooks or result.failed_notebooks):
+        add_submission(db, student)  # nbgrader writes none for a folder it finds no notebook in
+    if has_submission(db, student):
+        why = (f"its {job.budget:.0f} s time budget ran out" if result.budget_spent
+               else "autograding could not run this notebook: see the autograde log")
+        for notebooks, reason in ((result.failed_notebooks, why), (refused_notebooks, "refused: not a plain file")):
+            if notebooks:
+                zero_and_flag(db, student, notebooks, reason)
+        result.flagged = flagged_notebooks(db, student)
+    if job.status is not None:
+        from grader.isolation.sandbox import kernel_output_tail, launch_failures, launch_records
+        records = launch_records(job.status)
+        result.launch_failures = launch_failures(records)
+        result.sandbox_modes = sorted({r["mode"] for r in records if r.get("ok") and r.get("mode")})
+        outputs.append("launcher records (written outside the kernel's reach):\n" + "\n".join(map(json.dumps, records)))
+        outputs.append("kernel stdout/stderr (student-controlled, never interpreted):\n" + kernel_output_tail(job.status))
+    if result.refused:
+        outputs.append("refused (not graded, never read):\n" + "\n".join(result.refused))
+    _clean_up_student(job, result)
+    result.seconds = time.perf_counter() - start
+    log.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:  # it quotes submissions: the instructor's only
+        handle.write("\n".join(outputs))
+    return result
+
+
+def _clean_up_student(job: StudentJob, result: StudentResult) -> None:
+    """Remove the student's staged files, sockets and reports, then check that the uid left nothing."""
+    from grader.isolation.sandbox import kill_leftovers, leftovers
+    kill_leftovers(job.env)
+    sockets = job.work / "ipc" / str(job.index) if job.work else None  # sandbox.student_args puts them there
+    for folder in (job.staged / job.student, job.status, sockets):
+        if folder is not None and folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+    if job.uid is not None:
+        # Killed processes take a moment to go: a fork storm's 500, each forked from a kernel that shares the
+        # zygote's 1-2 GB of mappings (grader.isolation.zygote), take a few seconds to tear down.
+        deadline = time.monotonic() + LEFTOVERS_GRACE
+        while True:
+            result.leftovers = leftovers(job.uid, job.shared_folders)
+            if not result.leftovers or time.monotonic() > deadline:
+                break
+            kill_leftovers(job.env)
+            time.sleep(0.1)
+
+
+class _Canary:
+    """Grades a known-good submission (the released first notebook) with the batch's own settings, when a
+    student's grading failed, to tell a broken machine (the canary fails too) from a broken submission.  Its
+    verdict is kept for ``ttl`` seconds."""
+
+    def __init__(self, root: Path, work: Path, env: dict, args: list[str], ttl: float = 300):
+        self.root, self.work, self.env, self.args, self.ttl = root, work, env, args, ttl
+        self.checked_at: float | None = None
+        self.verdict: str | None = None
+
+    def failure(self) -> str | None:
+        """None when the known-good notebook grades; else what failed."""
+        if self.checked_at is not None and time.monotonic() - self.checked_at < self.ttl:
+            return self.verdict
+        self.verdict, self.checked_at = self._grade(), time.monotonic()
+        return self.verdict
+
+    def _grade(self) -> str | None:
+        from grader.isolation.sandbox import kill_leftovers, launch_failures, launch_records
+        notebooks = sorted((self.root / "notebooks" / ASSIGNMENT).glob("*.ipynb")) or \
+            sorted((self.root / "solutions" / ASSIGNMENT).glob("*.ipynb"))
+        if not notebooks:
+            return "no released notebook to check the machine with: run `make release`"
+        folder = self.work / "canary"
+        shutil.rmtree(folder, ignore_errors=True)
+        (folder / "submitted" / CANARY / ASSIGNMENT).mkdir(parents=True)
+        shutil.copy(notebooks[0], folder / "submitted" / CANARY / ASSIGNMENT)
+        db = folder / "gradebook.db"
+        sqlite_copy(self.root / "gradebook.db", db)
+        status = self.env.get(SANDBOX_STATUS_ENV)
+        if status:
+            shutil.rmtree(status, ignore_errors=True)
+            os.makedirs(status, mode=0o700)
+        returncode, output = run_nbgrader(self.root, [
+            "autograde", ASSIGNMENT, f"--student={CANARY}", f"--notebook={notebooks[0].stem}", "--force",
+            f"--CourseDirectory.db_url=sqlite:///{db}",
+            f"--CourseDirectory.submitted_directory={folder / 'submitted'}",
+            f"--CourseDirectory.autograded_directory={folder / 'autograded'}", *self.args], env=self.env, timeout=300)
+        kill_leftovers(self.env)
+        failed = launch_failures(launch_records(Path(status))) if status else []
+        if returncode == 0 and not failed and has_submission(db, CANARY):
+            return None
+        detail = "; ".join(failed) or "\n".join(output.strip().splitlines()[-15:])
+        return f"nbgrader exit {returncode} on the released {notebooks[0].name}: {detail}"
+
+
+def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[str, ...] = (), sandbox: bool = True,
+                student_timeout: float = STUDENT_BUDGET) -> BatchReport:
+    """Grade ``names`` with at most ``jobs`` nbgrader processes at once, merging each into gradebook.db.
+
+    A student whose notebooks nbgrader cannot run still gets a row (those notebooks at 0, flagged); the batch
+    goes on.  Only when a known-good notebook fails too (``_Canary``) is the machine at fault: then no new
+    student is started and the batch says so.  Each student has ``student_timeout`` seconds of wall-clock time.
+    """
+    start = time.perf_counter()
+    fork_server(checker_imports=preloads_checks(names, sandbox))  # its imports overlap what follows
+    with GradingSession(root, sandbox) as session:
+        report = session.grade(names, jobs, extra_args, student_timeout)
+    report.seconds = time.perf_counter() - start
+    _write_report(root, report)
+    return report
+
+
+class GradingSession:
+    """What a batch sets up once for a course folder: a block of uids, a scratch folder, the zygote, the
+    cgroups, the sandbox's kernelspec.  ``grade_batch`` opens one per batch; a cluster worker keeps one open
+    between its tasks (``grader.grading.result_folders.serve``), so that a task costs only its students."""
+
+    def __init__(self, root: Path, sandbox: bool = True):
+        self.root, self.sandbox = root, sandbox
+        self._stack = contextlib.ExitStack()
+        self._next = 0  # the index of the next student: its uid, status folder and cgroup are its own
+
+    def __enter__(self) -> "GradingSession":
+        from grader.isolation import sandbox as kernel_sandbox
+        stack = self._stack.__enter__()
+        try:
+            self.uids = stack.enter_context(kernel_sandbox.UidBlock())
+            self.work = work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="translab-autograde-")))
+            zygote = checkers = None
+            if self.sandbox:  # first: their imports (3 s) overlap what follows; they end before the scratch folder
+                from grader.isolation.zygote import Zygote
+                try:  # the kernels' (no translab: each kernel imports its notebook's stage) and the checkers'
+                    # what the notebooks import later too: each notebook's kernel is a new one, which would
+                    # import them again (grader.isolation.zygote's LATER), one student as a class
+                    zygote = stack.enter_context(Zygote(work, nbgrader_env(), self.root)).path
+                    checkers = stack.enter_context(Zygote(work, nbgrader_env(), self.root, role="checker")).path
+                except OSError as error:  # the machine, not a student: say so before anyone is graded
+                    raise GradingError(f"{error}; nothing was graded") from error
+            check_config(self.root)
+            self.dbs = work / "db"  # the per-student gradebooks: private even to the sandboxed kernels
+            self.dbs.mkdir(mode=0o700)
+            self.staged = work / "submitted"  # the students' plain files (stage_submission): out of kernels' view
+            self.staged.mkdir(mode=0o700)
+            self.extra_env, self.kernel_args, self.groups = {}, [], None
+            if self.sandbox:
+                self.extra_env, self.kernel_args = kernel_sandbox.grading_kernel(self.root, work, zygote=zygote,
+                                                                                 checkers=checkers)
+                from grader.isolation.cgroups import Cgroups
+                limits = kernel_sandbox.Limits()
+                self.groups = stack.enter_context(Cgroups(limits.memory, limits.tasks))
+                print(f"[autograde] a cgroup per student: {self.groups.problem or self.groups.mode}", flush=True)
+            self.shared_folders = kernel_sandbox.world_writable_folders(skip=work) if self.sandbox else None
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.__exit__(*exc)
+
+    def room(self) -> int:
+        """How many more students this session can grade (each needs an index of the uid block)."""
+        from grader.isolation.sandbox import UID_BLOCK
+        return UID_BLOCK - 1 - self._next
+
+    def _settings(self, index: int, extra_args: tuple[str, ...]) -> tuple[dict, list[str], Path | None]:
+        from grader.isolation import sandbox as kernel_sandbox
+        # the caller's --Class.trait=value wins over ours (nbgrader rejects a trait given twice)
+        overridden = {arg.split("=", 1)[0] for arg in extra_args}
+
+        def options(ours: list[str]) -> list[str]:
+            return [arg for arg in ours if arg.split("=", 1)[0] not in overridden] + list(extra_args)
+
+        if not self.sandbox:  # asked for (--no-sandbox): the nbgrader config refuses it otherwise
+            return nbgrader_env({UNSANDBOXED_ENV: "1"}), options([]), None
+        status = kernel_sandbox.status_folder(self.work, index)
+        env = nbgrader_env({**self.extra_env, **kernel_sandbox.student_env(self.uids.uid(index), status, self.work,
+                                                                            index), **self.groups.student(index)})
+        return env, options(self.kernel_args + kernel_sandbox.student_args(self.work, index)), status
+
+    def grade(self, names: list[str], jobs: int = 1, extra_args: tuple[str, ...] = (),
+              student_timeout: float = STUDENT_BUDGET) -> BatchReport:
+        """Grade ``names`` (see ``grade_batch``); the report is not written."""
+        if len(names) + 1 > self.room():
+            raise GradingError(f"this grading session has room for {self.room() - 1} more student(s), not "
+                               f"{len(names)}: grade them in a new one")
+        start = time.perf_counter()
+        main_db = self.root / "gradebook.db"
+        first, self._next = self._next, self._next + len(names) + 1
+        canary_env, canary_args, _ = self._settings(first + len(names), extra_args)
+        canary = _Canary(self.root, self.work, canary_env, canary_args)
+        results = []
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = {}
+            for offset, name in enumerate(names):
+                index = first + offset
+                db = self.dbs / f"student{index}.db"
+                sqlite_copy(main_db, db)
+                env, args, status = self._settings(index, extra_args)
+                job = StudentJob(self.root, name, db, self.staged, status, env, args, student_timeout, index,
+                                 self.uids.uid(index) if self.sandbox else None, self.work, self.shared_folders)
+                futures[pool.submit(_grade_student, job)] = db
+            for future in as_completed(futures):
+                if future.cancelled():
+                    continue
+                try:
+                    result = future.result()
+                except Exception as error:  # our code or the machine, never a submission: say so, stop
+                    result = StudentResult(names[list(futures).index(future)], infrastructure=repr(error))
+                if result.suspicious and not result.infrastructure:
+                    failure = canary.failure()
+                    if failure:
+                        result.infrastructure = f"a known-good notebook fails to grade too: {failure}"
+                results.append(result)
+                if not result.infrastructure:
+                    try:
+                        merge_student(main_db, futures[future], result.student)
+                    except sqlite3.Error as error:  # rolled back: the gradebook holds the student's old rows
+                        result.infrastructure = f"merging into {main_db} failed: {error}"
+                    finally:
+                        futures[future].unlink(missing_ok=True)
+                if result.infrastructure:
+                    for pending in futures:
+                        pending.cancel()
+                print(f"[autograde] {result.student}: {result.status} ({result.seconds:.0f} s, log {result.log})",
+                      flush=True)
+        return BatchReport(sorted(results, key=lambda r: r.student), time.perf_counter() - start, jobs)
+
+
+def _write_report(root: Path, report: BatchReport) -> Path:
+    out = root / "autograded" / REPORT_NAME
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["student_id", "status", "failed_notebooks", "flagged", "refused", "budget_spent",
+                         "leftovers", "uid", "seconds", "log"])
+        for r in report.results:
+            writer.writerow([r.student, "infrastructure" if r.infrastructure else ("failed" if r.failed_notebooks else "ok"),
+                             " ".join(r.failed_notebooks), " ".join(r.flagged), " | ".join(r.refused),
+                             "yes" if r.budget_spent else "", " | ".join(r.leftovers), r.uid or "",
+                             f"{r.seconds:.1f}", r.log])
+    return out
+
+
+
+def print_summary(root: Path, report: BatchReport, student_timeout: float) -> int:
+    """What the instructor reads after a batch, and the exit code: 1 when the machine, not a student, failed."""
+    failed = [r for r in report.results if r.failed_notebooks]
+    graded = len(report.results) - len(report.infrastructure)
+    where = f"on {report.jobs} worker(s) of {report.cluster}" if report.cluster else f"with --jobs {report.jobs}"
+    print(f"autograded {graded} student(s) in {report.seconds:.0f} s {where}"
+          f"{f', {len(report.infrastructure)} not (below)' if report.infrastructure else ''}; "
+          f"report: {root / 'autograded' / REPORT_NAME}")
+    for r in failed:
+        print(f"  needs a look: {r.student}: nbgrader could not run {', '.join(r.failed_notebooks)} "
+              f"(scored 0, flagged; log {r.log})")
+    if any("limits only" in r.sandbox_modes for r in report.results):
+        print("warning: this machine refuses unprivileged user namespaces, so student code ran with the "
+              "resource limits only, with your permissions and network: grade untrusted work as root in a "
+              "container or a VM, or allow user namespaces", file=sys.stderr)
+    for r in report.results:
+        if r.budget_spent:
+            print(f"  needs a look: {r.student}: the student's {student_timeout:.0f} s budget ran out")
+        if r.refused:
+            print(f"  needs a look: {r.student}: refused, not graded and never read: {'; '.join(r.refused)}")
+        if set(r.flagged) - set(r.failed_notebooks):
+            print(f"  needs a look: {r.student}: flagged {', '.join(sorted(set(r.flagged) - set(r.failed_notebooks)))}"
+                  f" (refused, or grading cut short by a dead or hung kernel or the notebook's time budget: "
+                  f"the cells and the log say which)")
+        if r.leftovers:
+            print(f"warning: {r.student}'s sandbox left {len(r.leftovers)} thing(s) behind, removed: "
+                  f"{'; '.join(r.leftovers[:5])}", file=sys.stderr)
+    # a class in which nobody's notebooks run is the machine's failure, not the students' (one or two
+    # students may really all be broken, so not for a rerun of a few)
+    if len(report.results) >= 3 and all(r.failed_notebooks for r in report.results):
+        print("error: no student's notebooks could be run at all: that looks like the grading machine, not "
+              "the students (see the logs); fix it and grade again", file=sys.stderr)
+        return 1
+    for r in report.infrastructure:
+        print(f"error: grading {r.student} failed, not because of the submission: {r.infrastructure}"
+              + (f" (log {r.log})" if r.log else ""), file=sys.stderr)
+    return 1 if report.infrastructure else 0

@@ -1,0 +1,305 @@
+"""Result folders: a student graded anywhere (a Dask worker, a Slurm job), merged here.
+
+    python -m grader autograde --student ID --results-dir DIR   # graded into DIR/ID, the gradebook untouched
+    python -m grader merge DIR...                               # into gradebook.db, one transaction each
+
+A folder holds ``result.json`` (the batch's report of the student, the submission's digest, the course's
+fingerprint, the host), ``gradebook.db`` (the assignment and the student's rows) and ``autograded/``.  Grading
+happens in a scratch course beside the course's checkout, with ``make autograde``'s batch.  Merging refuses a folder
+graded with another version of the course (its fingerprint: ``nbgrader_config.py``, ``solutions/`` and the grader
+and translab code that ran), and marks each merged student with the digest of the submission it graded, which is
+how ``grader.grading.cluster`` knows whom not to grade again.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from translab.contract import ASSIGNMENT
+
+from grader.course import GradingError
+from grader.course.gradebook import merge_student, sqlite_copy
+
+RESULT = "result.json"
+GRADEBOOK = "gradebook.db"
+AUTOGRADED = "autograded"
+MERGED = ".translab_merged.json"  # in autograded/<student>/: what was merged, and from which submission
+# What decides a grade, beside the submission: these must be the same on every machine of a batch (of the
+# packages, the files that run or are read while grading: not their READMEs).
+FINGERPRINTED = ("nbgrader_config.py", f"solutions/{ASSIGNMENT}")
+GRADING_FILES = (".py", ".ipynb", ".j2", ".pt", ".json", ".model")
+
+
+class CourseMismatch(RuntimeError):
+    """A worker holds another version of the course than the batch: it refuses to grade."""
+
+
+# ---------------------------------------------------------------- what must agree, and what the student sent
+
+def fingerprint(root: Path) -> dict:
+    """A digest of the course's configuration and solutions and of the grader and translab code that runs, with
+    the commit for the message (empty outside git)."""
+    import grader
+    import translab
+    digest = hashlib.sha256()
+    files = [root / name for name in FINGERPRINTED]
+    files += [Path(package.__file__).parent for package in (translab, grader)]
+    for top in files:
+        paths = [top] if top.is_file() else sorted(
+            p for p in top.rglob("*") if p.is_file() and p.suffix in GRADING_FILES and "__pycache__" not in p.parts
+            and "tests" not in p.relative_to(top).parts)
+        for path in paths:
+            digest.update(str(path.relative_to(top.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, timeout=30)
+        label = commit.stdout.strip() if commit.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired):  # no git where this runs: the digest alone decides
+        label = ""
+    return {"digest": digest.hexdigest(), "commit": label}
+
+
+def submission(root: Path, student: str) -> tuple[dict[str, bytes], list[str], str]:
+    """(plain files by relative path, refused entries, digest) of a student's submission, read through the same
+    staging as the batch (a symlink, a device, a fifo is refused, never followed)."""
+    from grader.grading.staging import stage_submission
+    with tempfile.TemporaryDirectory() as scratch:
+        staged = Path(scratch) / "s"
+        refused = stage_submission(root / "submitted" / student / ASSIGNMENT, staged, top=root / "submitted")
+        files = {str(p.relative_to(staged)): p.read_bytes() for p in sorted(staged.rglob("*")) if p.is_file()}
+    digest = hashlib.sha256()
+    for name, content in files.items():
+        digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
+    for entry in refused:
+        digest.update(b"refused\0" + entry.encode())
+    return files, refused, digest.hexdigest()
+
+
+def student_gradebook(main_db: Path, keep: list[str]) -> bytes:
+    """The gradebook a task grades into: the assignment, and of the students only those of ``keep`` (manual
+    grades that nbgrader keeps on a regrade survive; the rest of the class's grades stay here)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / GRADEBOOK
+        sqlite_copy(main_db, copy)
+        connection = sqlite3.connect(copy, isolation_level=None)
+        try:
+            marks = ", ".join("?" for _ in keep)
+            others = f"(SELECT sa.id FROM submitted_assignment sa WHERE sa.student_id NOT IN ({marks}))"
+            notebooks = f"(SELECT id FROM submitted_notebook WHERE assignment_id IN {others})"
+            connection.execute("BEGIN")
+            for table in ("grade", "comment"):
+                connection.execute(f"DELETE FROM {table} WHERE notebook_id IN {notebooks}", keep)
+            connection.execute(f"DELETE FROM submitted_notebook WHERE id IN {notebooks}", keep)
+            connection.execute(f"DELETE FROM submitted_assignment WHERE id IN {others}", keep)
+            connection.execute(f"DELETE FROM student WHERE id NOT IN ({marks})", keep)
+            connection.execute("COMMIT")
+            connection.execute("VACUUM")
+        finally:
+            connection.close()
+        return copy.read_bytes()
+
+
+def grade_to_folders(course: Path, payload: dict, out: Path, session=None) -> list[Path]:
+    """Grade ``payload``'s students with the batch of ``make autograde`` (its zygotes for them all), in a scratch
+    course beside ``course`` (or in ``session``'s, a ``grader.grading.batch.GradingSession`` kept between tasks), and
+    write a result folder for each, ``out/<student>``: result.json, gradebook.db, autograded/."""
+    from grader.grading.batch import STUDENT_BUDGET, grade_batch
+    if session is not None:
+        names = _load_task(session.root, payload)
+        report = session.grade(names, 1, tuple(payload["args"]), payload["student_timeout"] or STUDENT_BUDGET)
+        return _result_folders(session.root, report, payload, out)
+    with tempfile.TemporaryDirectory(prefix="translab-task-") as scratch:
+        root = scratch_course(course, Path(scratch) / "course")
+        names = _load_task(root, payload)
+        report = grade_batch(root, names, jobs=1, extra_args=tuple(payload["args"]), sandbox=payload["sandbox"],
+                             student_timeout=payload["student_timeout"] or STUDENT_BUDGET)
+        return _result_folders(root, report, payload, out)
+
+
+def scratch_course(course: Path, root: Path) -> Path:
+    """A course folder to grade tasks in: ``course``'s configuration, its solutions and notebooks linked."""
+    root.mkdir()
+    shutil.copy2(course / "nbgrader_config.py", root / "nbgrader_config.py")
+    for folder in ("solutions", "notebooks"):
+        if (course / folder).exists():
+            (root / folder).symlink_to((course / folder).resolve(), target_is_directory=True)
+    return root
+
+
+def _load_task(root: Path, payload: dict) -> list[str]:
+    """Put a task into the scratch course ``root``: its gradebook, the secret, the students' files; what an
+    earlier task left there goes first."""
+    from grader.course.variants import SECRET_FILE
+    names = [sent["student"] for sent in payload["students"]]
+    for student in names:
+        if Path(student).name != student or student.startswith("."):
+            raise GradingError(f"{student!r} is not a student id")
+    for folder in ("submitted", AUTOGRADED):
+        shutil.rmtree(root / folder, ignore_errors=True)
+    (root / GRADEBOOK).write_bytes(payload["gradebook"])
+    secret = root / SECRET_FILE
+    secret.touch(mode=0o600)
+    secret.write_bytes(payload["secret"])
+    for sent in payload["students"]:
+        _unpack(root / "submitted" / sent["student"] / ASSIGNMENT, sent)
+    return names
+
+
+def _result_folders(root: Path, report, payload: dict, out: Path) -> list[Path]:
+    broken = [r for r in report.results if r.infrastructure]
+    if broken:
+        raise GradingError(f"grading {broken[0].student} on {socket.gethostname()} failed, not because of the "
+                           f"submission: {broken[0].infrastructure}")
+    names = [sent["student"] for sent in payload["students"]]
+    folders = []
+    for result, sent in zip(sorted(report.results, key=lambda r: names.index(r.student)), payload["students"]):
+        student = sent["student"]
+        folder = out / student
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        sqlite_copy(root / GRADEBOOK, folder / GRADEBOOK)
+        if (root / AUTOGRADED / student).exists():
+            shutil.copytree(root / AUTOGRADED / student, folder / AUTOGRADED, symlinks=True)
+        described = {key: (str(value) if isinstance(value, Path) else value)
+                     for key, value in dataclasses.asdict(result).items()}
+        described["log"] = f"{AUTOGRADED}/{student}/autograde.log"
+        (folder / RESULT).write_text(json.dumps({
+            "student": student, "fingerprint": payload["fingerprint"], "submission": sent["digest"],
+            "host": socket.gethostname(), "result": described}, indent=1), encoding="utf-8")
+        folders.append(folder)
+    return folders
+
+
+def _unpack(submitted: Path, sent: dict) -> None:
+    """A student's files as the client read them; each refused entry a dangling link, refused again here."""
+    submitted.mkdir(parents=True)
+    for name, content in sent["files"].items():
+        target = submitted / name
+        if submitted.resolve() not in target.resolve().parents:
+            raise GradingError(f"{name!r} is outside the submission")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    for entry in sent["refused"]:
+        link = submitted / Path(entry.split(":", 1)[0].strip()).name
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to("/nonexistent/refused-by-the-client")
+
+
+def serve(course: Path) -> int:
+    """``python -m grader.grading.result_folders --serve COURSE``: a cluster worker's grading process (``grader.grading.cluster``), kept
+    between its tasks so that its zygotes and one fork server serve every student it grades.  Reads one request a
+    line on stdin ({"payload": path, "out": path}), answers one line on stdout ({"ok": true} or {"error": ...});
+    what grading prints goes to stderr.  Ends when stdin does (the worker is gone)."""
+    from grader.grading.batch import GradingSession
+    from grader.grading.nbgrader_process import fork_server
+    answers = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)  # prints, ours and the batch's, go to the log, never into the answers
+    session = None
+    with tempfile.TemporaryDirectory(prefix="translab-worker-") as scratch, contextlib.ExitStack() as stack:
+        root = scratch_course(course, Path(scratch) / "course")
+        for line in sys.stdin:
+            request = json.loads(line)
+            try:
+                payload = pickle.loads(Path(request["payload"]).read_bytes())
+                if session is None or session.sandbox != payload["sandbox"] or \
+                        session.room() < len(payload["students"]) + 1:
+                    stack.close()
+                    fork_server(checker_imports=not payload["sandbox"])
+                    session = stack.enter_context(GradingSession(root, payload["sandbox"]))
+                grade_to_folders(course, payload, Path(request["out"]), session=session)
+                answer = {"ok": True}
+            except GradingError as error:
+                answer = {"error": str(error)}
+            except Exception as error:  # our code or the machine: say so, and end (the worker starts another)
+                answers.write(json.dumps({"error": f"{type(error).__name__}: {error}"}) + "\n")
+                raise
+            answers.write(json.dumps(answer) + "\n")
+    return 0
+
+
+# ---------------------------------------------------------------- merging, here
+
+def merged_mark(root: Path, student: str) -> dict | None:
+    try:
+        return json.loads((root / AUTOGRADED / student / MERGED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def merge_folder(root: Path, folder: Path, course: dict | None = None) -> dict:
+    """Merge one result folder into the course: the gradebook rows in one transaction, then the autograded files,
+    then the mark.  Refuses a result graded with another version of the course."""
+    described = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+    student = described["student"]
+    course = course or fingerprint(root)
+    if described["fingerprint"]["digest"] != course["digest"]:
+        raise GradingError(f"{folder} was graded with another version of the course (commit "
+                           f"{described['fingerprint']['commit'] or '?'}) than this one ({course['commit'] or '?'}): "
+                           "grade it again here, or merge it into a checkout of that commit")
+    if Path(student).name != student:
+        raise GradingError(f"{folder}: {student!r} is not a student id")
+    merge_student(root / GRADEBOOK, folder / GRADEBOOK, student)
+    target = root / AUTOGRADED / student
+    if (folder / AUTOGRADED).exists():
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(folder / AUTOGRADED, target, symlinks=True)
+    target.mkdir(parents=True, exist_ok=True)
+    (target / MERGED).write_text(json.dumps({"submission": described["submission"], "course": course["digest"],
+                                             "host": described["host"], "merged_at": time.time()}), encoding="utf-8")
+    return described
+
+
+def merge(root: Path, folders: list[Path]) -> list[dict]:
+    """``python -m grader merge DIR...``: each DIR a result folder (it holds result.json) or a folder of them."""
+    found = []
+    for folder in folders:
+        if not folder.exists():
+            raise GradingError(f"{folder} does not exist")
+        found += [folder] if (folder / RESULT).exists() else sorted(p.parent for p in folder.glob(f"*/{RESULT}"))
+    if not found:
+        raise GradingError(f"no result folders (with {RESULT}) in {', '.join(map(str, folders))}: they are written by "
+                           "`python -m grader autograde --student ID --results-dir DIR`")
+    course = fingerprint(root)
+    return [merge_folder(root, folder, course) for folder in found]
+
+
+def payload(root: Path, chunk: list[tuple[str, tuple]], course: dict, secret: bytes, extra_args: tuple[str, ...],
+             sandbox: bool, student_timeout: float | None) -> dict:
+    """What a task carries: the students' files, a gradebook with their rows, what must agree across machines."""
+    return {"students": [{"student": name, "files": files, "refused": refused, "digest": digest}
+                         for name, (files, refused, digest) in chunk],
+            "gradebook": student_gradebook(root / GRADEBOOK, [name for name, _ in chunk]), "secret": secret,
+            "fingerprint": course, "args": list(extra_args), "sandbox": sandbox, "student_timeout": student_timeout}
+
+
+def grade_students_to(root: Path, only: list[str] | None, out: Path, extra_args: tuple[str, ...] = (),
+                      sandbox: bool = True, student_timeout: float | None = None) -> list[Path]:
+    """``autograde --student ID --results-dir DIR``: result folders for ``merge``, the gradebook untouched (one
+    job of a Slurm array, a Kubernetes Job: the course's checkout is where it runs)."""
+    from grader.grading.batch import ensure_assignment
+    from grader.grading.preflight import preflight
+    if not only:
+        raise GradingError("--results-dir grades the students named with --student (one or more)")
+    names, secret = preflight(root, only)
+    ensure_assignment(root)
+    chunk = [(name, submission(root, name)) for name in names]
+    given = payload(root, chunk, fingerprint(root), secret, extra_args, sandbox, student_timeout)
+    return grade_to_folders(root, given, out)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["--serve"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m grader.grading.result_folders --serve COURSE (a cluster worker starts it: grader.grading.cluster)")
+    sys.exit(serve(Path(sys.argv[2])))

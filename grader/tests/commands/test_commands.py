@@ -1,0 +1,101 @@
+"""``python -m grader``: one module per command in grader/commands/, ``grader.cli.COMMANDS`` the one list, and every
+way of grading refusing the same things before it grades anyone (``grader.grading.preflight``)."""
+from __future__ import annotations
+
+import pytest
+
+from grader import cli
+from grader.grading import batch, result_folders
+from grader.course import GradingError
+from translab.contract import ASSIGNMENT
+from translab.paths import REPO_ROOT
+
+COMMANDS_DIR = REPO_ROOT / "grader" / "commands"
+
+
+def test_every_command_is_a_module_of_grader_commands_and_the_table_lists_each_once():
+    """The table against the folder; the Makefile's and the documentation's commands against the table:
+    tests/test_project.py's test that every command the documentation names exists."""
+    modules = sorted(path.stem for path in COMMANDS_DIR.glob("*.py") if path.stem != "__init__")
+    assert len(set(cli.COMMANDS)) == len(cli.COMMANDS)
+    assert sorted(command.replace("-", "_") for command in cli.COMMANDS) == modules
+    for command in cli.COMMANDS:
+        module = cli.command_module(command)
+        assert module.HELP and callable(module.arguments) and callable(module.run), command
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    said = capsys.readouterr().out
+    assert all(command in said for command in cli.COMMANDS)
+
+
+def test_only_autograde_takes_nbgrader_options(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["release", "--Execute.timeout=5"])
+    assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def _course(tmp_path, students=("student0",)):
+    for student in students:
+        (tmp_path / "submitted" / student / ASSIGNMENT).mkdir(parents=True)
+    return tmp_path
+
+
+def _grade_nothing(monkeypatch):
+    """Whatever would grade or touch the gradebook records that it was reached."""
+    reached = []
+    monkeypatch.setattr(batch, "fork_server", lambda checker_imports=False: reached.append("fork"))
+    monkeypatch.setattr(batch, "ensure_assignment", lambda root: reached.append("gradebook"))
+    monkeypatch.setattr(batch, "grade_batch", lambda root, names, **options: reached.append("grade"))
+    monkeypatch.setattr(result_folders, "grade_to_folders", lambda root, given, out: reached.append("grade") or [])
+    return reached
+
+
+GRADE_HERE = {"batch": lambda root, out: batch.autograde(root, only=["student0"]),
+              "results-dir": lambda root, out: result_folders.grade_students_to(root, ["student0"], out)}
+
+
+@pytest.mark.parametrize("way", sorted(GRADE_HERE))
+def test_each_way_of_grading_here_refuses_without_the_data(tmp_path, monkeypatch, way):
+    """Code review 2026-11-27: the --results-dir path (a Slurm job's) went on without the data."""
+    root = _course(tmp_path / "course")
+    monkeypatch.setenv("TRANSLAB_DATA_DIR", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("TRANSLAB_COURSE_SECRET", "a secret for this test")
+    reached = _grade_nothing(monkeypatch)
+    with pytest.raises(GradingError) as refused:
+        GRADE_HERE[way](root, tmp_path / "out")
+    assert reached == [] and "train.tsv" in str(refused.value) and "make data" in str(refused.value)
+    assert "Nothing was graded" in str(refused.value) and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("way", sorted(GRADE_HERE))
+def test_each_way_of_grading_refuses_without_the_secret_and_names_the_fix(tmp_path, monkeypatch, way):
+    root = _course(tmp_path / "course")
+    monkeypatch.delenv("TRANSLAB_COURSE_SECRET", raising=False)
+    monkeypatch.setattr("grader.grading.preflight.require_data", lambda where="this machine": None)
+    reached = _grade_nothing(monkeypatch)
+    with pytest.raises(GradingError) as refused:
+        GRADE_HERE[way](root, tmp_path / "out")
+    assert reached == [] and "variants --init" in str(refused.value) and "Nothing was graded" in str(refused.value)
+
+
+@pytest.mark.parametrize("way", sorted(GRADE_HERE))
+def test_each_way_of_grading_refuses_a_student_without_a_submission(tmp_path, monkeypatch, way):
+    root = _course(tmp_path / "course", students=("student1",))
+    reached = _grade_nothing(monkeypatch)
+    with pytest.raises(GradingError) as refused:
+        GRADE_HERE[way](root, tmp_path / "out")
+    assert reached == [] and "no submission for 'student0'" in str(refused.value)
+
+
+def test_autograde_hands_the_nbgrader_options_on(tmp_path, monkeypatch):
+    given = {}
+    monkeypatch.setattr(batch, "autograde", lambda root, jobs, only, extra, **options: given.update(
+        root=root, only=only, extra=extra, **options) or "report")
+    monkeypatch.setattr(batch, "print_summary", lambda root, report, timeout: 0 if report == "report" else 9)
+    code = cli.main(["--root", str(tmp_path), "autograde", "--student", "alice", "--Execute.timeout=5",
+                     "--GuardedExecute.notebook_budget=30"])
+    assert code == 0 and given["only"] == ["alice"] and given["sandbox"] is True
+    assert given["extra"] == ("--Execute.timeout=5", "--GuardedExecute.notebook_budget=30")

@@ -1,0 +1,242 @@
+"""grader.grading.cluster without a cluster: what must agree across machines, what is refused, results merged elsewhere.
+(The class graded on a real Dask scheduler and workers, one of them killed, is in test_corpus.py.)"""
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.grading import cluster, result_folders
+from grader.course import GradingError
+from grader.testing import corpus
+from translab.contract import ASSIGNMENT, COURSE_ENV
+from translab.paths import REPO_ROOT
+
+from conftest import cell_scores, run_grader, small_course, venv_env
+
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
+
+def test_only_a_loopback_tcp_scheduler_or_tls_with_certificates_is_accepted(tmp_path):
+    for address in ("tcp://10.0.0.5:8786", "tcp://0.0.0.0:8786", "inproc://x"):
+        with pytest.raises(GradingError, match="runs any code"):
+            cluster.connect(address)
+    spec = tmp_path / "cluster.json"
+    spec.write_text(json.dumps({"address": "tls://10.0.0.5:8786", "security": {"tls_ca_file": "ca.pem"}}))
+    with pytest.raises(GradingError, match="tls_client_cert"):
+        cluster.connect(str(spec))
+
+
+def test_the_fingerprint_follows_the_solutions_and_the_configuration(tmp_path):
+    root = tmp_path / "course"
+    (root / "solutions").mkdir(parents=True)
+    shutil.copytree(REPO_ROOT / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
+    first = result_folders.fingerprint(root)
+    assert first == result_folders.fingerprint(root) and len(first["digest"]) == 64
+    notebook = next((root / "solutions" / ASSIGNMENT).glob("*.ipynb"))
+    notebook.write_text(notebook.read_text().replace("causal", "causal ", 1))
+    second = result_folders.fingerprint(root)
+    assert second["digest"] != first["digest"]
+    (root / "nbgrader_config.py").write_text((root / "nbgrader_config.py").read_text() + "\nc.Execute.timeout = 5\n")
+    assert result_folders.fingerprint(root)["digest"] != second["digest"]
+
+
+def test_a_worker_with_another_course_refuses_before_it_grades(tmp_path, monkeypatch):
+    monkeypatch.setenv(COURSE_ENV, str(REPO_ROOT))
+    payload = {"students": [{"student": "alice"}], "fingerprint": {"digest": "0" * 64, "commit": "abc1234"}}
+    with pytest.raises(result_folders.CourseMismatch, match="abc1234.*check out the batch's commit"):
+        cluster.remote_task(payload)
+
+
+def test_a_task_gradebook_holds_the_assignment_and_only_its_students_rows(tmp_path):
+    db = small_course(tmp_path / "course", []) / "gradebook.db"
+    from grader.course.gradebook import add_submission
+    for student in ("ann", "ben"):
+        add_submission(db, student)
+    copy = tmp_path / "ann.db"
+    copy.write_bytes(result_folders.student_gradebook(db, ["ann"]))
+    with sqlite3.connect(copy) as connection:
+        assert [row[0] for row in connection.execute("SELECT id FROM student")] == ["ann"]
+        assert connection.execute("SELECT COUNT(*) FROM submitted_assignment").fetchone() == (1,)
+        assert connection.execute("SELECT COUNT(*) FROM grade_cells").fetchone()[0] > 0, "the assignment's tests"
+
+
+def test_students_who_hand_in_the_same_files_are_different_tasks():
+    """Dask runs two tasks of one key once: two blank submissions must not share a result."""
+    same = ({"a.ipynb": b"{}"}, [], "digest")
+    keys = {cluster.task_key([(name, same)]) for name in ("ann", "bob")}
+    assert len(keys) == 2
+    assert cluster.task_key([("ann", same)]) == cluster.task_key([("ann", same)]), "the same task, the same key"
+    assert cluster.task_key([("ann", same)]) != cluster.task_key([("ann", ({}, [], "another"))])
+
+
+@pytest.mark.parametrize("students, workers", [(100, 2), (8, 2), (1, 4), (30, 0), (1000, 32), (40, 4), (0, 3)])
+def test_tasks_shrink_to_single_students_at_the_end(students, workers):
+    sizes = cluster.chunk_sizes(students, workers)
+    assert sum(sizes) == students and all(1 <= size <= cluster.CHUNK_MAX for size in sizes)
+    assert sizes == sorted(sizes, reverse=True), "the large tasks first"
+    if students >= 2 * max(workers, 1):
+        assert sizes[-max(workers, 1):] == [1] * max(workers, 1), "each worker ends on a single student"
+    assert len(sizes) < students or students < 4, "not one task per student"
+
+
+def test_merge_refuses_a_result_of_another_course_and_an_empty_folder(tmp_path):
+    folder = tmp_path / "results" / "alice"
+    folder.mkdir(parents=True)
+    (folder / result_folders.RESULT).write_text(json.dumps({"student": "alice", "fingerprint": {"digest": "1" * 64,
+                                                                                           "commit": "old"}}))
+    with pytest.raises(GradingError, match="another version of the course"):
+        result_folders.merge(REPO_ROOT, [tmp_path / "results"])
+    with pytest.raises(GradingError, match="no result folders"):
+        (tmp_path / "empty").mkdir()
+        result_folders.merge(REPO_ROOT, [tmp_path / "empty"])
+
+
+def test_a_student_graded_into_a_results_folder_then_merged_scores_as_graded_here(tmp_path):
+    """`autograde --student ID --results-dir DIR` (one job of a Slurm array) then `merge DIR` on the course: the
+    same cells as grading it here, and the submission is marked merged."""
+    here = small_course(tmp_path / "here", ["solution_01"])
+    run_grader(here, "autograde")
+    there = small_course(tmp_path / "there", ["solution_01"])
+    env = venv_env()
+    out = tmp_path / "results"
+    for command in (["autograde", "--student", "solution_01", "--results-dir", str(out)], ["merge", str(out)]):
+        done = subprocess.run([sys.executable, "-m", "grader", "--root", str(there), *command], env=env, text=True,
+                              capture_output=True, timeout=600)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "merged solution_01" in done.stdout
+    assert cell_scores(there, "solution_01") == cell_scores(here, "solution_01")
+    mark = result_folders.merged_mark(there, "solution_01")
+    assert mark and mark["submission"] == result_folders.submission(there, "solution_01")[2]
+    assert (there / "autograded" / "solution_01" / ASSIGNMENT / f"{corpus.NB1}.ipynb").exists()
+
+
+def test_a_student_whose_worker_died_three_times_scores_0_flagged(tmp_path):
+    """What the batch does when the scheduler gives up on a task (KilledWorker after its retries): the student's
+    notebooks at 0, flagged with the reason, and the batch goes on."""
+    from grader.course.gradebook import flagged_notebooks
+    root = small_course(tmp_path / "course", [])
+    result = cluster.worker_died(root, "ghost")
+    assert result.flagged == result.failed_notebooks and len(result.flagged) == 6
+    assert flagged_notebooks(root / "gradebook.db", "ghost") == sorted(result.flagged)
+    with sqlite3.connect(root / "gradebook.db") as connection:
+        scores = connection.execute("SELECT g.auto_score FROM grade g JOIN submitted_notebook sn ON g.notebook_id = sn.id "
+                                    "JOIN submitted_assignment sa ON sn.assignment_id = sa.id "
+                                    "WHERE sa.student_id = 'ghost' AND g.auto_score IS NOT NULL").fetchall()
+    assert scores and all(score == 0 for (score,) in scores)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _zygotes(pid: int) -> set[int]:
+    """The pids of the zygotes below process ``pid`` (grader.isolation.zygote)."""
+    found, frontier = set(), [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = Path(f"/proc/{parent}/task/{parent}/children")
+        for child in (children.read_text().split() if children.exists() else []):
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"grader.isolation.zygote" in command:
+                found.add(int(child))
+            frontier.append(int(child))
+    return found
+
+
+def test_a_worker_s_grading_process_grades_task_after_task_with_the_same_zygotes(tmp_path, monkeypatch):
+    """What a worker runs (``grader.grading.cluster.GradingServer``): three tasks in one process, the same zygotes for all,
+    the same student graded again in the third scoring as in the first, and the process gone with its stdin."""
+    from grader.grading.batch import ensure_assignment
+    from grader.course.variants import require_secret
+    monkeypatch.setenv("PATH", venv_env()["PATH"])  # nbgrader runs alembic from PATH
+    root = small_course(tmp_path / "course", ["solution_01", "blank_01"])
+    ensure_assignment(root)
+    course, secret = result_folders.fingerprint(root), require_secret(root)
+    server = cluster.GradingServer(root)
+    try:
+        zygotes, scores = [], []
+        for number, student in enumerate(["solution_01", "blank_01", "solution_01"]):
+            given = tmp_path / f"task{number}.pickle"
+            given.write_bytes(pickle.dumps(result_folders.payload(root, [(student, result_folders.submission(root, student))],
+                                                           course, secret, (), True, None)))
+            server.grade(given, tmp_path / f"out{number}")
+            scores.append(cell_scores(tmp_path / f"out{number}" / student, student))
+            zygotes.append(_zygotes(server.process.pid))
+        # the kernels' zygote and the checkers' (grader.isolation.zygote), the same two for every task
+        assert len(zygotes[0]) == 2 and zygotes[0] == zygotes[1] == zygotes[2], zygotes
+        assert scores[0] == scores[2]
+        got = {name: sum(score for score, _, _ in cells.values()) for name, cells in (("solution", scores[0]),
+                                                                                     ("blank", scores[1]))}
+        assert got["blank"] < got["solution"], got
+        server.process.stdin.close()
+        assert server.process.wait(timeout=60) == 0
+        deadline = time.monotonic() + 30
+        while any(_running(pid) for pid in zygotes[0]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_running(pid) for pid in zygotes[0]), "the zygote ends with it"
+    finally:
+        server.close()
+
+
+def test_dask_reads_the_grading_settings_from_the_environment_the_module_prints():
+    """What an instructor runs before `dask scheduler` and `dask worker`: eval "$(python -m grader.grading.cluster --env)"."""
+    read = "import json, dask, distributed; print(json.dumps({key: dask.config.get(key) for key in %r}))" % (
+        list(cluster.DASK_SETTINGS),)
+    done = subprocess.run(["bash", "-c", f'eval "$({sys.executable} -m grader.grading.cluster --env)" && '
+                                         f'{sys.executable} -c "{read}"'], capture_output=True, text=True, timeout=120,
+                          cwd=REPO_ROOT, env={k: v for k, v in venv_env().items() if not k.startswith("DASK_")})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == cluster.DASK_SETTINGS
+
+
+def test_a_grading_process_that_ended_says_why_and_leaves_no_file_behind(tmp_path, monkeypatch):
+    """Its log is a file without a name: a worker ended by its scheduler (Slurm's SIGTERM) or lost leaves nothing
+    in the temporary folder, and what the process printed before it ended still reaches the batch."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    (tmp_path / "no-course").mkdir()  # no nbgrader_config.py: its scratch course cannot be made, it ends at once
+    server = cluster.GradingServer(tmp_path / "no-course")
+    try:
+        with pytest.raises(GradingError, match=r"the grading process on .* ended \(exit 1\): .*no-course"):
+            server.grade(tmp_path / "task.pickle", tmp_path / "out")
+    finally:
+        server.close()
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_worker_starts_a_new_grading_process_when_the_course_changed_on_disk(tmp_path):
+    """The process kept between tasks runs the code it loaded: a checkout updated under it must not grade with the
+    old code while the fingerprint, read from disk, says the new."""
+    course = small_course(tmp_path / "course", [])
+    first = cluster.grading_server(course, "digest-a")
+    try:
+        assert cluster.grading_server(course, "digest-a") is first and first.alive()
+        second = cluster.grading_server(course, "digest-b")
+        assert second is not first and second.alive() and first.process.poll() is not None
+        first.process.kill()
+        assert cluster.grading_server(course, "digest-b") is second
+        second.process.kill()
+        second.process.wait(timeout=30)
+        third = cluster.grading_server(course, "digest-b")
+        assert third is not second and third.alive(), "one that ended is started again"
+    finally:
+        for server in list(cluster.GRADING_SERVERS.values()):
+            server.close()
+        cluster.GRADING_SERVERS.clear()

@@ -1,0 +1,290 @@
+"""Grading behaviour, end to end through nbgrader on a temporary copy of the course (see conftest.py)."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from translab.contract import ASSIGNMENT
+from translab.paths import REPO_ROOT
+
+from conftest import (BOB_ID, CHEAT_FAILS, MISTAKE_CELLS, MISTAKE_MESSAGES, cell_scores, hidden_test_lines, page_text,
+                      press_formgrader_button, venv_env)
+
+pytestmark = pytest.mark.slow
+BOB = BOB_ID
+NOTEBOOKS = sorted(p.stem for p in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
+
+
+def _comparable(path: Path) -> dict:
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    return notebook
+
+
+def test_committed_student_notebooks_equal_a_fresh_release(course):
+    root, _ = course
+    fresh = sorted(p.name for p in (root / "notebooks" / ASSIGNMENT).glob("*.ipynb"))
+    committed = sorted(p.name for p in (REPO_ROOT / "notebooks" / ASSIGNMENT).glob("*.ipynb"))
+    assert committed == fresh, "notebooks/ and solutions/ hold different notebooks: run `make release`"
+    stale = [name for name in fresh if _comparable(root / "notebooks" / ASSIGNMENT / name)
+             != _comparable(REPO_ROOT / "notebooks" / ASSIGNMENT / name)]
+    assert not stale, f"student notebooks out of date with solutions/: {stale}; run `make release` and commit"
+
+
+def test_collect_puts_lms_submissions_in_place(course):
+    root, _ = course
+    for student in ("alice", BOB):
+        found = sorted(p.stem for p in (root / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
+        assert found == NOTEBOOKS, f"{student}: collected {found}"
+
+
+def test_solutions_get_full_marks_on_every_autograded_cell(course):
+    root, _ = course
+    scores = cell_scores(root, "alice")
+    code_cells = {key: value for key, value in scores.items() if value[2]}
+    assert len(code_cells) >= 25
+    lost = {key: value for key, value in code_cells.items() if value[0] != value[1]}
+    assert not lost, f"the solutions lose points on {lost}"
+
+
+def _graded_cells(path: Path):
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade"):
+            yield meta["grade_id"], cell
+
+
+def test_no_stderr_and_no_error_in_graded_cells_of_the_solutions(course):
+    root, _ = course
+    problems = []
+    for path in sorted((root / "autograded" / "alice" / ASSIGNMENT).glob("*.ipynb")):
+        for grade_id, cell in _graded_cells(path):
+            for output in cell.outputs:
+                if output.output_type == "error" or (output.output_type == "stream" and output.name == "stderr"):
+                    problems.append((path.stem, grade_id, output.get("text", output.get("evalue", ""))[:200]))
+    assert not problems, problems
+
+
+def test_no_error_anywhere_in_the_solutions(course):
+    """Ungraded cells too: the demos, training runs and plots of the solutions run under nbgrader."""
+    root, _ = course
+    errors = []
+    for path in sorted((root / "autograded" / "alice" / ASSIGNMENT).glob("*.ipynb")):
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            for output in cell.get("outputs", []):
+                if output.output_type == "error":
+                    errors.append((path.stem, index, output.ename, output.evalue[:200]))
+    assert not errors, errors
+
+
+def test_blank_notebooks_get_zero_on_every_test_cell(course):
+    root, _ = course
+    scores = cell_scores(root, "blank")
+    code_cells = {key: value for key, value in scores.items() if value[2]}
+    assert len(code_cells) >= 25
+    scored = {key: value for key, value in code_cells.items() if value[0] != 0}
+    assert not scored, f"blank notebooks score on {scored}"
+
+
+def test_typical_mistakes_lose_exactly_their_cells(course):
+    root, _ = course
+    scores = cell_scores(root, BOB)
+    expected_lost = {(nb, cell) for nb, cells in MISTAKE_CELLS.items() for cell in cells}
+    lost = {key for key, (score, max_score, is_code) in scores.items() if is_code and score != max_score}
+    assert lost == expected_lost, f"lost {sorted(lost)}, expected {sorted(expected_lost)}"
+    assert all(scores[key][0] == 0 for key in expected_lost)
+
+
+def _feedback_text(root: Path, student: str, notebook: str) -> str:
+    return (root / "feedback" / student / ASSIGNMENT / f"{notebook}.html").read_text(encoding="utf-8")
+
+
+def test_feedback_names_each_mistake(course):
+    root, _ = course
+    for notebook, phrases in MISTAKE_MESSAGES.items():
+        text = _feedback_text(root, BOB, notebook)
+        for phrase in phrases:
+            assert phrase in text, f"{notebook}: feedback does not say {phrase!r}"
+
+
+def test_feedback_contains_no_hidden_test_code(course):
+    root, _ = course
+    hidden = hidden_test_lines()
+    assert hidden
+    pages = sorted((root / "feedback").glob(f"*/{ASSIGNMENT}/*.html"))
+    assert len(pages) >= 3 * len(NOTEBOOKS)
+    for page in pages:
+        text = page_text(page)
+        assert "HIDDEN TESTS" not in text, page
+        for line in hidden:
+            assert line not in text, f"{page.relative_to(root)} shows hidden test code {line!r}"
+
+
+def test_feedback_shows_each_model_answer_after_the_students_own(course):
+    """What answers a written question reaches the student with the feedback, not before (issue 31), and only with
+    that answer's grade (issue 49): bob's 04 answer was graded by hand, his 01 answer was not (feedback --force)."""
+    root, _ = course
+    text = page_text(root / "feedback" / BOB / ASSIGNMENT / "04_transfer_experiment.html")
+    question, _, after = text.partition("Model answer, shown after grading")
+    assert "Written question: interpret the curves" in question
+    assert "a good answer reads them off its own plot" in after
+    ungraded = page_text(root / "feedback" / BOB / ASSIGNMENT / "01_mask_and_positional_encoding.html")
+    assert "Model answer, shown after grading" not in ungraded and "comes with its grade" in ungraded
+    # bob's own answer is the model answer's text (his notebooks are the solutions, a few cells changed): once only
+    assert ungraded.count("loss would collapse by copying") == 1
+
+
+def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
+    root, _ = course
+    scores = cell_scores(root, "mallory")
+    for notebook, cells in CHEAT_FAILS.items():
+        for cell in cells:
+            assert scores[(notebook, cell)][0] == 0, (notebook, cell, scores[(notebook, cell)])
+    text = _feedback_text(root, "mallory", "01_mask_and_positional_encoding")
+    assert "calls translab&#39;s own" in text or "calls translab's own" in text
+    pasted = _feedback_text(root, "mallory", "02_model_and_parameters")
+    assert "these are the counts of another configuration" in pasted  # alice's numbers, pasted
+    from grader.course.gradebook import flagged_notebooks
+    assert "02_model_and_parameters" in flagged_notebooks(root / "gradebook.db", "mallory")  # ran as alice
+    assert "02_model_and_parameters" not in flagged_notebooks(root / "gradebook.db", "alice")
+
+
+def test_grades_csv_has_one_row_per_student(course):
+    root, _ = course
+    with open(root / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted(row["student_id"] for row in rows) == sorted(["alice", "blank", BOB, "mallory"])
+    by_student = {row["student_id"]: row for row in rows}
+    assert float(by_student["alice"]["auto_score"]) > 0
+    assert float(by_student["blank"]["total"]) == 0
+    assert float(by_student["alice"]["max_score"]) == float(by_student["blank"]["max_score"])
+    assert float(by_student[BOB]["auto_score"]) < float(by_student["alice"]["auto_score"])
+
+
+def test_grades_csv_has_one_column_per_task(course):
+    """Besides the per-notebook totals, one column per graded cell, ``<notebook>/<grade_id>``, in notebook order;
+    a student's task scores add up to the notebook's score."""
+    root, _ = course
+    with open(root / "grades.csv", newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        rows = {row["student_id"]: row for row in reader}
+        columns = reader.fieldnames
+    scores = cell_scores(root, "alice")
+    tasks = [f"{notebook}/{cell}" for notebook, cell in scores]
+    assert sorted(c for c in columns if "/" in c) == sorted(tasks)
+    assert columns.index("01_mask_and_positional_encoding/mask_visible") < \
+        columns.index("01_mask_and_positional_encoding/mask_hidden") < \
+        columns.index("01_mask_and_positional_encoding/pe_visible")
+    for student, row in rows.items():
+        for notebook in NOTEBOOKS:
+            total = sum(float(row[c] or 0) for c in columns if c.startswith(f"{notebook}/"))
+            assert total == pytest.approx(float(row[notebook])), (student, notebook)
+    lost = {(nb, cell) for nb, cells in MISTAKE_CELLS.items() for cell in cells}
+    for (notebook, cell), (score, max_score, is_code) in cell_scores(root, BOB).items():
+        if is_code:
+            assert float(rows[BOB][f"{notebook}/{cell}"]) == (0 if (notebook, cell) in lost else max_score)
+    assert float(rows["alice"]["02_model_and_parameters/count_hidden"]) == 1
+    assert float(rows["mallory"]["02_model_and_parameters/count_visible"]) == 0
+    assert float(rows["mallory"]["02_model_and_parameters/count_hidden"]) == 0
+
+
+def test_grading_commands_are_idempotent(course):
+    """A second `grades` run rewrites the same CSV; a second release leaves the notebooks unchanged."""
+    from conftest import run_grader
+    root, _ = course
+    before = (root / "grades.csv").read_text()
+    run_grader(root, "grades")
+    assert (root / "grades.csv").read_text() == before
+
+
+def test_autograde_time_is_reported(course, capsys):
+    _, timings = course
+    with capsys.disabled():
+        print(f"\n[grading] release {timings['release']:.0f}s, autograde of all students {timings['autograde']:.0f}s")
+
+
+def test_feedback_waits_for_manual_grades(course, tmp_path):
+    """`make feedback` refuses while written answers are ungraded (nbgrader would release them as 0), says whose,
+    and writes nothing; --graded-only releases the fully graded students; --force everyone."""
+    import shutil
+    import subprocess
+    import sys
+
+    from nbgrader.api import Gradebook
+    root, _ = course
+    copy = tmp_path / "course"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("feedback"))
+
+    def feedback(*args):
+        return subprocess.run([sys.executable, "-m", "grader", "--root", str(copy), "feedback", *args],
+                              text=True, capture_output=True)
+
+    refused = feedback()
+    assert refused.returncode == 1 and not (copy / "feedback").exists()
+    assert "not graded yet" in refused.stderr and "alice:" in refused.stderr and "written_" in refused.stderr
+    assert "--graded-only" in refused.stderr and "--force" in refused.stderr
+    with Gradebook(f"sqlite:///{copy / 'gradebook.db'}") as gradebook:
+        for notebook in gradebook.find_submission(ASSIGNMENT, "alice").notebooks:
+            for grade in notebook.grades:
+                if grade.needs_manual_grade:  # what the formgrader's Manual Grading does on save
+                    grade.manual_score, grade.needs_manual_grade = grade.max_score, False
+        gradebook.db.commit()
+    from grader.course.gradebook import ungraded
+    pending = {student for student, names in ungraded(copy).items() if names}
+    assert "alice" not in pending and {BOB, "mallory"} <= set(pending)  # blank's unchanged answers score 0 by rule
+    assert feedback().returncode == 1, "bob and mallory are still ungraded"
+    released = feedback("--graded-only")
+    assert released.returncode == 0, released.stderr[-3000:]
+    assert sorted(p.name for p in (copy / "feedback").iterdir()) == sorted({"alice", "blank", BOB, "mallory"}
+                                                                            - set(pending))
+    assert feedback("--force").returncode == 0
+    assert sorted(p.name for p in (copy / "feedback").iterdir()) == sorted(["alice", "blank", BOB, "mallory"])
+
+
+def test_nbgrader_s_own_feedback_and_the_buttons_follow_the_same_rule(course, tmp_path):
+    """Plain `nbgrader generate_feedback` and the formgrader's buttons (per assignment, per student) refuse while a
+    selected student's written answer is ungraded, naming it, and write nothing; a fully graded student's button
+    works; `--FeedbackGateExporter.release=graded-only` releases the graded students only."""
+    import subprocess
+    import sys
+
+    from grader.course.gradebook import open_gradebook, ungraded
+    root, _ = course
+    copy = tmp_path / "course"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("feedback"))
+    env = venv_env()
+
+    def nbgrader(*args):
+        return subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, *args], cwd=copy,
+                              env=env, text=True, capture_output=True)
+
+    def button(*args):
+        return press_formgrader_button(copy, "generate_feedback", ASSIGNMENT, *args)
+
+    refused = nbgrader()
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "not graded yet" in said, said[-3000:]
+    assert "alice:" in said and "written_" in said, said[-3000:]
+    assert "--FeedbackGateExporter.release=graded-only" in said and not (copy / "feedback").exists()
+    for args in ((), ("alice",)):
+        pressed = button(*args)
+        assert pressed["success"] is False and "not graded yet" in pressed.get("error", "") + pressed.get("log", "")
+        assert not (copy / "feedback").exists()
+    with open_gradebook(copy / "gradebook.db") as gradebook:
+        for notebook in gradebook.find_submission(ASSIGNMENT, "alice").notebooks:
+            for grade in notebook.grades:
+                if grade.needs_manual_grade:
+                    grade.manual_score, grade.needs_manual_grade = grade.max_score, False
+        gradebook.db.commit()
+    pending = {student for student, names in ungraded(copy).items() if names}
+    assert button("alice")["success"] is True
+    assert [p.name for p in (copy / "feedback").iterdir()] == ["alice"]
+    assert button(BOB)["success"] is False and not (copy / "feedback" / BOB).exists()
+    released = nbgrader("--force", "--FeedbackGateExporter.release=graded-only")
+    assert released.returncode == 0, (released.stdout + released.stderr)[-3000:]
+    assert sorted(p.name for p in (copy / "feedback").iterdir()) == sorted({"alice", "blank", BOB, "mallory"} - pending)

@@ -1,0 +1,97 @@
+"""The fork server that every nbgrader process of a batch is forked from (grader.grading.nbgrader_process.fork_server):
+it holds nbgrader already imported, the checks too when it forks many students, and never what grading does not use
+(see grader/__init__.py)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from grader.grading import batch, nbgrader_process
+from grader.commands.release import release
+from grader.course import GradingError
+from translab.paths import REPO_ROOT
+
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
+PROBE = """\
+import json, sys
+from grader.grading import nbgrader_process
+
+CHILD = '''
+import json, sys
+import nbformat
+nbformat.validate(nbformat.v4.new_notebook())  # jsonschema still validates without the module kept out
+json.dump({name: sys.modules.get(name) is not None for name in %r}, sys.stdout)
+'''
+if __name__ == "__main__":
+    names = ["nbgrader.apps.nbgraderapp", "jsonschema", "rfc3987_syntax", "torch", "translab.checks",
+             "torch.fx.experimental.symbolic_shapes"]
+    child = nbgrader_process.fork_server(checker_imports=sys.argv[1] == "1").Process(target=exec, args=(CHILD % names,))
+    child.start()
+    child.join(120)
+    sys.exit(child.exitcode)
+"""
+
+
+@pytest.mark.parametrize("checker_imports", [True, False])
+def test_children_start_with_nbgrader_imported_and_the_checks_only_when_asked(tmp_path, checker_imports):
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    done = subprocess.run([sys.executable, str(script), str(int(checker_imports))], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {"nbgrader.apps.nbgraderapp": True, "jsonschema": True, "rfc3987_syntax": False,
+                                       "torch": checker_imports, "translab.checks": checker_imports,
+                                       "torch.fx.experimental.symbolic_shapes": checker_imports}
+
+
+@pytest.mark.parametrize("count, sandbox", [(1, True), (3, True), (1, False), (3, False)])
+def test_autograde_starts_the_fork_server_before_the_gradebook_with_the_checks_for_an_unsandboxed_class(
+        tmp_path, monkeypatch, count, sandbox):
+    """The checks' imports go to the fork server only where its nbgrader processes run checkers themselves: a
+    sandboxed batch forks them from its zygote (verdicts.ForkedChecker)."""
+    for index in range(count):
+        (tmp_path / "submitted" / f"student{index}" / batch.ASSIGNMENT).mkdir(parents=True)
+    calls = []
+    monkeypatch.setattr(batch, "fork_server", lambda checker_imports=False: calls.append(("fork", checker_imports)))
+    monkeypatch.setattr(batch, "ensure_assignment", lambda root: calls.append(("gradebook",)))
+    monkeypatch.setattr(batch, "grade_batch", lambda root, names, **options: calls.append(("grade", len(names))))
+    batch.autograde(tmp_path, sandbox=sandbox)
+    assert calls == [("fork", count > 1 and not sandbox), ("gradebook",), ("grade", count)]
+
+
+def test_autograde_refuses_before_anything_when_the_data_is_missing(tmp_path, monkeypatch):
+    (tmp_path / "submitted" / "student0" / batch.ASSIGNMENT).mkdir(parents=True)
+    monkeypatch.setenv("TRANSLAB_DATA_DIR", str(tmp_path / "nowhere"))
+    calls = []
+    monkeypatch.setattr(batch, "fork_server", lambda checker_imports=False: calls.append("fork"))
+    monkeypatch.setattr(batch, "grade_batch", lambda root, names, **options: calls.append("grade"))
+    with pytest.raises(GradingError) as refused:
+        batch.autograde(tmp_path)
+    assert calls == [] and "train.tsv" in str(refused.value) and "make data" in str(refused.value)
+
+
+@pytest.mark.parametrize("body, told", [("c = get_config()\nc.Execute.timeout = 60\n", None),
+                                        ("raise ValueError('a typo on line 1')\n", "ValueError('a typo on line 1')"),
+                                        ("import os\nos._exit(3)\n", "loading it ended the process")])
+def test_a_configuration_that_does_not_load_stops_the_batch_with_its_error(tmp_path, body, told):
+    (tmp_path / "nbgrader_config.py").write_text(body)
+    if told is None:
+        nbgrader_process.check_config(tmp_path)
+        return
+    with pytest.raises(GradingError) as refused:
+        nbgrader_process.check_config(tmp_path)
+    assert told in str(refused.value) and "fix it and grade again" in str(refused.value)
+
+
+def test_a_configuration_that_does_not_load_stops_the_release(tmp_path):
+    """nbgrader logs a configuration that raises and releases with its defaults: without ours, the summaries that
+    give written answers away (grader.course.after_grading) would reach students."""
+    (tmp_path / "solutions" / batch.ASSIGNMENT).mkdir(parents=True)
+    (tmp_path / "nbgrader_config.py").write_text("raise ValueError('a typo on line 1')\n")
+    with pytest.raises(GradingError) as refused:
+        release(tmp_path)
+    assert "a typo on line 1" in str(refused.value) and not (tmp_path / "notebooks").exists()

@@ -1,0 +1,172 @@
+"""The batch's kernel zygote (grader.isolation.zygote): what reaches the launcher reaches the kernel it forked, and no
+kernel outlives its launcher or the batch.  The sandbox itself is tested both ways in test_sandbox."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.isolation import sandbox
+from grader.tests.isolation.test_sandbox import STUDENT_UID, launch_kernel, course  # noqa: F401 - the fixture
+from grader.isolation.zygote import Zygote
+from translab.paths import REPO_ROOT
+
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
+WAITS = """\
+import json, os, signal, sys, time
+def interrupted(number, frame):
+    print(json.dumps({"signal": number}), flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGINT, interrupted)
+print(json.dumps({"waiting": os.getpid()}), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def zygote(course):  # noqa: F811 - pytest's fixture, imported above
+    with Zygote(course[1], {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT) as started:
+        yield started
+
+
+def _start(course, zygote: Path) -> tuple[subprocess.Popen, int]:  # noqa: F811
+    """The launcher of a kernel that waits, in the background, and the pid of that kernel once it waits."""
+    root, work = course
+    command = [sys.executable, "-m", "grader.isolation.launcher", "--root", str(root), "--work", str(work),
+               "--zygote", str(zygote), "--", sys.executable, "-c", WAITS, "-f", str(work / "connection.json")]
+    env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(REPO_ROOT)}
+    launcher = subprocess.Popen(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env,
+                                start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if '"waiting"' in sandbox.kernel_output_tail(work / "status" / "7"):
+            record = sandbox.launch_records(work / "status" / "7")[-1]
+            assert record["ok"] and record["launcher"] == launcher.pid, record
+            return launcher, record["pid"]
+        time.sleep(0.05)
+    launcher.kill()
+    raise AssertionError(f"the kernel never started: {sandbox.launch_records(work / 'status' / '7')}")
+
+
+def process_gone(pid: int, within: float = 10) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_an_interrupt_sent_to_the_launcher_reaches_the_kernel(course, zygote):  # noqa: F811
+    launcher, kernel = _start(course, zygote.path)
+    assert kernel != launcher.pid, "the kernel is the zygote's child, not the launcher itself"
+    os.killpg(launcher.pid, signal.SIGINT)  # what jupyter_client does to interrupt a kernel
+    assert launcher.wait(30) == 0, "the launcher exits with its kernel's status"
+    assert json.dumps({"signal": int(signal.SIGINT)}) in sandbox.kernel_output_tail(course[1] / "status" / "7")
+    assert process_gone(kernel)
+
+
+def test_a_killed_launcher_takes_its_kernel_with_it(course, zygote):  # noqa: F811
+    launcher, kernel = _start(course, zygote.path)
+    os.killpg(launcher.pid, signal.SIGKILL)  # nbgrader's shutdown_kernel(now=True), or its own death
+    launcher.wait(30)
+    assert process_gone(kernel), "the kernel outlived its launcher"
+
+
+def test_the_kernels_end_with_the_zygote_and_it_holds_nothing_of_the_course(course, zygote):  # noqa: F811
+    launcher, kernel = _start(course, zygote.path)
+    opened = [os.readlink(f"/proc/{zygote.process.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{zygote.process.pid}/fd")]
+    assert not [path for path in opened if str(course[0]) in path or str(REPO_ROOT / "grader" / "references") in path], \
+        opened
+    zygote.close()
+    assert process_gone(kernel), "a kernel outlived the batch's zygote"
+    launcher.wait(30)
+
+
+def test_a_kernel_dies_with_a_killed_zygote(course, zygote):  # noqa: F811
+    launcher, kernel = _start(course, zygote.path)
+    zygote.process.kill()  # what follows when the batch itself is killed (the zygote's PDEATHSIG)
+    zygote.process.wait()
+    assert process_gone(kernel), "a kernel outlived its killed zygote"
+    launcher.wait(30)
+
+
+def test_without_a_zygote_the_launcher_starts_the_kernel_itself(course):  # noqa: F811
+    report = launch_kernel(course, "import json, os; print(json.dumps({'pid': os.getpid()}))")  # no --zygote: exec'd
+    missing = course[1] / "zygote" / "socket"
+    root, work = course
+    command = [sys.executable, "-m", "grader.isolation.launcher", "--root", str(root), "--work", str(work), "--zygote",
+               str(missing), "--", sys.executable, "-c", "print('{}')", "-f", str(work / "connection.json")]
+    env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env, timeout=120)
+    sandbox.kill_leftovers(env)
+    record = sandbox.launch_records(work / "status" / "7")[-1]
+    assert done.returncode == 0 and record["ok"] and "launcher" not in record, record
+    assert report["pid"] != record["pid"]
+
+
+def test_a_zygote_that_cannot_start_says_why(tmp_path):
+    work = tmp_path / ("w" * 120)  # too long a path for a Unix socket: bind fails before anything is imported
+    work.mkdir()
+    with pytest.raises(OSError, match="zygote.*did not start.*too long"):
+        Zygote(work, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT)
+
+
+ASKS_FOR_A_CHECKER = """\
+import json, os, socket, sys
+from pathlib import Path
+from grader.isolation.zygote import fork_checker
+os.setgroups([])
+os.setgid({uid})
+os.setuid({uid})
+ours, theirs = socket.socketpair()
+fork_checker(Path(sys.argv[1]), "/tmp", theirs, {{}})
+theirs.close()
+ours.settimeout(30)
+ours.sendall(json.dumps({{"op": "ready"}}).encode() + b"\\n")
+try:
+    answer = ours.recv(100)
+except ConnectionResetError:  # the zygote closed the checker's end unread
+    answer = b""
+print("refused" if answer == b"" else "forked", flush=True)
+"""
+
+
+def _ask_for_a_checker(zygote: Zygote, uid: int) -> str:
+    for folder in {zygote.path.parent, zygote.path.parent.parent}:
+        if folder.name in ("zygote", "checker"):
+            os.chmod(folder, 0o711)
+    os.chmod(zygote.path, 0o666)
+    done = subprocess.run([sys.executable, "-c", ASKS_FOR_A_CHECKER.format(uid=uid), str(zygote.path)],
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd="/", capture_output=True, text=True,
+                          timeout=120)
+    return done.stdout.strip() or done.stderr[-2000:]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a student's uid is another uid only when the batch runs as root")
+def test_a_student_uid_that_reached_the_zygote_would_get_no_checker(course):  # noqa: F811
+    """A checker is not sandboxed: only the batch's own uid may have one forked.  The socket is the batch's alone
+    and hidden from every kernel; here it is opened up, to show the zygote's own refusal."""
+    with Zygote(course[1], {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT, role="checker") as checkers:
+        assert _ask_for_a_checker(checkers, STUDENT_UID) == "refused"
+        assert "refused a launch: a checker asked for by uid" in checkers.log.read_text()
+
+
+def test_the_kernels_zygote_forks_no_checker_and_holds_no_translab(course, zygote):  # noqa: F811
+    """The kernels' zygote never has the full library a checker needs, so it forks none, whoever asks."""
+    assert _ask_for_a_checker(zygote, os.geteuid()) == "refused"
+    assert "refused a launch: a request for a checker at the kernels' zygote" in zygote.log.read_text()
+    package = f"{REPO_ROOT / 'translab'}/"  # the package's path: the checkout's folder may itself be named translab
+    mapped = Path(f"/proc/{zygote.process.pid}/maps").read_text()
+    assert package not in mapped and "/translab/checks/" not in mapped, "the zygote mapped a file of translab"
