@@ -369,7 +369,7 @@ def test_odd_answers_get_a_message_not_a_traceback(name):
 def test_an_unexpected_error_inside_the_checker_becomes_a_message(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("Float did not match Double")
-    monkeypatch.setattr(checks.part1_encoding, "_same", broken)
+    monkeypatch.setattr(checks.part1_encoding, "matches_reference", broken)
     message = failure(checks.check_positional_encoding, positional_encoding())
     assert message.startswith("the check could not compare your answer with the reference (RuntimeError: Float did "
                               "not match Double)")

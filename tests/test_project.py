@@ -316,7 +316,9 @@ def test_the_import_graph_of_translab_and_the_grader_has_no_circle():
     finds any circle and names it."""
     graph = _import_graph()
     assert {"grader.grading.batch", "grader.isolation.zygote", "translab.wire", "translab.contract"} <= graph.keys()
-    assert "grader.isolation.sandbox" in graph["grader.grading.batch"] or "grader.isolation.zygote" in graph["grader.grading.batch"]
+    # the batch holds one object per student's walls (issue 52): it reaches the sandbox through that module alone
+    assert {t for t in graph["grader.grading.batch"] if t.startswith("grader.isolation")} == \
+        {"grader.isolation.student_sandbox"}
     state: dict[str, str] = {}
 
     def walk(module: str, path: list[str]) -> None:
@@ -411,15 +413,21 @@ def test_each_nbgrader_plugin_is_one_class_in_a_file_named_after_it():
         assert len(classes) == 1 and classes[0] in imported, (stem, classes)
 
 
-def _private_names_reached(path: Path) -> list[str]:
-    """``module._name`` and ``from module import _name`` in a test file, for modules other than itself."""
+def _private_names_reached(path: Path, project_only: bool = False) -> list[str]:
+    """``module._name`` and ``from module import _name`` in a file, for modules other than itself (``project_only``:
+    modules of translab, the grader and the experiments; the standard library's and PyTorch's privates aside)."""
     import ast
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    ours = ("translab", "grader", "experiments")
+
+    def counted(module: str | None, level: int = 0) -> bool:
+        return not project_only or level > 0 or (module or "").split(".")[0] in ours
+
     modules, found = set(), []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            modules |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
+            modules |= {(alias.asname or alias.name).split(".")[0] for alias in node.names if counted(alias.name)}
+        elif isinstance(node, ast.ImportFrom) and counted(node.module, node.level):
             for alias in node.names:
                 if alias.name.startswith("_") and not alias.name.startswith("__"):
                     found.append(f"from {node.module} import {alias.name}")
@@ -430,6 +438,16 @@ def _private_names_reached(path: Path) -> list[str]:
                 and isinstance(node.value, ast.Name) and node.value.id in modules:
             found.append(f"{node.value.id}.{node.attr}")
     return found
+
+
+def test_no_module_reaches_a_private_name_of_another():
+    """Issue 52: the checks imported the harness's helpers by their private names 72 times; what a module shares
+    is public, under a name that says what it is (``fail``, ``call_student``, ``matches_reference``)."""
+    files = [path for package in ("translab", "grader", "experiments") for path in (REPO_ROOT / package).rglob("*.py")
+             if "tests" not in path.relative_to(REPO_ROOT).parts]
+    reached = {path.relative_to(REPO_ROOT).as_posix(): names for path in files
+               if (names := _private_names_reached(path, project_only=True))}
+    assert len(files) > 100 and not reached, reached
 
 
 def test_tests_reach_no_private_name_of_another_module():

@@ -16,7 +16,7 @@ FEEDBACK_MODES = ("complete", "graded-only", "force")
 LISTED = 20  # students named in a refusal; the rest are counted
 
 
-def held_back(root: Path, mode: str, how: dict[str, str], selected: list[str] | None = None) -> list[str]:
+def held_back(root: Path, mode: str, how: dict[str, str], student_ids: list[str] | None = None) -> list[str]:
     """The students of ``selected`` (default: everyone who submitted) whose feedback waits for a manual grade under
     ``mode``; raises ``GradingError`` with the list when ``mode`` is ``complete`` and someone waits, or when nobody
     would be released.  ``how`` says, for each other mode, what the instructor types to choose it."""
@@ -25,7 +25,7 @@ def held_back(root: Path, mode: str, how: dict[str, str], selected: list[str] | 
     if mode == "force":
         return []
     everyone = ungraded(root)
-    chosen = everyone if selected is None else {student: everyone.get(student, []) for student in selected}
+    chosen = everyone if student_ids is None else {student: everyone.get(student, []) for student in student_ids}
     pending = {student: names for student, names in chosen.items() if names}
     if pending and mode == "complete":
         listing = "\n".join(f"  {student}: {', '.join(names)}" for student, names in sorted(pending.items())[:LISTED])

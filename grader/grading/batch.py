@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from translab.contract import ASSIGNMENT, SANDBOX_STATUS_ENV, UNSANDBOXED_ENV
+from translab.contract import ASSIGNMENT
 
 from grader.course import GradingError
 from grader.course.gradebook import (add_submission, flagged_notebooks, gradebook_has_assignment, gradebook_notebooks,
@@ -39,6 +39,7 @@ from grader.grading.nbgrader_process import (check_config, fork_server, nbgrader
                                              run_nbgrader)
 from grader.grading.preflight import preflight
 from grader.grading.staging import stage_submission
+from grader.isolation.student_sandbox import BatchSandbox, StudentSandbox
 
 REPORT_NAME = "autograde_report.csv"
 CANARY = "translab-canary-check"  # the known-good submission that tells a broken machine from a broken student
@@ -55,15 +56,15 @@ def ensure_assignment(root: Path) -> None:
                       f"--CourseDirectory.release_directory={scratch}")
 
 
-def autograde(root: Path, jobs: int = 1, only: list[str] | None = None, extra_args: tuple[str, ...] = (),
+def autograde(root: Path, jobs: int = 1, student_ids: list[str] | None = None, extra_args: tuple[str, ...] = (),
               sandbox: bool = True, student_timeout: float = STUDENT_BUDGET) -> "BatchReport":
     """Grade every submission (or only these students'), ``jobs`` students at a time (see ``grade_batch``)."""
-    names, _ = preflight(root, only)
+    student_ids, _ = preflight(root, student_ids)
     # started first, with the preload this batch wants: its imports (1 s) overlap the zygote's, and
     # generate_assignment, when the gradebook is new, is forked from it too
-    fork_server(checker_imports=preloads_checks(names, sandbox))
+    fork_server(checker_imports=preloads_checks(student_ids, sandbox))
     ensure_assignment(root)
-    return grade_batch(root, names, jobs=jobs, extra_args=extra_args, sandbox=sandbox, student_timeout=student_timeout)
+    return grade_batch(root, student_ids, jobs=jobs, extra_args=extra_args, sandbox=sandbox, student_timeout=student_timeout)
 
 
 @dataclass
@@ -112,14 +113,9 @@ class StudentJob:
     student: str
     db: Path
     staged: Path      # the student's plain files, what nbgrader grades (CourseDirectory.submitted_directory)
-    status: Path | None  # the launcher's reports for this student
-    env: dict
-    args: list[str]
+    sandbox: StudentSandbox
+    args: list[str]   # nbgrader's options: the sandbox's, then the caller's
     budget: float
-    index: int = 0
-    uid: int | None = None
-    work: Path | None = None
-    shared_folders: list[Path] | None = None  # where a uid could leave files (sandbox.world_writable_folders)
 
 
 def _grade_student(job: StudentJob) -> StudentResult:
@@ -129,7 +125,7 @@ def _grade_student(job: StudentJob) -> StudentResult:
     kernel printed: a student decides what that says."""
     root, student, db = job.root, job.student, job.db
     log = root / "autograded" / student / "autograde.log"
-    result = StudentResult(student, log=log, uid=job.uid)
+    result = StudentResult(student, log=log, uid=job.sandbox.uid)
     start = time.perf_counter()
     deadline = start + job.budget
     result.refused = stage_submission(root / "submitted" / student / ASSIGNMENT, job.staged / student / ASSIGNMENT,
@@ -138,14 +134,15 @@ def _grade_student(job: StudentJob) -> StudentResult:
             f"--CourseDirectory.submitted_directory={job.staged}", *job.args]
     outputs = []
 
+    env = nbgrader_env(job.sandbox.env)
+
     def run(*more: str) -> bool:
-        from grader.isolation.sandbox import kill_leftovers
         left = deadline - time.perf_counter()
         if left <= 0:
             result.budget_spent = True
             return False
-        returncode, output = run_nbgrader(root, base + list(more), env=job.env, timeout=left)
-        kill_leftovers(job.env)
+        returncode, output = run_nbgrader(root, base + list(more), env=env, timeout=left)
+        job.sandbox.kill_leftovers()
         if returncode == -signal.SIGKILL and time.perf_counter() >= deadline:
             result.budget_spent = True
         outputs.append(f"$ nbgrader {' '.join(base[:3] + list(more))}\n{output}")
@@ -168,16 +165,16 @@ def _grade_student(job: StudentJob) -> StudentResult:
             if notebooks:
                 zero_and_flag(db, student, notebooks, reason)
         result.flagged = flagged_notebooks(db, student)
-    if job.status is not None:
-        from grader.isolation.sandbox import kernel_output_tail, launch_failures, launch_records
-        records = launch_records(job.status)
-        result.launch_failures = launch_failures(records)
-        result.sandbox_modes = sorted({r["mode"] for r in records if r.get("ok") and r.get("mode")})
-        outputs.append("launcher records (written outside the kernel's reach):\n" + "\n".join(map(json.dumps, records)))
-        outputs.append("kernel stdout/stderr (student-controlled, never interpreted):\n" + kernel_output_tail(job.status))
+    launched = job.sandbox.report()
+    if launched is not None:
+        result.launch_failures, result.sandbox_modes = launched.failures, launched.modes
+        outputs.append("launcher records (written outside the kernel's reach):\n"
+                       + "\n".join(map(json.dumps, launched.records)))
+        outputs.append("kernel stdout/stderr (student-controlled, never interpreted):\n" + launched.output_tail)
     if result.refused:
         outputs.append("refused (not graded, never read):\n" + "\n".join(result.refused))
-    _clean_up_student(job, result)
+    shutil.rmtree(job.staged / job.student, ignore_errors=True)
+    result.leftovers = job.sandbox.clean_up(LEFTOVERS_GRACE)
     result.seconds = time.perf_counter() - start
     log.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -186,33 +183,13 @@ def _grade_student(job: StudentJob) -> StudentResult:
     return result
 
 
-def _clean_up_student(job: StudentJob, result: StudentResult) -> None:
-    """Remove the student's staged files, sockets and reports, then check that the uid left nothing."""
-    from grader.isolation.sandbox import kill_leftovers, leftovers
-    kill_leftovers(job.env)
-    sockets = job.work / "ipc" / str(job.index) if job.work else None  # sandbox.student_args puts them there
-    for folder in (job.staged / job.student, job.status, sockets):
-        if folder is not None and folder.exists():
-            shutil.rmtree(folder, ignore_errors=True)
-    if job.uid is not None:
-        # Killed processes take a moment to go: a fork storm's 500, each forked from a kernel that shares the
-        # zygote's 1-2 GB of mappings (grader.isolation.zygote), take a few seconds to tear down.
-        deadline = time.monotonic() + LEFTOVERS_GRACE
-        while True:
-            result.leftovers = leftovers(job.uid, job.shared_folders)
-            if not result.leftovers or time.monotonic() > deadline:
-                break
-            kill_leftovers(job.env)
-            time.sleep(0.1)
-
-
 class _Canary:
     """Grades a known-good submission (the released first notebook) with the batch's own settings, when a
     student's grading failed, to tell a broken machine (the canary fails too) from a broken submission.  Its
     verdict is kept for ``ttl`` seconds."""
 
-    def __init__(self, root: Path, work: Path, env: dict, args: list[str], ttl: float = 300):
-        self.root, self.work, self.env, self.args, self.ttl = root, work, env, args, ttl
+    def __init__(self, root: Path, work: Path, sandbox: StudentSandbox, args: list[str], ttl: float = 300):
+        self.root, self.work, self.sandbox, self.args, self.ttl = root, work, sandbox, args, ttl
         self.checked_at: float | None = None
         self.verdict: str | None = None
 
@@ -224,7 +201,6 @@ class _Canary:
         return self.verdict
 
     def _grade(self) -> str | None:
-        from grader.isolation.sandbox import kill_leftovers, launch_failures, launch_records
         notebooks = sorted((self.root / "notebooks" / ASSIGNMENT).glob("*.ipynb")) or \
             sorted((self.root / "solutions" / ASSIGNMENT).glob("*.ipynb"))
         if not notebooks:
@@ -235,43 +211,45 @@ class _Canary:
         shutil.copy(notebooks[0], folder / "submitted" / CANARY / ASSIGNMENT)
         db = folder / "gradebook.db"
         sqlite_copy(self.root / "gradebook.db", db)
-        status = self.env.get(SANDBOX_STATUS_ENV)
-        if status:
+        status = self.sandbox.status
+        if status is not None:
             shutil.rmtree(status, ignore_errors=True)
             os.makedirs(status, mode=0o700)
         returncode, output = run_nbgrader(self.root, [
             "autograde", ASSIGNMENT, f"--student={CANARY}", f"--notebook={notebooks[0].stem}", "--force",
             f"--CourseDirectory.db_url=sqlite:///{db}",
             f"--CourseDirectory.submitted_directory={folder / 'submitted'}",
-            f"--CourseDirectory.autograded_directory={folder / 'autograded'}", *self.args], env=self.env, timeout=300)
-        kill_leftovers(self.env)
-        failed = launch_failures(launch_records(Path(status))) if status else []
+            f"--CourseDirectory.autograded_directory={folder / 'autograded'}", *self.args],
+            env=nbgrader_env(self.sandbox.env), timeout=300)
+        self.sandbox.kill_leftovers()
+        launched = self.sandbox.report()
+        failed = launched.failures if launched is not None else []
         if returncode == 0 and not failed and has_submission(db, CANARY):
             return None
         detail = "; ".join(failed) or "\n".join(output.strip().splitlines()[-15:])
         return f"nbgrader exit {returncode} on the released {notebooks[0].name}: {detail}"
 
 
-def grade_batch(root: Path, names: list[str], jobs: int = 1, extra_args: tuple[str, ...] = (), sandbox: bool = True,
+def grade_batch(root: Path, student_ids: list[str], jobs: int = 1, extra_args: tuple[str, ...] = (), sandbox: bool = True,
                 student_timeout: float = STUDENT_BUDGET) -> BatchReport:
-    """Grade ``names`` with at most ``jobs`` nbgrader processes at once, merging each into gradebook.db.
+    """Grade ``student_ids`` with at most ``jobs`` nbgrader processes at once, merging each into gradebook.db.
 
     A student whose notebooks nbgrader cannot run still gets a row (those notebooks at 0, flagged); the batch
     goes on.  Only when a known-good notebook fails too (``_Canary``) is the machine at fault: then no new
     student is started and the batch says so.  Each student has ``student_timeout`` seconds of wall-clock time.
     """
     start = time.perf_counter()
-    fork_server(checker_imports=preloads_checks(names, sandbox))  # its imports overlap what follows
+    fork_server(checker_imports=preloads_checks(student_ids, sandbox))  # its imports overlap what follows
     with GradingSession(root, sandbox) as session:
-        report = session.grade(names, jobs, extra_args, student_timeout)
+        report = session.grade(student_ids, jobs, extra_args, student_timeout)
     report.seconds = time.perf_counter() - start
-    _write_report(root, report)
+    write_report(root, report)
     return report
 
 
 class GradingSession:
-    """What a batch sets up once for a course folder: a block of uids, a scratch folder, the zygote, the
-    cgroups, the sandbox's kernelspec.  ``grade_batch`` opens one per batch; a cluster worker keeps one open
+    """What a batch sets up once for a course folder: a scratch folder, its walls (``BatchSandbox``: a block of
+    uids, the zygotes, the cgroups, the sandbox's kernelspec), the per-student gradebooks and staged files.  ``grade_batch`` opens one per batch; a cluster worker keeps one open
     between its tasks (``grader.grading.result_folders.serve``), so that a task costs only its students."""
 
     def __init__(self, root: Path, sandbox: bool = True):
@@ -280,35 +258,18 @@ class GradingSession:
         self._next = 0  # the index of the next student: its uid, status folder and cgroup are its own
 
     def __enter__(self) -> "GradingSession":
-        from grader.isolation import sandbox as kernel_sandbox
         stack = self._stack.__enter__()
         try:
-            self.uids = stack.enter_context(kernel_sandbox.UidBlock())
             self.work = work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="translab-autograde-")))
-            zygote = checkers = None
-            if self.sandbox:  # first: their imports (3 s) overlap what follows; they end before the scratch folder
-                from grader.isolation.zygote import Zygote
-                try:  # the kernels' (no translab: each kernel imports its notebook's stage) and the checkers'
-                    # what the notebooks import later too: each notebook's kernel is a new one, which would
-                    # import them again (grader.isolation.zygote's LATER), one student as a class
-                    zygote = stack.enter_context(Zygote(work, nbgrader_env(), self.root)).path
-                    checkers = stack.enter_context(Zygote(work, nbgrader_env(), self.root, role="checker")).path
-                except OSError as error:  # the machine, not a student: say so before anyone is graded
-                    raise GradingError(f"{error}; nothing was graded") from error
+            try:  # first: the zygotes' imports (3 s) overlap what follows; they end before the scratch folder
+                self.walls = stack.enter_context(BatchSandbox(self.root, work, nbgrader_env(), self.sandbox))
+            except OSError as error:  # the machine, not a student: say so before anyone is graded
+                raise GradingError(f"{error}; nothing was graded") from error
             check_config(self.root)
             self.dbs = work / "db"  # the per-student gradebooks: private even to the sandboxed kernels
             self.dbs.mkdir(mode=0o700)
             self.staged = work / "submitted"  # the students' plain files (stage_submission): out of kernels' view
             self.staged.mkdir(mode=0o700)
-            self.extra_env, self.kernel_args, self.groups = {}, [], None
-            if self.sandbox:
-                self.extra_env, self.kernel_args = kernel_sandbox.grading_kernel(self.root, work, zygote=zygote,
-                                                                                 checkers=checkers)
-                from grader.isolation.cgroups import Cgroups
-                limits = kernel_sandbox.Limits()
-                self.groups = stack.enter_context(Cgroups(limits.memory, limits.tasks))
-                print(f"[autograde] a cgroup per student: {self.groups.problem or self.groups.mode}", flush=True)
-            self.shared_folders = kernel_sandbox.world_writable_folders(skip=work) if self.sandbox else None
         except BaseException:
             self._stack.close()
             raise
@@ -319,45 +280,33 @@ class GradingSession:
 
     def room(self) -> int:
         """How many more students this session can grade (each needs an index of the uid block)."""
-        from grader.isolation.sandbox import UID_BLOCK
-        return UID_BLOCK - 1 - self._next
+        return self.walls.capacity - self._next
 
-    def _settings(self, index: int, extra_args: tuple[str, ...]) -> tuple[dict, list[str], Path | None]:
-        from grader.isolation import sandbox as kernel_sandbox
-        # the caller's --Class.trait=value wins over ours (nbgrader rejects a trait given twice)
+    def _student(self, index: int, extra_args: tuple[str, ...]) -> tuple[StudentSandbox, list[str]]:
+        """The ``index``-th student's sandbox, and nbgrader's options for it: the caller's --Class.trait=value
+        wins over the sandbox's (nbgrader rejects a trait given twice)."""
+        walls = self.walls.student(index)
         overridden = {arg.split("=", 1)[0] for arg in extra_args}
+        return walls, [arg for arg in walls.args if arg.split("=", 1)[0] not in overridden] + list(extra_args)
 
-        def options(ours: list[str]) -> list[str]:
-            return [arg for arg in ours if arg.split("=", 1)[0] not in overridden] + list(extra_args)
-
-        if not self.sandbox:  # asked for (--no-sandbox): the nbgrader config refuses it otherwise
-            return nbgrader_env({UNSANDBOXED_ENV: "1"}), options([]), None
-        status = kernel_sandbox.status_folder(self.work, index)
-        env = nbgrader_env({**self.extra_env, **kernel_sandbox.student_env(self.uids.uid(index), status, self.work,
-                                                                            index), **self.groups.student(index)})
-        return env, options(self.kernel_args + kernel_sandbox.student_args(self.work, index)), status
-
-    def grade(self, names: list[str], jobs: int = 1, extra_args: tuple[str, ...] = (),
+    def grade(self, student_ids: list[str], jobs: int = 1, extra_args: tuple[str, ...] = (),
               student_timeout: float = STUDENT_BUDGET) -> BatchReport:
-        """Grade ``names`` (see ``grade_batch``); the report is not written."""
-        if len(names) + 1 > self.room():
+        """Grade ``student_ids`` (see ``grade_batch``); the report is not written."""
+        if len(student_ids) + 1 > self.room():
             raise GradingError(f"this grading session has room for {self.room() - 1} more student(s), not "
-                               f"{len(names)}: grade them in a new one")
+                               f"{len(student_ids)}: grade them in a new one")
         start = time.perf_counter()
         main_db = self.root / "gradebook.db"
-        first, self._next = self._next, self._next + len(names) + 1
-        canary_env, canary_args, _ = self._settings(first + len(names), extra_args)
-        canary = _Canary(self.root, self.work, canary_env, canary_args)
+        first, self._next = self._next, self._next + len(student_ids) + 1
+        canary = _Canary(self.root, self.work, *self._student(first + len(student_ids), extra_args))
         results = []
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {}
-            for offset, name in enumerate(names):
+            for offset, name in enumerate(student_ids):
                 index = first + offset
                 db = self.dbs / f"student{index}.db"
                 sqlite_copy(main_db, db)
-                env, args, status = self._settings(index, extra_args)
-                job = StudentJob(self.root, name, db, self.staged, status, env, args, student_timeout, index,
-                                 self.uids.uid(index) if self.sandbox else None, self.work, self.shared_folders)
+                job = StudentJob(self.root, name, db, self.staged, *self._student(index, extra_args), student_timeout)
                 futures[pool.submit(_grade_student, job)] = db
             for future in as_completed(futures):
                 if future.cancelled():
@@ -365,7 +314,7 @@ class GradingSession:
                 try:
                     result = future.result()
                 except Exception as error:  # our code or the machine, never a submission: say so, stop
-                    result = StudentResult(names[list(futures).index(future)], infrastructure=repr(error))
+                    result = StudentResult(student_ids[list(futures).index(future)], infrastructure=repr(error))
                 if result.suspicious and not result.infrastructure:
                     failure = canary.failure()
                     if failure:
@@ -386,7 +335,7 @@ class GradingSession:
         return BatchReport(sorted(results, key=lambda r: r.student), time.perf_counter() - start, jobs)
 
 
-def _write_report(root: Path, report: BatchReport) -> Path:
+def write_report(root: Path, report: BatchReport) -> Path:
     out = root / "autograded" / REPORT_NAME
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="", encoding="utf-8") as handle:

@@ -226,7 +226,7 @@ def _launch(spec: dict):
     return cluster
 
 
-def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None, force: bool = False,
+def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None = None, force: bool = False,
                          extra_args: tuple[str, ...] = (), sandbox: bool = True, student_timeout: float | None = None,
                          say=None):
     """Grade on a Dask cluster; returns ``grader.grading.batch``'s report, so the summary and exit code are the same."""
@@ -236,17 +236,17 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
     from distributed.comm.core import CommClosedError
     from distributed.scheduler import KilledWorker
 
-    from grader.grading.batch import BatchReport, StudentResult, _write_report, ensure_assignment
+    from grader.grading.batch import BatchReport, StudentResult, write_report, ensure_assignment
     from grader.grading.preflight import preflight
     say = say or functools.partial(print, flush=True)
     started = time.perf_counter()
-    names, secret = preflight(root, only, data_here=False)  # each worker checks its own data (grade_remote)
+    student_ids, secret = preflight(root, student_ids, data_here=False)  # each worker checks its own data (grade_remote)
     ensure_assignment(root)
-    course = fingerprint(root)
+    course_fingerprint = fingerprint(root)
     reconnects = logging.getLogger("distributed.client")
     if not any(isinstance(known, _ReconnectNoise) for known in reconnects.filters):
         reconnects.addFilter(_ReconnectNoise())
-    pending, skipped, refused_by = _still_to_grade(root, names, course, force)
+    pending, skipped, refused_by = _still_to_grade(root, student_ids, course_fingerprint, force)
     client = connect(cluster)
     address = getattr(client.scheduler, "address", None) or cluster
     results, futures, workers, lost = [], {}, 0, []
@@ -258,7 +258,7 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
         sizes, start = chunk_sizes(len(pending), workers), 0
         for size in sizes:
             chunk, start = pending[start:start + size], start + size
-            given = payload(root, chunk, course, secret, extra_args, sandbox, student_timeout)
+            given = payload(root, chunk, course_fingerprint, secret, extra_args, sandbox, student_timeout)
             futures[client.submit(remote_task, given, key=task_key(chunk), pure=False)] = [name for name, _ in chunk]
         say(f"[autograde] {len(pending)} student(s) sent to {address} ({workers} worker(s) now, in {_tasks(sizes)})")
         stop = None
@@ -285,7 +285,7 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
                 continue
             future.release()  # merged: the scheduler may forget it (a lost worker then costs no regrading)
             for name in chunk:
-                result, host = _merge_returned(root, name, returned[name], course)
+                result, host = _merge_returned(root, name, returned[name], course_fingerprint)
                 result.refused = refused_by[name]
                 results.append(result)
                 say(f"[autograde] {name}: {result.status} on {host} ({result.seconds:.0f} s)")
@@ -301,23 +301,23 @@ def autograde_on_cluster(root: Path, cluster: str, only: list[str] | None = None
     report = BatchReport(sorted(results, key=lambda r: r.student), time.perf_counter() - started, jobs=workers,
                          cluster=address)
     kept = _report_rows(root, skipped)
-    _write_report(root, report)
+    write_report(root, report)
     if kept:  # the students not graded again keep their rows
         with open(root / AUTOGRADED / REPORT_NAME, "a", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerows(kept)
     return report
 
 
-def _still_to_grade(root: Path, names: list[str], course: dict, force: bool
+def _still_to_grade(root: Path, student_ids: list[str], course_fingerprint: dict, force: bool
                     ) -> tuple[list[tuple[str, tuple]], list[str], dict[str, list]]:
     """(the students to send with their submissions, those already merged with this submission and course, what
     each submission refused): a student graded and merged before is not graded again unless ``force``."""
     pending, skipped, refused_by = [], [], {}
-    for name in names:
+    for name in student_ids:
         sent = submission(root, name)
         refused_by[name] = sent[1]  # as read here: the worker sees each refused entry as a dangling link
         mark = merged_mark(root, name)
-        if not force and mark and mark.get("submission") == sent[2] and mark.get("course") == course["digest"]:
+        if not force and mark and mark.get("submission") == sent[2] and mark.get("course") == course_fingerprint["digest"]:
             skipped.append(name)
         else:
             pending.append((name, sent))
@@ -348,10 +348,10 @@ def task_key(chunk: list[tuple[str, tuple]]) -> str:
     return "translab-grade-" + hashlib.sha256(named.encode()).hexdigest()[:24]
 
 
-def _report_rows(root: Path, names: list[str]) -> list[list[str]]:
+def _report_rows(root: Path, student_ids: list[str]) -> list[list[str]]:
     try:
         with open(root / AUTOGRADED / REPORT_NAME, newline="", encoding="utf-8") as handle:
-            return [row for row in list(csv.reader(handle))[1:] if row and row[0] in set(names)]
+            return [row for row in list(csv.reader(handle))[1:] if row and row[0] in set(student_ids)]
     except OSError:
         return []
 
@@ -370,7 +370,7 @@ def chunk_sizes(students: int, workers: int) -> list[int]:
     return sizes
 
 
-def _merge_returned(root: Path, name: str, files: dict[str, bytes], course: dict):
+def _merge_returned(root: Path, name: str, files: dict[str, bytes], course_fingerprint: dict):
     from grader.grading.batch import StudentResult
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / name
@@ -380,7 +380,7 @@ def _merge_returned(root: Path, name: str, files: dict[str, bytes], course: dict
                 raise GradingError(f"a worker returned {relative!r}, outside the result folder")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)
-        described = merge_folder(root, folder, course)
+        described = merge_folder(root, folder, course_fingerprint)
     kept = {f.name for f in dataclasses.fields(StudentResult)}
     result = StudentResult(**{key: value for key, value in described["result"].items() if key in kept})
     result.log = root / described["result"]["log"]

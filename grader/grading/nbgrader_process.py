@@ -55,13 +55,13 @@ WARM_IMPORTS = ["grader.grading.nbgrader_process", *PLUGINS, "grader.grading.ver
 _forks = None
 
 
-def preloads_checks(names: list[str], sandbox: bool) -> bool:
+def preloads_checks(student_ids: list[str], sandbox: bool) -> bool:
     """Whether the fork server also imports the checker's torch and checks (verdicts.CHECKER_IMPORTS, 1.8
     CPU-seconds).  Not for a sandboxed batch: it forks each student's checker from its zygote, which has them
     (verdicts.ForkedChecker).  Without the sandbox, when it forks many students; for one student they would hold
     up its start, and its checker's thread imports them while the kernel starts (verdicts.Checker).  Feedback
     runs no checks."""
-    return len(names) > 1 and not sandbox
+    return len(student_ids) > 1 and not sandbox
 
 
 def fork_server(checker_imports: bool = False):

@@ -11,19 +11,19 @@ from translab.contract import ASSIGNMENT, DATA_DIR_ENV
 from grader.course import GradingError, students
 
 
-def students_to_grade(root: Path, only: list[str] | None) -> list[str]:
+def students_to_grade(root: Path, student_ids: list[str] | None) -> list[str]:
     """Every student with a submission, or the ``only`` ones (each once, in the order given), all of whom must have
     one."""
     found = students(root)
     if not found:
         raise GradingError(f"nothing to grade: put submissions in {root / 'submitted'}/<student>/{ASSIGNMENT}/ "
                            "(or `make collect ZIP=...`)")
-    if only:
-        absent = [student for student in only if student not in found]
+    if student_ids:
+        absent = [student for student in student_ids if student not in found]
         if absent:
             raise GradingError(f"no submission for {', '.join(map(repr, absent))} in {root / 'submitted'}; "
                                "nothing was graded")
-        return list(dict.fromkeys(only))
+        return list(dict.fromkeys(student_ids))
     return found
 
 
@@ -47,10 +47,10 @@ def course_secret(root: Path) -> bytes:
         raise GradingError(f"{error} Nothing was graded.") from error
 
 
-def preflight(root: Path, only: list[str] | None, data_here: bool = True) -> tuple[list[str], bytes]:
+def preflight(root: Path, student_ids: list[str] | None, data_here: bool = True) -> tuple[list[str], bytes]:
     """(the students to grade, the course secret), or a ``GradingError``; ``data_here=False`` where the students'
     notebooks run elsewhere (a cluster's workers check the data themselves)."""
-    names = students_to_grade(root, only)
+    student_ids = students_to_grade(root, student_ids)
     if data_here:
         require_data()
-    return names, course_secret(root)
+    return student_ids, course_secret(root)

@@ -73,7 +73,7 @@ def is_other(key: str) -> bool:
     return key.startswith(("(", "error")) or key in NOT_MISCONCEPTIONS
 
 
-def _defuse(text: str) -> str:
+def defuse_formula(text: str) -> str:
     """A CSV cell a spreadsheet will not evaluate."""
     text = str(text)
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
@@ -303,13 +303,13 @@ def write(root: Path, out_dir: Path | None = None) -> list[Path]:
                     counts[key] += 1
             top = min(counts.items(), key=lambda item: (-item[1], item[0]))[0] if counts else ""
             writer.writerow([t.notebook, t.name, t.points, len(t.scores), len(t.passed), len(t.failed),
-                             f"{len(t.passed) / len(t.scores):.2f}" if t.scores else "", diagnosed, _defuse(top)])
+                             f"{len(t.passed) / len(t.scores):.2f}" if t.scores else "", diagnosed, defuse_formula(top)])
     with open(out_dir / "misconceptions.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["rank", "kind", "key", "description", "students", "tasks", "example"])
         for i, m in enumerate(order, 1):
-            writer.writerow([i if m.kind == "misconception" else "", m.kind, _defuse(m.key), _defuse(m.description),
-                             len(m.students), " ".join(sorted(m.tasks)), _defuse(m.example)])
+            writer.writerow([i if m.kind == "misconception" else "", m.kind, defuse_formula(m.key), defuse_formula(m.description),
+                             len(m.students), " ".join(sorted(m.tasks)), defuse_formula(m.example)])
     (out_dir / "report.html").write_text(_html(tasks, order, students, similar_section(out_dir)), encoding="utf-8")
     return [out_dir / "tasks.csv", out_dir / "misconceptions.csv", out_dir / "report.html"]
 

@@ -117,13 +117,13 @@ def grade_to_folders(course: Path, payload: dict, out: Path, session=None) -> li
     write a result folder for each, ``out/<student>``: result.json, gradebook.db, autograded/."""
     from grader.grading.batch import STUDENT_BUDGET, grade_batch
     if session is not None:
-        names = _load_task(session.root, payload)
-        report = session.grade(names, 1, tuple(payload["args"]), payload["student_timeout"] or STUDENT_BUDGET)
+        student_ids = _load_task(session.root, payload)
+        report = session.grade(student_ids, 1, tuple(payload["args"]), payload["student_timeout"] or STUDENT_BUDGET)
         return _result_folders(session.root, report, payload, out)
     with tempfile.TemporaryDirectory(prefix="translab-task-") as scratch:
         root = scratch_course(course, Path(scratch) / "course")
-        names = _load_task(root, payload)
-        report = grade_batch(root, names, jobs=1, extra_args=tuple(payload["args"]), sandbox=payload["sandbox"],
+        student_ids = _load_task(root, payload)
+        report = grade_batch(root, student_ids, jobs=1, extra_args=tuple(payload["args"]), sandbox=payload["sandbox"],
                              student_timeout=payload["student_timeout"] or STUDENT_BUDGET)
         return _result_folders(root, report, payload, out)
 
@@ -142,8 +142,8 @@ def _load_task(root: Path, payload: dict) -> list[str]:
     """Put a task into the scratch course ``root``: its gradebook, the secret, the students' files; what an
     earlier task left there goes first."""
     from grader.course.variants import SECRET_FILE
-    names = [sent["student"] for sent in payload["students"]]
-    for student in names:
+    student_ids = [sent["student"] for sent in payload["students"]]
+    for student in student_ids:
         if Path(student).name != student or student.startswith("."):
             raise GradingError(f"{student!r} is not a student id")
     for folder in ("submitted", AUTOGRADED):
@@ -154,7 +154,7 @@ def _load_task(root: Path, payload: dict) -> list[str]:
     secret.write_bytes(payload["secret"])
     for sent in payload["students"]:
         _unpack(root / "submitted" / sent["student"] / ASSIGNMENT, sent)
-    return names
+    return student_ids
 
 
 def _result_folders(root: Path, report, payload: dict, out: Path) -> list[Path]:
@@ -162,9 +162,9 @@ def _result_folders(root: Path, report, payload: dict, out: Path) -> list[Path]:
     if broken:
         raise GradingError(f"grading {broken[0].student} on {socket.gethostname()} failed, not because of the "
                            f"submission: {broken[0].infrastructure}")
-    names = [sent["student"] for sent in payload["students"]]
+    student_ids = [sent["student"] for sent in payload["students"]]
     folders = []
-    for result, sent in zip(sorted(report.results, key=lambda r: names.index(r.student)), payload["students"]):
+    for result, sent in zip(sorted(report.results, key=lambda r: student_ids.index(r.student)), payload["students"]):
         student = sent["student"]
         folder = out / student
         shutil.rmtree(folder, ignore_errors=True)
@@ -238,15 +238,15 @@ def merged_mark(root: Path, student: str) -> dict | None:
         return None
 
 
-def merge_folder(root: Path, folder: Path, course: dict | None = None) -> dict:
+def merge_folder(root: Path, folder: Path, course_fingerprint: dict | None = None) -> dict:
     """Merge one result folder into the course: the gradebook rows in one transaction, then the autograded files,
     then the mark.  Refuses a result graded with another version of the course."""
     described = json.loads((folder / RESULT).read_text(encoding="utf-8"))
     student = described["student"]
-    course = course or fingerprint(root)
-    if described["fingerprint"]["digest"] != course["digest"]:
+    course_fingerprint = course_fingerprint or fingerprint(root)
+    if described["fingerprint"]["digest"] != course_fingerprint["digest"]:
         raise GradingError(f"{folder} was graded with another version of the course (commit "
-                           f"{described['fingerprint']['commit'] or '?'}) than this one ({course['commit'] or '?'}): "
+                           f"{described['fingerprint']['commit'] or '?'}) than this one ({course_fingerprint['commit'] or '?'}): "
                            "grade it again here, or merge it into a checkout of that commit")
     if Path(student).name != student:
         raise GradingError(f"{folder}: {student!r} is not a student id")
@@ -256,7 +256,7 @@ def merge_folder(root: Path, folder: Path, course: dict | None = None) -> dict:
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(folder / AUTOGRADED, target, symlinks=True)
     target.mkdir(parents=True, exist_ok=True)
-    (target / MERGED).write_text(json.dumps({"submission": described["submission"], "course": course["digest"],
+    (target / MERGED).write_text(json.dumps({"submission": described["submission"], "course": course_fingerprint["digest"],
                                              "host": described["host"], "merged_at": time.time()}), encoding="utf-8")
     return described
 
@@ -271,30 +271,30 @@ def merge(root: Path, folders: list[Path]) -> list[dict]:
     if not found:
         raise GradingError(f"no result folders (with {RESULT}) in {', '.join(map(str, folders))}: they are written by "
                            "`python -m grader autograde --student ID --results-dir DIR`")
-    course = fingerprint(root)
-    return [merge_folder(root, folder, course) for folder in found]
+    course_fingerprint = fingerprint(root)
+    return [merge_folder(root, folder, course_fingerprint) for folder in found]
 
 
-def payload(root: Path, chunk: list[tuple[str, tuple]], course: dict, secret: bytes, extra_args: tuple[str, ...],
+def payload(root: Path, chunk: list[tuple[str, tuple]], course_fingerprint: dict, secret: bytes, extra_args: tuple[str, ...],
              sandbox: bool, student_timeout: float | None) -> dict:
     """What a task carries: the students' files, a gradebook with their rows, what must agree across machines."""
     return {"students": [{"student": name, "files": files, "refused": refused, "digest": digest}
                          for name, (files, refused, digest) in chunk],
             "gradebook": student_gradebook(root / GRADEBOOK, [name for name, _ in chunk]), "secret": secret,
-            "fingerprint": course, "args": list(extra_args), "sandbox": sandbox, "student_timeout": student_timeout}
+            "fingerprint": course_fingerprint, "args": list(extra_args), "sandbox": sandbox, "student_timeout": student_timeout}
 
 
-def grade_students_to(root: Path, only: list[str] | None, out: Path, extra_args: tuple[str, ...] = (),
+def grade_students_to(root: Path, student_ids: list[str] | None, out: Path, extra_args: tuple[str, ...] = (),
                       sandbox: bool = True, student_timeout: float | None = None) -> list[Path]:
     """``autograde --student ID --results-dir DIR``: result folders for ``merge``, the gradebook untouched (one
     job of a Slurm array, a Kubernetes Job: the course's checkout is where it runs)."""
     from grader.grading.batch import ensure_assignment
     from grader.grading.preflight import preflight
-    if not only:
+    if not student_ids:
         raise GradingError("--results-dir grades the students named with --student (one or more)")
-    names, secret = preflight(root, only)
+    student_ids, secret = preflight(root, student_ids)
     ensure_assignment(root)
-    chunk = [(name, submission(root, name)) for name in names]
+    chunk = [(name, submission(root, name)) for name in student_ids]
     given = payload(root, chunk, fingerprint(root), secret, extra_args, sandbox, student_timeout)
     return grade_to_folders(root, given, out)
 

@@ -199,7 +199,7 @@ def compare(root: Path, past: Path | None = None, common_share: float = 0.5) -> 
 
 
 def write(root: Path, pairs: list[Pair], seconds: float) -> tuple[Path, Path]:
-    from grader.grading.report import _defuse
+    from grader.grading.report import defuse_formula
     folder = root / "reports"
     folder.mkdir(exist_ok=True)
     table = folder / "similarity.csv"
@@ -209,7 +209,7 @@ def write(root: Path, pairs: list[Pair], seconds: float) -> tuple[Path, Path]:
                          "matching_characters"])
         for rank, pair in enumerate(pairs, 1):
             for match in sorted(pair.matches, key=lambda m: -max(m.similarity)):
-                writer.writerow([rank, _defuse(pair.a), _defuse(pair.b), f"{pair.score:.3f}", match.task,
+                writer.writerow([rank, defuse_formula(pair.a), defuse_formula(pair.b), f"{pair.score:.3f}", match.task,
                                  f"{match.similarity[0]:.3f}", f"{match.similarity[1]:.3f}", match.overlap])
     page = folder / "similarity.html"
     page.write_text(_html(pairs, seconds), encoding="utf-8")

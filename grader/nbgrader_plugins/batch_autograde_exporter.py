@@ -90,15 +90,15 @@ class BatchAutogradeExporter(NotebookExporter):
                               "database (--create adds them, or `make students ROSTER=...`)")
         return selected
 
-    def _run_batch(self, converter: Autograde, selected: list[str]) -> None:
+    def _run_batch(self, converter: Autograde, student_ids: list[str]) -> None:
         root = Path(os.path.abspath(converter.coursedir.root))
         command = [sys.executable, "-m", "grader", "--root", str(root), "autograde", "--jobs", str(self.jobs)]
-        if selected != students(root):  # the batch's own "everyone": without --student it grades those
-            command += [arg for student in selected for arg in ("--student", student)]
+        if student_ids != students(root):  # the batch's own "everyone": without --student it grades those
+            command += [arg for student in student_ids for arg in ("--student", student)]
         if self.student_timeout is not None:
             command += ["--student-timeout", str(self.student_timeout)]
         command += _passed_on(converter)
-        self.log.info("translab grades %d submission(s) in its sandbox: %s", len(selected), " ".join(command[1:]))
+        self.log.info("translab grades %d submission(s) in its sandbox: %s", len(student_ids), " ".join(command[1:]))
         with subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               bufsize=1) as batch:
             said = []

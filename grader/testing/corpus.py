@@ -336,10 +336,10 @@ case("patch_torch", "wrong mask and encoding; torch.allclose, torch.equal and Te
 case("patch_checks", "a wrong mask; the answer replaces translab.checks.check_mask by a function that passes")(
     _nb1(lambda nb: _replace(nb, "mask_answer", WRONG_MASK + (
         "from translab import checks\nchecks.check_mask = lambda *args, **kwargs: None\n"))))
-case("patch_checks_at_call", "a wrong mask whose function, when the test calls it, disables checks._fail")(
+case("patch_checks_at_call", "a wrong mask whose function, when the test calls it, disables checks.fail")(
     _nb1(lambda nb: _replace(nb, "mask_answer", (
         "def generate_square_subsequent_mask(sz):\n    from translab.checks import part1\n"
-        "    part1._fail = lambda *args, **kwargs: None\n    return torch.tril(torch.ones(sz, sz))\n"))))
+        "    part1.fail = lambda *args, **kwargs: None\n    return torch.tril(torch.ones(sz, sz))\n"))))
 # Tricks that decide the verdict from inside the student's process (issue 13): each scores what a fair grader
 # gives (the trick's target earns nothing) once the verdicts are taken outside it; today they are known holes.
 case("read_references", "the mask answer returns the expected tensors, read from the checks' reference files")(
@@ -354,9 +354,9 @@ case("frame_inspection", "the mask answer returns the expected tensor it finds i
         "    while frame is not None:\n        expected = frame.f_locals.get('expected')\n"
         "        if isinstance(expected, torch.Tensor) and tuple(expected.shape) == (sz, sz):\n"
         "            return expected.clone()\n        frame = frame.f_back\n    return torch.zeros(sz, sz)\n"))))
-case("code_object_patch", "a wrong mask; the answer swaps the code of checks._fail for a function that does nothing")(
+case("code_object_patch", "a wrong mask; the answer swaps the code of checks.fail for a function that does nothing")(
     _nb1(lambda nb: _replace(nb, "mask_answer", WRONG_MASK + (
-        "from translab import checks\nchecks._fail.__code__ = (lambda *args, **kwargs: None).__code__\n"))))
+        "from translab import checks\nchecks.fail.__code__ = (lambda *args, **kwargs: None).__code__\n"))))
 case("module_patch", "an encoding that adds nothing; the answer makes translab.references say that is expected")(
     _nb1(lambda nb: _replace(nb, "pe_answer", WRONG_PE + (
         "from translab import references\n_load = references.load\n\ndef _agreeing(name):\n"
@@ -375,7 +375,7 @@ case("tensor_subclass", "an encoding that adds nothing, returned as a tensor sub
 case("tracer", "a wrong mask; a trace function jumps over every line of the mask check that would fail")(
     _nb1(lambda nb: _replace(nb, "mask_answer", WRONG_MASK + (
         "import linecache, sys\n\ndef _local(frame, event, arg):\n"
-        "    if event == 'line' and linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip().startswith(('_fail(', 'fail(')):\n"
+        "    if event == 'line' and linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip().startswith(('fail(', 'fail_mask(')):\n"
         "        lines = range(frame.f_lineno, frame.f_code.co_firstlineno + 400)\n"
         "        frame.f_lineno = next(n for n in lines if linecache.getline(frame.f_code.co_filename, n).strip()"
         ".startswith('sizes = '))\n"

@@ -13,12 +13,12 @@ While the student's code runs, translab's own implementation of the same thing i
 In the lab the checks judge in the student's kernel.  While nbgrader grades, they are run by the grader's
 checker, outside the kernel (``translab.wire``, ``grader.grading.verdicts``), and the kernel only runs the student's code.
 
-    harness.py   CheckFailed, _checked, _call, forbid, the comparisons every part uses
+    harness.py   CheckFailed, checked, call_student, forbid, the comparisons every part uses
     part1.py ... part6.py   the checks of notebooks 01 ... 06 (part1_encoding.py: part 1's positional encoding;
                             part6_mapping.py: part 6's weight mapping)
 """
 from ..contract import GRADING_ENV
-from .harness import CheckFailed, _call, _fail, capture_output, forbid, release_output
+from .harness import CheckFailed, call_student, capture_output, fail, forbid, release_output
 from .part1 import check_attention, check_attention_demo, check_mask, check_multi_head_attention
 from .part1_encoding import check_positional_encoding
 from .part2 import check_heads, check_model, check_parameter_formula, check_stated_counts, check_transformer_model

@@ -1,8 +1,8 @@
 """The harness every check shares: how a failure reads, how the student's code is called, what it may not use.
 
 ``CheckFailed`` renders as its message (what was expected, what was found, the likely misconception) and
-carries a diagnosis key for ``make report``; ``_checked`` turns whatever the checker cannot compare into such a
-message, and in a grading kernel hands the check to the grader's checker (``translab.wire``); ``_call`` runs the
+carries a diagnosis key for ``make report``; ``checked`` turns whatever the checker cannot compare into such a
+message, and in a grading kernel hands the check to the grader's checker (``translab.wire``); ``call_student`` runs the
 student's code (in the grader's checker: asks the kernel to), with ``forbid``'s targets switched off.
 
 Why one file: every part's check module imports these pieces, and a failure's message, its key and the refusal of
@@ -22,21 +22,21 @@ from .. import references, wire
 from ..contract import CheckFailed  # noqa: F401 - the checks raise it; named here for them
 
 
-# "visible" or "hidden": the split of the check that is running (set by ``_checked``).  A hidden check's message
+# "visible" or "hidden": the split of the check that is running (set by ``checked``).  A hidden check's message
 # says what is wrong without the hidden inputs or the expected values.
 _SPLIT = contextvars.ContextVar("translab_check_split", default="visible")
 
 
-def _hidden() -> bool:
+def in_hidden_check() -> bool:
     return _SPLIT.get() == "hidden"
 
 
-def _fail(what: str, expected=None, found=None, hint: str | None = None, *, key: str = "",
-          keep: bool = False) -> NoReturn:
+def fail(what: str, expected=None, found=None, hint: str | None = None, *, key: str = "",
+         keep: bool = False) -> NoReturn:
     """Raise ``CheckFailed``.  In a hidden check the expected and found lines are left out unless ``keep`` (they
     hold nothing of the hidden inputs); ``key`` names the misconception for the report."""
     lines = [what]
-    if keep or not _hidden():
+    if keep or not in_hidden_check():
         if expected is not None:
             lines.append(f"  expected: {expected}")
         if found is not None:
@@ -58,7 +58,7 @@ def release_output(token) -> None:
     _OUTPUT.reset(token)
 
 
-def _ok(message: str) -> None:
+def report_ok(message: str) -> None:
     lines = _OUTPUT.get()
     if lines is None:
         print(f"ok  {message}")
@@ -66,7 +66,7 @@ def _ok(message: str) -> None:
         lines.append(f"ok  {message}")
 
 
-def _short(value, limit: int = 300) -> str:
+def shorten(value, limit: int = 300) -> str:
     try:
         if isinstance(value, torch.Tensor):
             text = str(value.detach()) if value.numel() <= 36 else f"tensor of shape {tuple(value.shape)}"
@@ -77,7 +77,7 @@ def _short(value, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
-def _kind(value) -> str:
+def kind_of(value) -> str:
     """What a value is, in a few words: ``numpy.ndarray of shape (5, 5)``, ``list``, ``float64 tensor``."""
     if isinstance(value, torch.Tensor):
         return f"a {str(value.dtype).replace('torch.', '')} tensor of shape {tuple(value.shape)} on {value.device}"
@@ -87,7 +87,7 @@ def _kind(value) -> str:
     return f"{name} of shape {tuple(shape)}" if isinstance(shape, tuple) else name
 
 
-def _require_tensor(value, what: str, verb: str = "return") -> torch.Tensor:
+def require_tensor(value, what: str, verb: str = "return") -> torch.Tensor:
     """``value`` if it is a CPU tensor; else a failure that says what it is and how to make it a tensor."""
     if not isinstance(value, torch.Tensor):
         module = wire.type_module(value)
@@ -96,17 +96,17 @@ def _require_tensor(value, what: str, verb: str = "return") -> torch.Tensor:
                 "build it with torch functions (torch.zeros, torch.full, torch.tensor(...) of the list)"
                 if isinstance(value, (list, tuple)) else
                 "return the tensor itself" if value is not None else "the function returns nothing: add a return")
-        _fail(f"{what} must {verb} a torch.Tensor.", "a torch.Tensor", _kind(value), hint, key="wrong_type", keep=True)
+        fail(f"{what} must {verb} a torch.Tensor.", "a torch.Tensor", kind_of(value), hint, key="wrong_type", keep=True)
     if value.device.type != "cpu":
-        _fail(f"{what} {verb}s a tensor on the {value.device.type} device.", "a tensor on the CPU",
-              str(value.device), "the tests run on the CPU: do not move tensors with .to(device) / .cuda() inside "
-              "the answer, or create them on the device of the input", key="wrong_device", keep=True)
+        fail(f"{what} {verb}s a tensor on the {value.device.type} device.", "a tensor on the CPU",
+             str(value.device), "the tests run on the CPU: do not move tensors with .to(device) / .cuda() inside "
+             "the answer, or create them on the device of the input", key="wrong_device", keep=True)
     if value.is_complex():
-        _fail(f"{what} {verb}s a complex tensor.", "real numbers", str(value.dtype), key="wrong_dtype", keep=True)
+        fail(f"{what} {verb}s a complex tensor.", "real numbers", str(value.dtype), key="wrong_dtype", keep=True)
     return value
 
 
-def _same(found, expected: torch.Tensor, tol: references.Tolerance) -> bool:
+def matches_reference(found, expected: torch.Tensor, tol: references.Tolerance) -> bool:
     """``found`` is a tensor of ``expected``'s shape and values within the reference's tolerance, whatever its float
     dtype (compared in float64; ``translab.references.TOLERANCES``)."""
     if not isinstance(found, torch.Tensor) or tuple(found.shape) != tuple(expected.shape):
@@ -119,43 +119,43 @@ def _same(found, expected: torch.Tensor, tol: references.Tolerance) -> bool:
         return False
 
 
-def _fail_measured(what: str, found, expected: torch.Tensor, tol: references.Tolerance, recipe: str, *,
-                   position_axis: int | None = None, names: tuple[str, ...] = (), scales: dict | None = None,
-                   why: dict[str, str] | None = None) -> NoReturn:
+def fail_measured(what: str, found, expected: torch.Tensor, tol: references.Tolerance, recipe: str, *,
+                  position_axis: int | None = None, names: tuple[str, ...] = (), scales: dict | None = None,
+                  why: dict[str, str] | None = None) -> NoReturn:
     """Fail a wrong output with what it measurably is (``translab.relations``): a transformation of the right one
     (softmax, log-softmax, scaled, shifted, transposed, moved; ``why`` adds a reason per key), or else what was
     measured (row sums, correlation, which positions are right) before ``recipe``."""
     from ..relations import measured, output_relation
 
     def same(a, b):
-        return _same(a, b, tol)
+        return matches_reference(a, b, tol)
     finding = output_relation(found, expected, same, position_axis=position_axis, names=names, scales=scales)
     if finding is not None:
         reason = (why or {}).get(finding.key, "")
-        _fail(f"{what}: {finding.text}.", hint=reason or recipe, key=finding.key, keep=True)
+        fail(f"{what}: {finding.text}.", hint=reason or recipe, key=finding.key, keep=True)
     seen = measured(found, expected, same, position_axis)
-    _fail(f"{what}." + (f" {seen[0].upper()}{seen[1:]}." if seen else ""), hint=recipe)
+    fail(f"{what}." + (f" {seen[0].upper()}{seen[1:]}." if seen else ""), hint=recipe)
 
 
-def _fail_if_transposed(what: str, found, expected: torch.Tensor, tol: references.Tolerance, names: tuple[str, ...],
-                        hint: str) -> None:
+def fail_if_transposed(what: str, found, expected: torch.Tensor, tol: references.Tolerance, names: tuple[str, ...],
+                       hint: str) -> None:
     """Before a wrong shape is failed as such: an output that is the right one with its axes in another order is
     named so (``translab.relations``)."""
-    _fail_if_related(what, found, expected, tol, names, {"output.transposed": hint}, only={"output.transposed"})
+    fail_if_related(what, found, expected, tol, names, {"output.transposed": hint}, only={"output.transposed"})
 
 
-def _fail_if_related(what: str, found, expected: torch.Tensor, tol: references.Tolerance, names: tuple[str, ...],
-                     why: dict[str, str], only: set[str] | None = None) -> None:
+def fail_if_related(what: str, found, expected: torch.Tensor, tol: references.Tolerance, names: tuple[str, ...],
+                    why: dict[str, str], only: set[str] | None = None) -> None:
     """A wrong output that measurably is a transformation of the right one (``translab.relations``; ``only``: of
     these kinds) is named so, with ``why``'s hint for its key (or the relation alone); otherwise nothing happens and
     the caller goes on."""
     from ..relations import output_relation
-    finding = output_relation(found, expected, lambda a, b: _same(a, b, tol), names=names)
+    finding = output_relation(found, expected, lambda a, b: matches_reference(a, b, tol), names=names)
     if finding is not None and (only is None or finding.key in only):
-        _fail(f"{what}: {finding.text}.", hint=why.get(finding.key), key=finding.key, keep=True)
+        fail(f"{what}: {finding.text}.", hint=why.get(finding.key), key=finding.key, keep=True)
 
 
-def _equal(found, expected: torch.Tensor) -> bool:
+def equal_elementwise(found, expected: torch.Tensor) -> bool:
     """``found`` is a tensor equal to ``expected`` element for element (after a cast to its dtype)."""
     if not isinstance(found, torch.Tensor) or tuple(found.shape) != tuple(expected.shape) or found.device.type == "meta":
         return False
@@ -165,7 +165,7 @@ def _equal(found, expected: torch.Tensor) -> bool:
         return False
 
 
-def _number(value, what: str, whole: bool = False):
+def as_number(value, what: str, whole: bool = False):
     """A plain int or float from an answer that should be a number: Python and numpy numbers, one-element tensors
     and integral floats (for a count) are accepted; strings, booleans, NaN and the rest get a message."""
     import numbers
@@ -176,20 +176,20 @@ def _number(value, what: str, whole: bool = False):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         hint = ("an int, e.g. 1_008_100 (no quotes)" if whole else "a float, e.g. 0.75") if isinstance(value, str) \
             else "return (or assign) the number itself"
-        found = f"the string {value!r}" if isinstance(value, str) else f"{_kind(value)}: {_short(value, 80)}"
-        _fail(f"{what} is not a number.", "an int" if whole else "a number", found, hint,
-              key="count.not_a_number" if whole else "wrong_type", keep=True)
+        found = f"the string {value!r}" if isinstance(value, str) else f"{kind_of(value)}: {shorten(value, 80)}"
+        fail(f"{what} is not a number.", "an int" if whole else "a number", found, hint,
+             key="count.not_a_number" if whole else "wrong_type", keep=True)
     if not math.isfinite(value):
-        _fail(f"{what} is {value}.", "a finite number", value, key="wrong_type", keep=True)
+        fail(f"{what} is {value}.", "a finite number", value, key="wrong_type", keep=True)
     if whole:
         if value != int(value):
-            _fail(f"{what} is not a whole number.", "an int", value, "a count of parameters is a whole number: check "
-                  "for a / that should be a // or a factor that should not be there", key="count.not_a_number", keep=True)
+            fail(f"{what} is not a whole number.", "an int", value, "a count of parameters is a whole number: check "
+                 "for a / that should be a // or a factor that should not be there", key="count.not_a_number", keep=True)
         return int(value)
     return float(value)
 
 
-def _twins(labels: list[str], why: str = "") -> str:
+def twin_mistakes(labels: list[str], why: str = "") -> str:
     """Mistakes that give identical numbers, stated together (``why``: the identity behind it)."""
     if len(labels) == 1:
         return labels[0]
@@ -212,8 +212,8 @@ def full_precision():
         torch.set_float32_matmul_precision(saved[2])
 
 
-def _checked(check: Callable) -> Callable:
-    """A check as the test cells call it: records its split for ``_fail``, and turns anything unexpected that
+def checked(check: Callable) -> Callable:
+    """A check as the test cells call it: records its split for ``fail``, and turns anything unexpected that
     happens inside the checker (an answer of an odd type, dtype, device or shape that a comparison chokes on)
     into a ``CheckFailed`` that says so, never a traceback from inside translab."""
     import functools
@@ -250,7 +250,7 @@ def _checked(check: Callable) -> Callable:
         except wire.WireError as error:
             raise CheckFailed(f"the grader lost contact with this kernel during the check ({error}).",
                               "checker_error") from None
-        except AssertionError as error:  # raised by the answer outside _call (e.g. while a class is built)
+        except AssertionError as error:  # raised by the answer outside call_student (e.g. while a class is built)
             raise CheckFailed(f"{check.__name__}: your code failed an assertion: {str(error)[:300]}", "raised") from None
         except Exception as error:  # noqa: BLE001 - the checker itself could not cope with this answer
             detail = (str(error).splitlines() or [""])[0][:200]
@@ -313,7 +313,7 @@ def _refusing_copies(messages: dict[tuple, str]):
         sys.setprofile(before)
 
 
-REFUSED = "switched off while this test runs"  # in every refusal's message: how _call tells it from other errors
+REFUSED = "switched off while this test runs"  # in every refusal's message: how call_student tells it from other errors
 
 
 def _refusal(kind: str, name: str, module: str = "translab") -> str:
@@ -365,7 +365,7 @@ def forbid(*targets):
 
 
 @contextlib.contextmanager
-def _no_warnings(what: str):
+def no_warnings(what: str):
     """Turn a warning from the student's code into a clear failure (in nbgrader, stderr scores 0)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -377,8 +377,8 @@ def _no_warnings(what: str):
                 "PyTorch wants the attention mask and the padding mask of the same type: "
                 "keep the given lines that convert the padding mask"
                 if "mismatched" in str(warning.message) else None)
-        _fail(f"{what} printed a warning to stderr; under nbgrader any stderr output scores the cell 0.",
-              found=f"{warning.category.__name__}: {warning.message}", hint=hint, key="stderr_warning", keep=True)
+        fail(f"{what} printed a warning to stderr; under nbgrader any stderr output scores the cell 0.",
+             found=f"{warning.category.__name__}: {warning.message}", hint=hint, key="stderr_warning", keep=True)
 
 
 def _where(error: BaseException) -> str:
@@ -397,7 +397,7 @@ def refuse_call(what: str, error: AssertionError) -> None:
     which name)."""
     where = _where(error)
     evidence = f" The call is{where}." if where else ""
-    _fail(f"{what}: {error}{evidence}", key="calls_translab")
+    fail(f"{what}: {error}{evidence}", key="calls_translab")
 
 
 def _tensors_given(function: Callable, args: tuple, kwargs: dict) -> list[tuple[str, torch.Tensor]]:
@@ -410,7 +410,7 @@ def _tensors_given(function: Callable, args: tuple, kwargs: dict) -> list[tuple[
     return [(name, value) for name, value in named.items() if isinstance(value, torch.Tensor)]
 
 
-def _call(what: str, function: Callable, *args, **kwargs):
+def call_student(what: str, function: Callable, *args, **kwargs):
     """Call the student's ``function``, each failure explained; a tensor it was given and changed in place fails
     too (issue 50: a check hands copies, so an answer that wrote into its caller's tensor went unreported; in a
     model the caller is the layer before, whose output, or autograd's record of it, it overwrites)."""
@@ -422,42 +422,42 @@ def _call(what: str, function: Callable, *args, **kwargs):
     changed = [name for (name, tensor), copy in zip(given, saved)
                if not references.within(tensor.detach(), copy, references.EXACT, equal_nan=True)]
     if changed:
-        _fail(f"{what} changed the tensor it was given as {' and '.join(f'`{name}`' for name in changed)} in place: "
-              "the caller's tensor is not the answer's to write.",
-              hint="compute a new tensor instead: `x = x + y`, not `x += y`; `masked_fill`, not `masked_fill_`; "
-                   "or work on a `.clone()`", key="mutates_input")
+        fail(f"{what} changed the tensor it was given as {' and '.join(f'`{name}`' for name in changed)} in place: "
+             "the caller's tensor is not the answer's to write.",
+             hint="compute a new tensor instead: `x = x + y`, not `x += y`; `masked_fill`, not `masked_fill_`; "
+                  "or work on a `.clone()`", key="mutates_input")
     return result
 
 
 def _call_once(what: str, function: Callable, args: tuple, kwargs: dict):
     try:
-        with _no_warnings(what):
+        with no_warnings(what):
             return function(*args, **kwargs)
     except CheckFailed:
         raise
     except NotImplementedError:
-        _fail(f"{what} is not written yet (it raises NotImplementedError).",
-              hint="replace `raise NotImplementedError()` in the answer cell with your code, then run that cell",
-              key="not_written")
+        fail(f"{what} is not written yet (it raises NotImplementedError).",
+             hint="replace `raise NotImplementedError()` in the answer cell with your code, then run that cell",
+             key="not_written")
     except AssertionError as error:
         if REFUSED in str(error):  # forbid()'s message: the answer calls the implementation it is to write
             refuse_call(what, error)
-        _fail(f"{what} failed an assertion{_where(error)}{_said(error, 300)}", key="raised")
+        fail(f"{what} failed an assertion{_where(error)}{error_said(error, 300)}", key="raised")
     except Exception as error:
-        _fail(f"{what} raised {type(error).__name__}{_where(error)}{_said(error, 400)}", key="raised")
+        fail(f"{what} raised {type(error).__name__}{_where(error)}{error_said(error, 400)}", key="raised")
 
 
-def _said(error: BaseException, limit: int) -> str:
+def error_said(error: BaseException, limit: int) -> str:
     """What the error says, in a visible check; in a hidden one nothing (it could quote the hidden inputs: sizes,
     values), as the grader's checker composes it (``wire.composed_failure``)."""
-    if _hidden():
+    if in_hidden_check():
         return wire.HIDDEN_ERROR_NOTE
     return f": {str(error)[:limit]}"
 
 
-def _attempt(function: Callable, *args, **kwargs):
+def attempt_again(function: Callable, *args, **kwargs):
     """The student's ``function`` called once more on inputs the check chose to tell two causes apart; None when it
-    raises (the first call's failure stands).  Through the kernel where the checker runs, as ``_call``."""
+    raises (the first call's failure stands).  Through the kernel where the checker runs, as ``call_student``."""
     import io
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
@@ -473,9 +473,9 @@ def _attempt(function: Callable, *args, **kwargs):
 
 def _kernel_call(target, what: str | None, args: tuple, kwargs: dict, forbidden: list):
     """A call the checker asks this kernel for (``wire.serve``): the student's object, translab's ``forbidden``
-    implementations switched off, a failure of it explained as ``_call`` explains it when ``what`` names it."""
+    implementations switched off, a failure of it explained as ``call_student`` explains it when ``what`` names it."""
     with forbid(*forbidden):
-        return _call(what, target, *args, **kwargs) if what is not None else target(*args, **kwargs)
+        return call_student(what, target, *args, **kwargs) if what is not None else target(*args, **kwargs)
 
 
 def held_parameters(module, limit: int = 10_000) -> list:
@@ -494,7 +494,7 @@ def held_parameters(module, limit: int = 10_000) -> list:
     return found
 
 
-def _parameters_like(module, state: dict) -> None:
+def give_parameters_like(module, state: dict) -> None:
     """Give ``module`` a parameter of the same name and shape for each entry of ``state`` (a reference's state
     dict): a stand-in for a held-back reference (``translab.stages``) then counts, names and loads as it does."""
     from torch import nn
@@ -508,7 +508,7 @@ def _parameters_like(module, state: dict) -> None:
         owner.register_parameter(leaf, nn.Parameter(torch.empty_like(tensor)))
 
 
-def _model_module():
+def lab_model_module():
     from .. import model
     return model
 
@@ -530,7 +530,7 @@ def mistaken_outputs(mistakes: dict[str, OutputMistake], pieces) -> dict:
     return {name: mistake.variant(pieces) for name, mistake in mistakes.items()}
 
 
-def _variant_matches(found, case: dict, variants: dict, expected, tol: references.Tolerance) -> list[str]:
+def variant_matches(found, case: dict, variants: dict, expected, tol: references.Tolerance) -> list[str]:
     """Keys of ``variants`` ({key: text}) whose stored output in ``case`` ``found`` equals; variants that equal the
     right answer on this case cannot be told from it and are left out."""
-    return [key for key in variants if key in case and not _same(case[key], expected, tol) and _same(found, case[key], tol)]
+    return [key for key in variants if key in case and not matches_reference(case[key], expected, tol) and matches_reference(found, case[key], tol)]

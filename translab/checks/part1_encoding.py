@@ -9,8 +9,8 @@ from torch import nn
 
 from .. import references
 from ..relations import positional_fit
-from .harness import (_call, _checked, _fail, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins,
-                      forbid, held_parameters)
+from .harness import (call_student, checked, fail, forbid, held_parameters, kind_of, lab_model_module,
+                      matches_reference, report_ok, require_tensor, shorten, twin_mistakes)
 
 
 def pe_table(max_len: int, d_model: int, base: float = 10000.0, exponent_halved: bool = False,
@@ -48,38 +48,38 @@ def _pe_output(PositionalEncoding: type, label: str, d_model: int, max_len: int,
                expected: torch.Tensor, tol) -> torch.Tensor:
     """The answer's module built and run on ``x`` (translab's own switched off), or the failure of its type, its
     parameters, its output's shape or dtype."""
-    model_module = _model_module()
+    model_module = lab_model_module()
     with forbid(model_module.PositionalEncoding, model_module.sinusoidal_table):
-        module = _call(label, PositionalEncoding, d_model, dropout=0.0, max_len=max_len)
+        module = call_student(label, PositionalEncoding, d_model, dropout=0.0, max_len=max_len)
         if not isinstance(module, nn.Module):
-            _fail(f"{label} is not an nn.Module.", "an instance of a subclass of nn.Module", _kind(module),
-                  "keep `class PositionalEncoding(nn.Module)` and call super().__init__() first",
-                  key="wrong_type", keep=True)
+            fail(f"{label} is not an nn.Module.", "an instance of a subclass of nn.Module", kind_of(module),
+                 "keep `class PositionalEncoding(nn.Module)` and call super().__init__() first",
+                 key="wrong_type", keep=True)
         trainable = [tuple(p.shape) for p in held_parameters(module)]
         if trainable:
-            _fail("the positional encoding has trainable parameters.", "no parameters (a fixed buffer)",
-                  f"parameters of shape {trainable}",
-                  "the sinusoidal table is fixed, not learned: store it with self.register_buffer('pe', ...), "
-                  "not nn.Parameter (a buffer moves with .to(device) and is never updated by the optimizer)",
-                  key="pe.trainable", keep=True)
+            fail("the positional encoding has trainable parameters.", "no parameters (a fixed buffer)",
+                 f"parameters of shape {trainable}",
+                 "the sinusoidal table is fixed, not learned: store it with self.register_buffer('pe', ...), "
+                 "not nn.Parameter (a buffer moves with .to(device) and is never updated by the optimizer)",
+                 key="pe.trainable", keep=True)
         module.eval()
-        out = _call(f"{label}.forward(x)", module, x.clone())
-    _require_tensor(out, f"{label}.forward(x)")
+        out = call_student(f"{label}.forward(x)", module, x.clone())
+    require_tensor(out, f"{label}.forward(x)")
     if out.shape != x.shape:
-        _fail(f"{label} returns the wrong shape for a (batch, seq, d_model) input.", tuple(x.shape),
-              tuple(out.shape), "inputs are batch-first (batch, seq, d_model): add pe[:seq_len] where "
-              "seq_len = x.size(1), broadcast over the batch", key="wrong_shape")
+        fail(f"{label} returns the wrong shape for a (batch, seq, d_model) input.", tuple(x.shape),
+             tuple(out.shape), "inputs are batch-first (batch, seq, d_model): add pe[:seq_len] where "
+             "seq_len = x.size(1), broadcast over the batch", key="wrong_shape")
     if out.dtype != x.dtype:
         buffers = [f"{name} ({str(b.dtype).replace('torch.', '')})" for name, b in module.named_buffers()
                    if b.is_floating_point() and b.dtype != x.dtype]
-        values = "the values are right" if _same(out, expected, tol) else "the values differ too"
-        _fail(f"{label} returns {str(out.dtype).replace('torch.', '')} for a float32 input"
-              + (f": its buffer {', '.join(buffers)} is not float32." if buffers else "."),
-              "float32, like the input", f"{str(out.dtype).replace('torch.', '')} ({values})",
-              "adding a float64 table turns every output float64, and the encoder's float32 weights then refuse "
-              "it (\"expected m1 and m2 to have the same dtype, but got: double != float\"); build the table in "
-              "float32 (torch.arange(..., dtype=torch.float32), torch.zeros(max_len, d_model)), not from numpy or "
-              "with dtype=torch.float64, or .float() it before register_buffer", key="pe.dtype", keep=True)
+        values = "the values are right" if matches_reference(out, expected, tol) else "the values differ too"
+        fail(f"{label} returns {str(out.dtype).replace('torch.', '')} for a float32 input"
+             + (f": its buffer {', '.join(buffers)} is not float32." if buffers else "."),
+             "float32, like the input", f"{str(out.dtype).replace('torch.', '')} ({values})",
+             "adding a float64 table turns every output float64, and the encoder's float32 weights then refuse "
+             "it (\"expected m1 and m2 to have the same dtype, but got: double != float\"); build the table in "
+             "float32 (torch.arange(..., dtype=torch.float32), torch.zeros(max_len, d_model)), not from numpy or "
+             "with dtype=torch.float64, or .float() it before register_buffer", key="pe.dtype", keep=True)
     return out
 
 
@@ -88,50 +88,50 @@ def _diagnose_pe(out: torch.Tensor, x: torch.Tensor, case: dict, tol, visible: b
     d_model, max_len = case["d_model"], case["max_len"]
     added = (out.detach() - x).to(torch.float32)
     table = case["table"][: x.size(1)]
-    if _same(added[0], added[-1], tol):
+    if matches_reference(added[0], added[-1], tol):
         variants = {key: (text, variant[: x.size(1)]) for key, (text, variant) in
                     _pe_variants(case["table"], d_model, max_len).items()}
         matches = [key for key, (text, variant) in variants.items()
-                   if not _same(variant, table, tol) and _same(added[0], variant, tol)]
+                   if not matches_reference(variant, table, tol) and matches_reference(added[0], variant, tol)]
         if matches:
             name = "the positional encoding" + (f" (d_model={d_model})" if visible else "")
             why = "100^(2i/d_model) = 10000^(i/d_model)" if {"pe.base_100", "pe.exponent_i"} <= set(matches) else ""
-            _fail(f"{name} uses {_twins([variants[k][0] for k in matches], why)}.",
-                  "pe[pos, 2i] = sin(pos / 10000^(2i/d_model)), pe[pos, 2i+1] = cos(pos / 10000^(2i/d_model))",
-                  _short(added[0]), "dimensions 2i and 2i+1 share the angle pos / 10000^(2i/d_model): div_term = "
-                  "exp(arange(0, d_model, 2) * (-ln(10000) / d_model)), sin on the even dimensions, cos on the "
-                  "odd ones, positions from 0", key="|".join(matches))
-        if _same(added[0], table.flip(0), tol) or (added.size(1) == added.size(2) and _same(added[0].T, table, tol)):
-            _fail("the positional encoding rows are in the wrong order or transposed.", _short(table),
-                  _short(added[0]), "row pos of the table is the encoding of position pos: pe[:seq_len], "
-                  "added to x of shape (batch, seq, d_model)", key="pe.rows_order")
+            fail(f"{name} uses {twin_mistakes([variants[k][0] for k in matches], why)}.",
+                 "pe[pos, 2i] = sin(pos / 10000^(2i/d_model)), pe[pos, 2i+1] = cos(pos / 10000^(2i/d_model))",
+                 shorten(added[0]), "dimensions 2i and 2i+1 share the angle pos / 10000^(2i/d_model): div_term = "
+                 "exp(arange(0, d_model, 2) * (-ln(10000) / d_model)), sin on the even dimensions, cos on the "
+                 "odd ones, positions from 0", key="|".join(matches))
+        if matches_reference(added[0], table.flip(0), tol) or (added.size(1) == added.size(2) and matches_reference(added[0].T, table, tol)):
+            fail("the positional encoding rows are in the wrong order or transposed.", shorten(table),
+                 shorten(added[0]), "row pos of the table is the encoding of position pos: pe[:seq_len], "
+                 "added to x of shape (batch, seq, d_model)", key="pe.rows_order")
     rows = case["table"][: added.size(0)].unsqueeze(1).expand_as(added)
-    if added.size(0) < added.size(1) and _same(added, rows, tol):
-        _fail("the positional encoding is added along the batch axis: every position of sentence b gets the "
-              "encoding of position b.", "x + pe[:seq_len] with seq_len = x.size(1)", "x + pe[:batch_size]",
-              "inputs are batch-first (batch, seq, d_model): index the table by x.size(1), not x.size(0) (the "
-              "sequence-first code of PyTorch's tutorial, with pe of shape (max_len, 1, d_model), does the latter)",
-              key="pe.not_batch_first", keep=True)
-    if _same(out, x * case["table"][: x.size(1)], tol):
-        _fail("the positional encoding multiplies the input.", "x + pe[:seq_len]", "x * pe[:seq_len]",
-              "the encoding is ADDED to the token embeddings", key="pe.multiplied", keep=True)
+    if added.size(0) < added.size(1) and matches_reference(added, rows, tol):
+        fail("the positional encoding is added along the batch axis: every position of sentence b gets the "
+             "encoding of position b.", "x + pe[:seq_len] with seq_len = x.size(1)", "x + pe[:batch_size]",
+             "inputs are batch-first (batch, seq, d_model): index the table by x.size(1), not x.size(0) (the "
+             "sequence-first code of PyTorch's tutorial, with pe of shape (max_len, 1, d_model), does the latter)",
+             key="pe.not_batch_first", keep=True)
+    if matches_reference(out, x * case["table"][: x.size(1)], tol):
+        fail("the positional encoding multiplies the input.", "x + pe[:seq_len]", "x * pe[:seq_len]",
+             "the encoding is ADDED to the token embeddings", key="pe.multiplied", keep=True)
     scaled = _input_scale(out, x, table, tol)
     if scaled is not None:
         named = "sqrt(d_model)" if math.isclose(scaled, math.sqrt(d_model), rel_tol=1e-3) else None
         shown = f"{scaled:.4g}" + (f" = {named}" if named else "") if visible else (named or "a constant")
-        _fail(f"the positional encoding multiplies the input by {shown} before adding the table.",
-              hint="the encoding adds the table to x as it is. Scaling the embeddings by sqrt(d_model) is the "
-              "model's step (part 2: embedding(src) * sqrt(nhid)), not the encoding's", key="pe.scales_input")
-    if _same(out, x, tol):
-        _fail("the positional encoding returns its input unchanged: out - x is 0 everywhere.",
-              "x + pe[:seq_len]", "x", "build the table in __init__ (register_buffer('pe', ...)) and add its first "
-              "x.size(1) rows in forward: return self.dropout(x + self.pe[: x.size(1)])", key="pe.nothing_added")
-    findings = positional_fit(added[0], table) if _same(added[0], added[-1], tol) else []
+        fail(f"the positional encoding multiplies the input by {shown} before adding the table.",
+             hint="the encoding adds the table to x as it is. Scaling the embeddings by sqrt(d_model) is the "
+             "model's step (part 2: embedding(src) * sqrt(nhid)), not the encoding's", key="pe.scales_input")
+    if matches_reference(out, x, tol):
+        fail("the positional encoding returns its input unchanged: out - x is 0 everywhere.",
+             "x + pe[:seq_len]", "x", "build the table in __init__ (register_buffer('pe', ...)) and add its first "
+             "x.size(1) rows in forward: return self.dropout(x + self.pe[: x.size(1)])", key="pe.nothing_added")
+    findings = positional_fit(added[0], table) if matches_reference(added[0], added[-1], tol) else []
     if findings:  # measured: the sinusoids the answer adds, fitted
-        _fail("the positional encoding adds sinusoids, but not the right ones: "
-              + "; ".join(finding.text for finding in findings) + ".",
-              "pe[pos, 2i] = sin(pos / 10000^(2i/d_model)), pe[pos, 2i+1] = cos(pos / 10000^(2i/d_model))",
-              f"out - x at position 1: {_short(added[0, 1, :4])}", key=" ".join(f.key for f in findings))
+        fail("the positional encoding adds sinusoids, but not the right ones: "
+             + "; ".join(finding.text for finding in findings) + ".",
+             "pe[pos, 2i] = sin(pos / 10000^(2i/d_model)), pe[pos, 2i+1] = cos(pos / 10000^(2i/d_model))",
+             f"out - x at position 1: {shorten(added[0, 1, :4])}", key=" ".join(f.key for f in findings))
     # nothing recognised here: a larger case may show what it is (a base is hard to fit on 5 positions)
     return (
         f"{label}: the output differs from x + pe[:seq_len].",
@@ -141,7 +141,7 @@ def _diagnose_pe(out: torch.Tensor, x: torch.Tensor, case: dict, tol, visible: b
         "check the dropout is applied after the addition and that eval() turns it off")
 
 
-@_checked
+@checked
 def check_positional_encoding(PositionalEncoding: type, split: str = "visible") -> None:
     visible = split == "visible"
     cases = references.load("positional_encoding")[split]
@@ -152,13 +152,13 @@ def check_positional_encoding(PositionalEncoding: type, split: str = "visible") 
         label = (f"PositionalEncoding(d_model={d_model}, dropout=0.0, max_len={max_len})" if visible
                  else "PositionalEncoding on a hidden d_model and max_len")
         out = _pe_output(PositionalEncoding, label, d_model, max_len, x, expected, tol)
-        if not _same(out, expected, tol):
+        if not matches_reference(out, expected, tol):
             told = _diagnose_pe(out, x, case, tol, visible, label)  # fails here where it names the mistake
             unexplained = unexplained or told
     if unexplained:
-        _fail(*unexplained)
+        fail(*unexplained)
     sizes = ", ".join(f"d_model={c['d_model']}" for c in cases) if visible else f"{len(cases)} hidden sizes"
-    _ok(f"positional encoding ({sizes}): fixed sinusoids added to batch-first inputs, no trainable parameters")
+    report_ok(f"positional encoding ({sizes}): fixed sinusoids added to batch-first inputs, no trainable parameters")
 
 
 def _input_scale(out, x: torch.Tensor, table: torch.Tensor, tol) -> float | None:
@@ -170,4 +170,4 @@ def _input_scale(out, x: torch.Tensor, table: torch.Tensor, tol) -> float | None
     if norm == 0:
         return None
     c = float((rest * inputs).sum()) / norm
-    return c if abs(c - 1) > 1e-3 and _same(out, (c * inputs + table.double()).float(), tol) else None
+    return c if abs(c - 1) > 1e-3 and matches_reference(out, (c * inputs + table.double()).float(), tol) else None

@@ -15,15 +15,16 @@ from torch import nn
 
 from .. import references
 from ..stages import held_in_kernel
-from .harness import (CheckFailed, OutputMistake, _attempt, _call, _checked, _fail, _fail_if_transposed, _fail_measured,
-                      _hidden, _kind, _model_module, _number, _ok, _parameters_like, _require_tensor, _same, _short,
-                      _twins, _variant_matches, forbid, held_parameters)
+from .harness import (CheckFailed, OutputMistake, as_number, attempt_again, call_student, checked, fail,
+                      fail_if_transposed, fail_measured, forbid, give_parameters_like, held_parameters,
+                      in_hidden_check, kind_of, lab_model_module, matches_reference, report_ok, require_tensor,
+                      shorten, twin_mistakes, variant_matches)
 
 
 def _load_state(module: nn.Module, state: dict, what: str, cfg: dict | None = None) -> None:
     if not isinstance(module, nn.Module):
-        _fail(f"{what} is not an nn.Module.", "an instance of a subclass of nn.Module", _kind(module),
-              "keep the skeleton's `class ...(nn.Module)` and call super().__init__() first", key="wrong_type", keep=True)
+        fail(f"{what} is not an nn.Module.", "an instance of a subclass of nn.Module", kind_of(module),
+             "keep the skeleton's `class ...(nn.Module)` and call super().__init__() first", key="wrong_type", keep=True)
     def parameter_names() -> set[str]:  # asked only when something is missing: from the grading kernel, each
         return {name for name, _ in module.named_parameters()}  # parameter crosses the wire to name it
     try:
@@ -42,24 +43,24 @@ def _load_state(module: nn.Module, state: dict, what: str, cfg: dict | None = No
                  5000: "max_len"}
         for name in ("ntoken", "nclasses", "nhead", "nlayers", "nhid"):  # the more likely reading last: it wins
             if (cfg or {}).get(name) is not None:
-                sizes[cfg[name]] = name if _hidden() else f"{name} ({cfg[name]})"
+                sizes[cfg[name]] = name if in_hidden_check() else f"{name} ({cfg[name]})"
         if cfg and cfg.get("nhid"):
             sizes.setdefault(4 * cfg["nhid"], "4*nhid")
             sizes.setdefault(3 * cfg["nhid"], "3*nhid (Q, K and V together: nn.MultiheadAttention's in_proj)")
         parameters, current = parameter_names(), module.state_dict()
         own = {name: value for name, value in current.items() if name in parameters or name in state}
-        causes = state_mismatch(own, state, sizes, show_shapes=not _hidden())
+        causes = state_mismatch(own, state, sizes, show_shapes=not in_hidden_check())
         if causes:
-            _fail(f"{what}: the reference weights do not fit your module: " + "; ".join(text for _, text in causes) + ".",
-                  hint="keep the skeleton's attribute names and layer types, sized as asked",
-                  key=" ".join(dict.fromkeys(key for key, _ in causes)), keep=True)
+            fail(f"{what}: the reference weights do not fit your module: " + "; ".join(text for _, text in causes) + ".",
+                 hint="keep the skeleton's attribute names and layer types, sized as asked",
+                 key=" ".join(dict.fromkeys(key for key, _ in causes)), keep=True)
         own = sorted(current.keys())
-        says = "" if _hidden() else (f" PyTorch says: {str(error).splitlines()[0]} "
-                                     + " ".join(str(error).splitlines()[1:3]))
-        _fail(f"{what}: the reference weights do not fit your module.",
-              f"parameters {sorted(state.keys())[:8]} ...", f"{own[:8]} ...",
-              "keep the attribute names and layer types of the skeleton (encoder, pos_encoder, transformer_encoder, "
-              f"decoder) and the sizes asked for.{says}", key="model.load_state")
+        says = "" if in_hidden_check() else (f" PyTorch says: {str(error).splitlines()[0]} "
+                                             + " ".join(str(error).splitlines()[1:3]))
+        fail(f"{what}: the reference weights do not fit your module.",
+             f"parameters {sorted(state.keys())[:8]} ...", f"{own[:8]} ...",
+             "keep the attribute names and layer types of the skeleton (encoder, pos_encoder, transformer_encoder, "
+             f"decoder) and the sizes asked for.{says}", key="model.load_state")
 
 
 MODEL_RECIPE = "hidden = base(src, src_mask, src_key_padding_mask); return head(hidden, src_key_padding_mask)"
@@ -74,7 +75,7 @@ LOGITS_WHY = {
 
 
 def _forbid_models():
-    m = _model_module()
+    m = lab_model_module()
     return forbid(m.TransformerModel, m.LanguageModelHead, m.ClassificationHead, m.Model, m.last_token_states,
                   m.build_language_model, m.build_classifier)
 
@@ -98,7 +99,7 @@ TRANSFORMER_MISTAKES = {  # key model.<name>
 }
 
 
-@_checked
+@checked
 def check_transformer_model(TransformerModel: type, split: str = "visible") -> None:
     visible = split == "visible"
     cases = references.load("transformer")[split]
@@ -108,44 +109,44 @@ def check_transformer_model(TransformerModel: type, split: str = "visible") -> N
         label = (f"TransformerModel(ntoken={cfg['ntoken']}, nhead={cfg['nhead']}, nhid={cfg['nhid']}, "
                  f"nlayers={cfg['nlayers']})" if visible else "TransformerModel on a hidden configuration")
         with _forbid_models():
-            model = _call(label, TransformerModel, cfg["ntoken"], cfg["nhead"], cfg["nhid"], cfg["nlayers"], dropout=0.1)
+            model = call_student(label, TransformerModel, cfg["ntoken"], cfg["nhead"], cfg["nhid"], cfg["nlayers"], dropout=0.1)
             _load_state(model, case["state_dict"], label, cfg)
             model.eval()
             with torch.no_grad():
-                out = _call(f"{label}.forward(src, src_mask, src_key_padding_mask)", model, case["src"],
-                            case["causal"], case["padding"])
-                out_plain = _call(f"{label}.forward(src)", model, case["src"])
+                out = call_student(f"{label}.forward(src, src_mask, src_key_padding_mask)", model, case["src"],
+                                   case["causal"], case["padding"])
+                out_plain = call_student(f"{label}.forward(src)", model, case["src"])
         expected = case["expected"]
-        _require_tensor(out, f"{label}.forward(src, src_mask, src_key_padding_mask)")
+        require_tensor(out, f"{label}.forward(src, src_mask, src_key_padding_mask)")
         if out.shape != expected.shape:
-            _fail_if_transposed(f"{label} returns the wrong shape", out, expected, tol, ("batch", "seq", "nhid"),
-                                "the encoder layer is built with batch_first=True: inputs and outputs are (batch, seq, "
-                                "nhid); do not transpose them")
-            _fail(f"{label} returns the wrong shape" + (f" for src of shape {tuple(case['src'].shape)}." if visible else "."),
-                  tuple(expected.shape), tuple(out.shape), "the base returns (batch, seq, nhid) contextual vectors; "
-                  "build the encoder layer with batch_first=True and do not apply a head inside the base",
-                  key="wrong_shape")
-        if not _same(out, expected, tol):
+            fail_if_transposed(f"{label} returns the wrong shape", out, expected, tol, ("batch", "seq", "nhid"),
+                               "the encoder layer is built with batch_first=True: inputs and outputs are (batch, seq, "
+                               "nhid); do not transpose them")
+            fail(f"{label} returns the wrong shape" + (f" for src of shape {tuple(case['src'].shape)}." if visible else "."),
+                 tuple(expected.shape), tuple(out.shape), "the base returns (batch, seq, nhid) contextual vectors; "
+                 "build the encoder layer with batch_first=True and do not apply a head inside the base",
+                 key="wrong_shape")
+        if not matches_reference(out, expected, tol):
             real = ~case["padding"]
             diagnoses = {name: mistake.hint for name, mistake in TRANSFORMER_MISTAKES.items()}
-            matches = _variant_matches(out, case, diagnoses, expected, tol)
-            if not matches and _same(out[real], expected[real], tol):
+            matches = variant_matches(out, case, diagnoses, expected, tol)
+            if not matches and matches_reference(out[real], expected[real], tol):
                 matches = ["no_padding_mask"]
             if matches:
-                hint = _twins([diagnoses[k] for k in matches])
-                _fail(f"{label}: output differs from the reference.", "the reference output", f"the output when {hint}",
-                      hint, key="|".join(f"model.{k}" for k in matches), keep=True)
+                hint = twin_mistakes([diagnoses[k] for k in matches])
+                fail(f"{label}: output differs from the reference.", "the reference output", f"the output when {hint}",
+                     hint, key="|".join(f"model.{k}" for k in matches), keep=True)
             if bool(torch.isnan(out).any()):
-                _fail(f"{label}: the output holds NaN.", hint="a row of the attention mask that is all -inf gives NaN "
-                      "(softmax of nothing); pass the masks as given, do not invert the padding mask")
-            _fail_measured(f"{label}: output differs from the reference", out, expected, tol,
-                           "embedding * sqrt(nhid) -> positional encoding -> encoder(mask, padding mask)",
-                           position_axis=1, names=("batch", "seq", "nhid"), scales={"sqrt(nhid)": math.sqrt(cfg["nhid"])})
-        if not _same(out_plain, case["expected_no_masks"], tol):
-            _fail(f"{label}: forward(src) without masks differs from the reference.",
-                  hint="both masks are optional (default None); pass them through unchanged", key="model.masks_not_optional")
-    _ok(f"TransformerModel on {len(cases)} {'' if visible else 'hidden '}configuration(s): reference outputs with and "
-        "without masks")
+                fail(f"{label}: the output holds NaN.", hint="a row of the attention mask that is all -inf gives NaN "
+                     "(softmax of nothing); pass the masks as given, do not invert the padding mask")
+            fail_measured(f"{label}: output differs from the reference", out, expected, tol,
+                          "embedding * sqrt(nhid) -> positional encoding -> encoder(mask, padding mask)",
+                          position_axis=1, names=("batch", "seq", "nhid"), scales={"sqrt(nhid)": math.sqrt(cfg["nhid"])})
+        if not matches_reference(out_plain, case["expected_no_masks"], tol):
+            fail(f"{label}: forward(src) without masks differs from the reference.",
+                 hint="both masks are optional (default None); pass them through unchanged", key="model.masks_not_optional")
+    report_ok(f"TransformerModel on {len(cases)} {'' if visible else 'hidden '}configuration(s): reference outputs with and "
+              "without masks")
 
 
 CLASSIFICATION_HEAD_MISTAKES = {  # variants of ClassificationHead(hidden, padding), from SimpleNamespace(head, hidden)
@@ -166,7 +167,7 @@ CLASSIFICATION_HEAD_MISTAKES = {  # variants of ClassificationHead(hidden, paddi
 }
 
 
-@_checked
+@checked
 def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = "visible") -> None:
     visible = split == "visible"
     cases = references.load("heads")[split]
@@ -179,58 +180,58 @@ def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = 
         cls_label = f"ClassificationHead(nhid={cfg['nhid']}, nclasses={cfg['nclasses']})" if visible else \
             "ClassificationHead on a hidden configuration"
         with _forbid_models():
-            lm = _call(lm_label, LanguageModelHead, cfg["nhid"], cfg["ntoken"])
+            lm = call_student(lm_label, LanguageModelHead, cfg["nhid"], cfg["ntoken"])
             _load_state(lm, case["lm_state"], "LanguageModelHead", cfg)
-            cls = _call(cls_label, ClassificationHead, cfg["nhid"], cfg["nclasses"])
+            cls = call_student(cls_label, ClassificationHead, cfg["nhid"], cfg["nclasses"])
             _load_state(cls, case["cls_state"], "ClassificationHead", cfg)
             with torch.no_grad():
-                lm_out = _call("LanguageModelHead.forward(hidden)", lm, hidden)
-                cls_out = _call("ClassificationHead.forward(hidden, src_key_padding_mask)", cls, hidden, padding)
-        _require_tensor(lm_out, "LanguageModelHead.forward(hidden)")
+                lm_out = call_student("LanguageModelHead.forward(hidden)", lm, hidden)
+                cls_out = call_student("ClassificationHead.forward(hidden, src_key_padding_mask)", cls, hidden, padding)
+        require_tensor(lm_out, "LanguageModelHead.forward(hidden)")
         if lm_out.shape != case["lm_expected"].shape:
-            _fail_if_transposed("LanguageModelHead returns the wrong shape", lm_out, case["lm_expected"], tol,
-                                ("batch", "seq", "ntoken"), "return decoder(hidden) as it comes: (batch, seq, ntoken)")
-            _fail("LanguageModelHead returns the wrong shape.", f"{tuple(case['lm_expected'].shape)} = (batch, seq, ntoken)",
-                  tuple(lm_out.shape), "the LM head scores every vocabulary token at every position", key="wrong_shape")
-        if not _same(lm_out, case["lm_expected"], tol):
-            if _same(lm_out, case["lm_expected"].softmax(-1), tol) or _same(lm_out, case["lm_expected"].log_softmax(-1), tol):
-                _fail("LanguageModelHead applies a softmax.", "raw logits", "probabilities",
-                      "CrossEntropyLoss applies log-softmax itself: the head returns raw scores (logits)",
-                      key="heads.lm_softmax", keep=True)
-            _fail_measured("LanguageModelHead output differs from the reference", lm_out, case["lm_expected"], tol,
-                           "one nn.Linear(nhid, ntoken) named decoder", position_axis=1, names=("batch", "seq", "ntoken"),
-                           why=LOGITS_WHY)
+            fail_if_transposed("LanguageModelHead returns the wrong shape", lm_out, case["lm_expected"], tol,
+                               ("batch", "seq", "ntoken"), "return decoder(hidden) as it comes: (batch, seq, ntoken)")
+            fail("LanguageModelHead returns the wrong shape.", f"{tuple(case['lm_expected'].shape)} = (batch, seq, ntoken)",
+                 tuple(lm_out.shape), "the LM head scores every vocabulary token at every position", key="wrong_shape")
+        if not matches_reference(lm_out, case["lm_expected"], tol):
+            if matches_reference(lm_out, case["lm_expected"].softmax(-1), tol) or matches_reference(lm_out, case["lm_expected"].log_softmax(-1), tol):
+                fail("LanguageModelHead applies a softmax.", "raw logits", "probabilities",
+                     "CrossEntropyLoss applies log-softmax itself: the head returns raw scores (logits)",
+                     key="heads.lm_softmax", keep=True)
+            fail_measured("LanguageModelHead output differs from the reference", lm_out, case["lm_expected"], tol,
+                          "one nn.Linear(nhid, ntoken) named decoder", position_axis=1, names=("batch", "seq", "ntoken"),
+                          why=LOGITS_WHY)
         expected = case["cls_expected"]
-        _require_tensor(cls_out, "ClassificationHead.forward(hidden, src_key_padding_mask)")
+        require_tensor(cls_out, "ClassificationHead.forward(hidden, src_key_padding_mask)")
         if cls_out.shape != expected.shape:
-            _fail("ClassificationHead returns the wrong shape.", f"{tuple(expected.shape)} = (batch, nclasses)",
-                  tuple(cls_out.shape), "one prediction per sentence: pick one position per sequence before the "
-                  "linear layer", key="wrong_shape")
-        if not _same(cls_out, expected, tol):
+            fail("ClassificationHead returns the wrong shape.", f"{tuple(expected.shape)} = (batch, nclasses)",
+                 tuple(cls_out.shape), "one prediction per sentence: pick one position per sequence before the "
+                 "linear layer", key="wrong_shape")
+        if not matches_reference(cls_out, expected, tol):
             readings = CLASSIFICATION_HEAD_MISTAKES
-            matches = _variant_matches(cls_out, case, readings, expected, tol)
+            matches = variant_matches(cls_out, case, readings, expected, tol)
             if matches:
                 first = readings[matches[0]]
-                what = first.what if len(matches) == 1 else _twins([readings[k].what.rstrip(".") for k in matches]) + "."
-                _fail(what, "the state at each sentence's last real token", first.looks_like, first.hint,
-                      key="|".join(readings[k].key for k in matches), keep=True)
-            _fail_measured("ClassificationHead output differs from the reference", cls_out, expected, tol,
-                           "decoder(hidden[b, last real position of b]) for each sentence b", names=("batch", "nclasses"),
-                           why=LOGITS_WHY)
+                what = first.what if len(matches) == 1 else twin_mistakes([readings[k].what.rstrip(".") for k in matches]) + "."
+                fail(what, "the state at each sentence's last real token", first.looks_like, first.hint,
+                     key="|".join(readings[k].key for k in matches), keep=True)
+            fail_measured("ClassificationHead output differs from the reference", cls_out, expected, tol,
+                          "decoder(hidden[b, last real position of b]) for each sentence b", names=("batch", "nclasses"),
+                          why=LOGITS_WHY)
         with _forbid_models(), torch.no_grad():
-            no_mask = _call("ClassificationHead.forward(hidden) without a padding mask", cls, hidden)
-        if not _same(no_mask, case["cls_no_padding_mask"], tol):
-            _fail("ClassificationHead without a padding mask should read the last position.",
-                  hint="src_key_padding_mask=None means no padding: every sequence ends at position -1",
-                  key="heads.no_padding_mask_default")
-    _ok(f"LM head and classification head on {len(cases)} {'' if visible else 'hidden '}configuration(s); the "
-        "classifier reads each sentence's last real token, never padding")
+            no_mask = call_student("ClassificationHead.forward(hidden) without a padding mask", cls, hidden)
+        if not matches_reference(no_mask, case["cls_no_padding_mask"], tol):
+            fail("ClassificationHead without a padding mask should read the last position.",
+                 hint="src_key_padding_mask=None means no padding: every sequence ends at position -1",
+                 key="heads.no_padding_mask_default")
+    report_ok(f"LM head and classification head on {len(cases)} {'' if visible else 'hidden '}configuration(s); the "
+              "classifier reads each sentence's last real token, never padding")
 
 
 def reference_base_and_head(case: dict) -> tuple[nn.Module, nn.Module]:
     """The reference base and LM head that check_model gives Model: translab's, with the case's weights; in a
     release that holds part 2's answers back (``translab.stages``), stand-ins that replay their stored outputs."""
-    m = _model_module()
+    m = lab_model_module()
     if held_in_kernel(m.TransformerModel) or held_in_kernel(m.LanguageModelHead):
         return RecordedBase(case), RecordedHead({(i, given): out for i, out in enumerate(case["lm_outputs"])
                                                    for given in (True, False)}, case, case["head_state"])  # reads no padding
@@ -254,7 +255,7 @@ class RecordedBase(nn.Module):
 
     def __init__(self, case: dict):
         super().__init__()
-        _parameters_like(self, case["base_state"])
+        give_parameters_like(self, case["base_state"])
         self.src, self.padding = case["src"], case["padding"]
         self.outputs = dict(zip(RECORDED_CALLS, case["base_outputs"]))
 
@@ -292,7 +293,7 @@ class RecordedHead(nn.Module):
 
     def __init__(self, answers: dict, case: dict, state: dict):
         super().__init__()
-        _parameters_like(self, state)
+        give_parameters_like(self, state)
         self.answers, self.base_outputs = answers, list(case["base_outputs"])
 
     def forward(self, hidden, src_key_padding_mask=None):
@@ -305,55 +306,55 @@ class RecordedHead(nn.Module):
         return self.answers[key].clone()
 
 
-@_checked
+@checked
 def check_model(Model: type, split: str = "visible") -> None:
-    m = _model_module()
+    m = lab_model_module()
     cases = references.load("model")[split]
     tol = references.tolerance("model")
     for case in cases:
         cfg = case["config"]
         base, head = reference_base_and_head(case)
         with forbid(m.Model, m.build_language_model, m.build_classifier):
-            model = _call("Model(base, head)", Model, base, head)
+            model = call_student("Model(base, head)", Model, base, head)
             if not isinstance(model, nn.Module):
-                _fail("Model(base, head) is not an nn.Module.", "an instance of a subclass of nn.Module", _kind(model),
-                      "keep `class Model(nn.Module)` and call super().__init__() first", key="wrong_type", keep=True)
+                fail("Model(base, head) is not an nn.Module.", "an instance of a subclass of nn.Module", kind_of(model),
+                     "keep `class Model(nn.Module)` and call super().__init__() first", key="wrong_type", keep=True)
             trainable = sum(p.numel() for p in held_parameters(model))
             expected_count = sum(p.numel() for p in base.parameters()) + sum(p.numel() for p in head.parameters())
             if trainable != expected_count:
-                _fail("Model(base, head) does not register the base and the head as submodules.",
-                      f"{expected_count} parameters", f"{trainable}",
-                      "assign them as attributes (self.base = base; self.head = head) after super().__init__()",
-                      key="model.not_registered")
+                fail("Model(base, head) does not register the base and the head as submodules.",
+                     f"{expected_count} parameters", f"{trainable}",
+                     "assign them as attributes (self.base = base; self.head = head) after super().__init__()",
+                     key="model.not_registered")
             model.eval()
             with torch.no_grad():
-                causal = _mask_size_named(lambda: _call("model(src, src_key_padding_mask)", model, case["src"],
-                                                        case["padding"]), model, case["src"], case["padding"])
-                bidirectional = _call("model(src, src_key_padding_mask, causal=False)", model, case["src"],
-                                      case["padding"], causal=False)
-                plain = _call("model(src)", model, case["src"])
-        _require_tensor(causal, "model(src, src_key_padding_mask)")
+                causal = _mask_size_named(lambda: call_student("model(src, src_key_padding_mask)", model, case["src"],
+                                                               case["padding"]), model, case["src"], case["padding"])
+                bidirectional = call_student("model(src, src_key_padding_mask, causal=False)", model, case["src"],
+                                             case["padding"], causal=False)
+                plain = call_student("model(src)", model, case["src"])
+        require_tensor(causal, "model(src, src_key_padding_mask)")
         if causal.shape != case["causal_expected"].shape:
-            _fail_if_transposed("Model returns the wrong shape", causal, case["causal_expected"], tol,
-                                ("batch", "seq", "ntoken"), "everything is batch-first here: return head(hidden, ...) "
-                                "as it comes, (batch, seq, ntoken)")
-            _fail("Model returns the wrong shape.", tuple(case["causal_expected"].shape), tuple(causal.shape),
-                  key="wrong_shape")
-        if not _same(causal, case["causal_expected"], tol):
-            if _same(causal, case["bidirectional_expected"], tol):
-                _fail("Model(src) is not causal.", "a square subsequent mask when causal=True", "no mask",
-                      "build the mask with generate_square_subsequent_mask(src.size(1)) and pass it as src_mask",
-                      key="model.not_causal", keep=True)
-            _fail_measured("Model output differs from the reference", causal, case["causal_expected"], tol, MODEL_RECIPE,
-                           position_axis=1, names=("batch", "seq", "ntoken"), why=LOGITS_WHY)
-        if not _same(bidirectional, case["bidirectional_expected"], tol):
-            _fail("Model(..., causal=False) still masks the future.", hint="causal=False means src_mask=None",
-                  key="model.causal_false_masks")
-        if not _same(plain, case["causal_no_padding"], tol):
-            _fail("Model(src) without a padding mask differs from the reference.", key="model.masks_not_optional")
+            fail_if_transposed("Model returns the wrong shape", causal, case["causal_expected"], tol,
+                               ("batch", "seq", "ntoken"), "everything is batch-first here: return head(hidden, ...) "
+                               "as it comes, (batch, seq, ntoken)")
+            fail("Model returns the wrong shape.", tuple(case["causal_expected"].shape), tuple(causal.shape),
+                 key="wrong_shape")
+        if not matches_reference(causal, case["causal_expected"], tol):
+            if matches_reference(causal, case["bidirectional_expected"], tol):
+                fail("Model(src) is not causal.", "a square subsequent mask when causal=True", "no mask",
+                     "build the mask with generate_square_subsequent_mask(src.size(1)) and pass it as src_mask",
+                     key="model.not_causal", keep=True)
+            fail_measured("Model output differs from the reference", causal, case["causal_expected"], tol, MODEL_RECIPE,
+                          position_axis=1, names=("batch", "seq", "ntoken"), why=LOGITS_WHY)
+        if not matches_reference(bidirectional, case["bidirectional_expected"], tol):
+            fail("Model(..., causal=False) still masks the future.", hint="causal=False means src_mask=None",
+                 key="model.causal_false_masks")
+        if not matches_reference(plain, case["causal_no_padding"], tol):
+            fail("Model(src) without a padding mask differs from the reference.", key="model.masks_not_optional")
         _check_padding_reaches_the_head(Model, base, case, tol)
-    _ok(f"Model joins base and head on {len(cases)} configuration(s); causal by default, bidirectional with causal=False, "
-        "the padding mask passed on to the head")
+    report_ok(f"Model joins base and head on {len(cases)} configuration(s); causal by default, bidirectional with causal=False, "
+              "the padding mask passed on to the head")
 
 
 def _mask_size_named(run: Callable, model, src: torch.Tensor, padding: torch.Tensor):
@@ -370,18 +371,18 @@ def _mask_size_named(run: Callable, model, src: torch.Tensor, padding: torch.Ten
         said = (f"attn_mask is torch.Size([{batch}, {batch}])", f"is invalid for input of size {batch * batch}")
         if failed.key == "raised" and batch != seq and (
                 any(words in failed.message for words in said)
-                or (_attempt(model, src[:side, :side].clone()) is not None
-                    and _attempt(model, src.clone(), padding.clone(), causal=False) is not None)):
-            _fail("Model builds the causal mask from the batch size.", f"a ({seq}, {seq}) mask: one row per position",
-                  f"a ({batch}, {batch}) mask", "src is batch-first, (batch, seq): the mask's size is the sequence "
-                  "length, src.size(1), not src.size(0)", key="model.mask_from_batch")
+                or (attempt_again(model, src[:side, :side].clone()) is not None
+                    and attempt_again(model, src.clone(), padding.clone(), causal=False) is not None)):
+            fail("Model builds the causal mask from the batch size.", f"a ({seq}, {seq}) mask: one row per position",
+                 f"a ({batch}, {batch}) mask", "src is batch-first, (batch, seq): the mask's size is the sequence "
+                 "length, src.size(1), not src.size(0)", key="model.mask_from_batch")
         raise
 
 
 def _check_padding_reaches_the_head(Model: type, base: nn.Module, case: dict, tol) -> None:
     """The LM head ignores the padding mask, so the cases above cannot tell whether Model passes it on; a
     classification head reads it (each sentence's last real token)."""
-    m = _model_module()
+    m = lab_model_module()
     if held_in_kernel(m.ClassificationHead):
         head = RecordedHead({(0, True): case["cls_expected"], (0, False): case["cls_padding_not_to_head"]}, case,
                              case["cls_state"])
@@ -389,21 +390,21 @@ def _check_padding_reaches_the_head(Model: type, base: nn.Module, case: dict, to
         head = m.ClassificationHead(case["config"]["nhid"], 3)
         head.load_state_dict(case["cls_state"])
     with forbid(m.Model, m.build_language_model, m.build_classifier):
-        classifier = _call("Model(base, ClassificationHead(...))", Model, base, head)
+        classifier = call_student("Model(base, ClassificationHead(...))", Model, base, head)
         classifier.eval()
         with torch.no_grad():
-            found = _call("Model(base, classification head)(src, src_key_padding_mask)", classifier, case["src"],
-                          case["padding"])
-    _require_tensor(found, "Model(base, classification head)(src, src_key_padding_mask)")
-    if _same(found, case["cls_expected"], tol):
+            found = call_student("Model(base, classification head)(src, src_key_padding_mask)", classifier, case["src"],
+                                 case["padding"])
+    require_tensor(found, "Model(base, classification head)(src, src_key_padding_mask)")
+    if matches_reference(found, case["cls_expected"], tol):
         return
-    if _same(found, case["cls_padding_not_to_head"], tol):
-        _fail("Model does not pass the padding mask on to the head.", "head(hidden, src_key_padding_mask)",
-              "head(hidden)", "a classification head finds each sentence's last real token with the padding mask; "
-              "without it, it reads position -1, which is padding for the shorter sentences: "
-              "return self.head(hidden, src_key_padding_mask)", key="model.padding_not_to_head", keep=True)
-    _fail_measured("Model with a classification head differs from the reference", found, case["cls_expected"], tol,
-                   MODEL_RECIPE, names=("batch", "nclasses"), why=LOGITS_WHY)
+    if matches_reference(found, case["cls_padding_not_to_head"], tol):
+        fail("Model does not pass the padding mask on to the head.", "head(hidden, src_key_padding_mask)",
+             "head(hidden)", "a classification head finds each sentence's last real token with the padding mask; "
+             "without it, it reads position -1, which is padding for the shorter sentences: "
+             "return self.head(hidden, src_key_padding_mask)", key="model.padding_not_to_head", keep=True)
+    fail_measured("Model with a classification head differs from the reference", found, case["cls_expected"], tol,
+                  MODEL_RECIPE, names=("batch", "nclasses"), why=LOGITS_WHY)
 
 
 def _count_recipe() -> str:
@@ -422,7 +423,7 @@ def _probe_counts(count_parameters: Callable) -> tuple[list[dict], list[float]]:
         warnings.simplefilter("ignore")
         for cfg in diagnosis.PROBES:
             try:
-                value = _number(count_parameters(**cfg), "count_parameters")
+                value = as_number(count_parameters(**cfg), "count_parameters")
             except Exception:  # noqa: BLE001 - a probe the answer cannot handle is left out
                 continue
             configs.append(cfg)
@@ -437,7 +438,7 @@ def _count_at(count_parameters: Callable) -> Callable:
         try:
             with forbid(*params.FORMULA_FUNCTIONS), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                return _number(count_parameters(**cfg), "count_parameters")
+                return as_number(count_parameters(**cfg), "count_parameters")
         except Exception:  # noqa: BLE001
             return None
     return count
@@ -491,7 +492,7 @@ def _diagnose_formula(count_parameters: Callable, cfg: dict, value: int) -> tupl
     return f"{diagnosis.locate_text(variables)}. {recipe[0].upper()}{recipe[1:]}", "count.unexplained"
 
 
-@_checked
+@checked
 def check_parameter_formula(count_parameters: Callable, split: str = "visible") -> None:
     from .. import params
     visible = split == "visible"
@@ -503,25 +504,25 @@ def check_parameter_formula(count_parameters: Callable, split: str = "visible") 
                 f"nhead={cfg['nhead']}, dim_feedforward={cfg['dim_feedforward']} with {head}" if visible
                 else "count_parameters on a hidden configuration")
         with forbid(*params.FORMULA_FUNCTIONS):
-            found = _call(f"count_parameters(**{cfg})" if visible else what, count_parameters, **cfg)
-        value = _number(found, what, whole=True)
+            found = call_student(f"count_parameters(**{cfg})" if visible else what, count_parameters, **cfg)
+        value = as_number(found, what, whole=True)
         expected = case["expected"]
         if value == expected:
             continue
         hint, keys = _diagnose_formula(count_parameters, cfg, value)
-        _fail(f"{what} is off by {value - expected:+,}." if visible else
-              f"{what} is wrong (other ntoken, nhid, nlayers, nhead, dim_feedforward or head than the notebook's).",
-              f"{expected:,}", f"{value:,}", hint, key=keys)
+        fail(f"{what} is off by {value - expected:+,}." if visible else
+             f"{what} is wrong (other ntoken, nhid, nlayers, nhead, dim_feedforward or head than the notebook's).",
+             f"{expected:,}", f"{value:,}", hint, key=keys)
     if visible:  # right at the notebook's sizes is not enough: the hidden test tries others, and so does this one
         from .. import diagnosis
         configs, values = _probe_counts(count_parameters)
         for cfg, value in zip(configs, values):
             if value != diagnosis.right_count(cfg):
                 hint, keys = _diagnose_formula(count_parameters, cfg, value)
-                _fail(f"count_parameters is right for the notebook's sizes but not for {_sizes_text(cfg)}.",
-                      f"{diagnosis.right_count(cfg):,}", f"{value:,.0f}", hint, key=keys)
-    _ok(f"parameter formula right on {len(cases)} {'' if visible else 'hidden '}configuration(s)"
-        + (f" and at {len(diagnosis.PROBES)} other sizes" if visible else ""))
+                fail(f"count_parameters is right for the notebook's sizes but not for {_sizes_text(cfg)}.",
+                     f"{diagnosis.right_count(cfg):,}", f"{value:,.0f}", hint, key=keys)
+    report_ok(f"parameter formula right on {len(cases)} {'' if visible else 'hidden '}configuration(s)"
+              + (f" and at {len(diagnosis.PROBES)} other sizes" if visible else ""))
 
 
 def _sizes_text(cfg: dict) -> str:
@@ -529,23 +530,23 @@ def _sizes_text(cfg: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "nclasses") + f" with {head}"
 
 
-@_checked
+@checked
 def check_stated_counts(n_params_lm, n_params_classifier, variant: str | None = None) -> None:
     """The two numbers for the student's own configuration (``translab.variants``).  ``variant`` is the code: in the
     lab, this kernel's own; while grading, the checker sets it from the id nbgrader records (what the kernel passes
     is ignored), so numbers copied from another student are another configuration's, and the message says so."""
     from .. import diagnosis, variants
     if variant == "":
-        _fail("The grader has no variant for you: this course grades without its secret (grader.course.variants).",
-              "your variant's counts", "no variant", "ask your instructor: the course secret is missing on the grading "
-              "machine", key="checker_error")
+        fail("The grader has no variant for you: this course grades without its secret (grader.course.variants).",
+             "your variant's counts", "no variant", "ask your instructor: the course secret is missing on the grading "
+             "machine", key="checker_error")
     mine = variants.from_code(variant) if variant else variants.mine()
     lm_cfg, cls_cfg = mine.config("lm"), mine.config("classifier")
     lm_case = {"config": lm_cfg, "expected": diagnosis.right_count(lm_cfg)}
     cls_case = {"config": cls_cfg, "expected": diagnosis.right_count(cls_cfg)}
     shown = mine.text()
-    numbers = [("n_params_lm", _number(n_params_lm, "n_params_lm", whole=True), lm_case),
-               ("n_params_classifier", _number(n_params_classifier, "n_params_classifier", whole=True), cls_case)]
+    numbers = [("n_params_lm", as_number(n_params_lm, "n_params_lm", whole=True), lm_case),
+               ("n_params_classifier", as_number(n_params_classifier, "n_params_classifier", whole=True), cls_case)]
     wrong = [(name, value, case) for name, value, case in numbers if value != case["expected"]]
     if wrong:
         heads = {"n_params_lm": "the LM head", "n_params_classifier": f"{mine.nclasses} classes"}
@@ -557,15 +558,15 @@ def check_stated_counts(n_params_lm, n_params_classifier, variant: str | None = 
         if others:  # both numbers right, for someone else's model
             other = min(others, key=lambda cfg: (cfg != {k: variants.WORKED_EXAMPLE[k] for k in cfg}, cfg["nclasses"]))
             worked = other == {k: variants.WORKED_EXAMPLE[k] for k in other}
-            _fail(what, expected, found,
-                  f"these are the counts of another configuration{': the worked example' if worked else ''} "
-                  f"(ntoken={other['ntoken']}, nhid={other['nhid']}, nlayers={other['nlayers']}, a "
-                  f"{other['nclasses']}-class head), not of yours: each student counts a model of their own. State "
-                  "the numbers for the configuration printed at the top of section 5", key="count.another_variant")
+            fail(what, expected, found,
+                 f"these are the counts of another configuration{': the worked example' if worked else ''} "
+                 f"(ntoken={other['ntoken']}, nhid={other['nhid']}, nlayers={other['nlayers']}, a "
+                 f"{other['nclasses']}-class head), not of yours: each student counts a model of their own. State "
+                 "the numbers for the configuration printed at the top of section 5", key="count.another_variant")
         hint, keys = _explain_stated(wrong)
-        _fail(what, expected, found, hint or _count_recipe(), key=keys or "count.unexplained")
-    _ok(f"{lm_case['expected']:,} parameters with the LM head, {cls_case['expected']:,} with {mine.nclasses} classes "
-        f"(your configuration)")
+        fail(what, expected, found, hint or _count_recipe(), key=keys or "count.unexplained")
+    report_ok(f"{lm_case['expected']:,} parameters with the LM head, {cls_case['expected']:,} with {mine.nclasses} classes "
+              f"(your configuration)")
 
 
 def _explain_stated(wrong: list[tuple[str, float, dict]]) -> tuple[str, str]:

@@ -12,58 +12,59 @@ from torch import nn
 
 from .. import references
 from ..data import PAD_ID
-from .harness import (OutputMistake, CheckFailed, _attempt, _call, _checked, _equal, _fail, _hidden, _kind, _model_module,
-                      _number, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid)
+from .harness import (CheckFailed, OutputMistake, as_number, attempt_again, call_student, checked, equal_elementwise,
+                      fail, forbid, in_hidden_check, kind_of, lab_model_module, matches_reference, report_ok,
+                      require_tensor, shorten, twin_mistakes, variant_matches)
 
 
 def _name_a_misplaced_shift(ids: torch.Tensor, inputs, targets) -> None:
     """A pair that is ids shifted somewhere else than along the time axis by one, named by what it measurably is."""
-    if _equal(inputs, ids) and _equal(targets, ids.roll(-1, dims=1)):
-        _fail("the targets are ids rolled by one position: the last target wraps round to the sentence's first token, "
-              "which does not follow it.", hint="the last token has no next token to predict: drop it from the "
-              "inputs, and drop the first token from the targets, so both are one token shorter than ids",
-              key="targets.rolled")
-    if _equal(inputs, ids) and _equal(targets, ids[:, 1:]):
-        _fail("the inputs keep every token but the targets one fewer: the two no longer line up.",
-              hint="the last token has no next token to predict: drop it from the inputs, as the first token is "
-              "dropped from the targets", key="targets.lengths_differ")
-    if ids.size(0) > 1 and _equal(inputs, ids[:-1]) and _equal(targets, ids[1:]):
-        _fail("the shift runs along the batch axis: each sentence's target is the next sentence.",
-              hint="ids is (batch, seq): shift along the sequence axis (dim 1), one token, in every sentence",
-              key="targets.batch_axis")
+    if equal_elementwise(inputs, ids) and equal_elementwise(targets, ids.roll(-1, dims=1)):
+        fail("the targets are ids rolled by one position: the last target wraps round to the sentence's first token, "
+             "which does not follow it.", hint="the last token has no next token to predict: drop it from the "
+             "inputs, and drop the first token from the targets, so both are one token shorter than ids",
+             key="targets.rolled")
+    if equal_elementwise(inputs, ids) and equal_elementwise(targets, ids[:, 1:]):
+        fail("the inputs keep every token but the targets one fewer: the two no longer line up.",
+             hint="the last token has no next token to predict: drop it from the inputs, as the first token is "
+             "dropped from the targets", key="targets.lengths_differ")
+    if ids.size(0) > 1 and equal_elementwise(inputs, ids[:-1]) and equal_elementwise(targets, ids[1:]):
+        fail("the shift runs along the batch axis: each sentence's target is the next sentence.",
+             hint="ids is (batch, seq): shift along the sequence axis (dim 1), one token, in every sentence",
+             key="targets.batch_axis")
 
 
-@_checked
+@checked
 def check_lm_targets(make_lm_targets: Callable, split: str = "visible") -> None:
     from .. import datasets
     visible = split == "visible"
     case = references.load("lm_targets")[split]
     ids = case["ids"]
     with forbid(datasets.make_lm_targets):
-        result = _call("make_lm_targets(ids)", make_lm_targets, ids.clone())
+        result = call_student("make_lm_targets(ids)", make_lm_targets, ids.clone())
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        _fail("make_lm_targets must return a pair (inputs, targets).", "(inputs, targets)", _kind(result),
-              key="wrong_type", keep=True)
+        fail("make_lm_targets must return a pair (inputs, targets).", "(inputs, targets)", kind_of(result),
+             key="wrong_type", keep=True)
     inputs, targets = result
     _name_a_misplaced_shift(ids, inputs, targets)
     expected_shape = (ids.size(0), ids.size(1) - 1)
     for name, tensor in (("inputs", inputs), ("targets", targets)):
-        _require_tensor(tensor, f"make_lm_targets's {name}")
+        require_tensor(tensor, f"make_lm_targets's {name}")
         if tuple(tensor.shape) != expected_shape:
-            _fail(f"{name} has the wrong shape" + (f" for ids of shape {tuple(ids.shape)}." if visible else "."),
-                  expected_shape, tuple(tensor.shape), "both drop one token: the inputs lose the last, the targets the first",
-                  key="wrong_shape")
+            fail(f"{name} has the wrong shape" + (f" for ids of shape {tuple(ids.shape)}." if visible else "."),
+                 expected_shape, tuple(tensor.shape), "both drop one token: the inputs lose the last, the targets the first",
+                 key="wrong_shape")
     if torch.equal(inputs, targets):
-        _fail("targets equal inputs: the model would learn to copy its input.", "targets = the NEXT token",
-              hint="shift by one: inputs = ids[:, :-1], targets = ids[:, 1:]", key="targets.copy", keep=True)
+        fail("targets equal inputs: the model would learn to copy its input.", "targets = the NEXT token",
+             hint="shift by one: inputs = ids[:, :-1], targets = ids[:, 1:]", key="targets.copy", keep=True)
     if torch.equal(inputs, case["targets"]) and torch.equal(targets, case["inputs"]):
-        _fail("inputs and targets are swapped: the model would predict the previous token.",
-              "inputs = ids[:, :-1], targets = ids[:, 1:]", "inputs = ids[:, 1:], targets = ids[:, :-1]",
-              key="targets.swapped", keep=True)
+        fail("inputs and targets are swapped: the model would predict the previous token.",
+             "inputs = ids[:, :-1], targets = ids[:, 1:]", "inputs = ids[:, 1:], targets = ids[:, :-1]",
+             key="targets.swapped", keep=True)
     if not (torch.equal(inputs, case["inputs"]) and torch.equal(targets, case["targets"])):
-        _fail("inputs/targets differ from the reference.", f"inputs {_short(case['inputs'])}, targets {_short(case['targets'])}",
-              f"inputs {_short(inputs)}, targets {_short(targets)}", "the target at position t is the input at t + 1")
-    _ok(f"LM targets for ids of shape {tuple(ids.shape) if visible else '(hidden)'}: the target at t is the token at t + 1")
+        fail("inputs/targets differ from the reference.", f"inputs {shorten(case['inputs'])}, targets {shorten(case['targets'])}",
+             f"inputs {shorten(inputs)}, targets {shorten(targets)}", "the target at position t is the input at t + 1")
+    report_ok(f"LM targets for ids of shape {tuple(ids.shape) if visible else '(hidden)'}: the target at t is the token at t + 1")
 
 
 # from SimpleNamespace(logits, targets), flattened to (batch*seq, vocab) and (batch*seq,); key loss.<name>
@@ -79,7 +80,7 @@ LM_LOSS_MISTAKES = {
 }
 
 
-@_checked
+@checked
 def check_lm_loss(lm_loss: Callable, split: str = "visible") -> None:
     case = references.load("lm_loss")[split]
     tol = references.tolerance("lm_loss")
@@ -87,40 +88,40 @@ def check_lm_loss(lm_loss: Callable, split: str = "visible") -> None:
     flat_logits, flat_targets = case["logits"].reshape(-1, case["logits"].size(-1)), case["targets"].reshape(-1)
     with forbid(*_loss_forbidden()):
         try:
-            loss = _call("lm_loss(logits, targets)", lm_loss, logits, case["targets"].clone())
+            loss = call_student("lm_loss(logits, targets)", lm_loss, logits, case["targets"].clone())
         except CheckFailed as failed:
-            if failed.key == "raised" and _same(_attempt(lm_loss, flat_logits.clone(), flat_targets.clone()),
-                                                case["expected"], tol):
-                _fail("lm_loss raises on logits of shape (batch, seq, vocab) and is right on flattened ones.",
-                      hint="cross-entropy reads the classes on axis 1 of its input: (N, vocab) with targets (N,), "
-                      "or (batch, vocab, seq); flatten the batch and sequence axes together (or move the vocabulary "
-                      "axis to position 1)", key="loss.class_axis")
+            if failed.key == "raised" and matches_reference(attempt_again(lm_loss, flat_logits.clone(), flat_targets.clone()),
+                                                            case["expected"], tol):
+                fail("lm_loss raises on logits of shape (batch, seq, vocab) and is right on flattened ones.",
+                     hint="cross-entropy reads the classes on axis 1 of its input: (N, vocab) with targets (N,), "
+                     "or (batch, vocab, seq); flatten the batch and sequence axes together (or move the vocabulary "
+                     "axis to position 1)", key="loss.class_axis")
             raise
     if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-        _fail("lm_loss must return a scalar tensor.", "a 0-dim tensor (the mean over real tokens)",
-              _kind(loss), "return the loss tensor itself, not loss.item(): backward() needs it",
-              key="loss.not_scalar", keep=True)
+        fail("lm_loss must return a scalar tensor.", "a 0-dim tensor (the mean over real tokens)",
+             kind_of(loss), "return the loss tensor itself, not loss.item(): backward() needs it",
+             key="loss.not_scalar", keep=True)
     if not loss.requires_grad:
-        _fail("the loss is detached from the logits: no gradient can flow.",
-              hint="do not wrap the loss in torch.no_grad() or call .detach()/.item()", key="loss.detached")
+        fail("the loss is detached from the logits: no gradient can flow.",
+             hint="do not wrap the loss in torch.no_grad() or call .detach()/.item()", key="loss.detached")
     expected = case["expected"]
-    if not _same(loss, expected, tol):
+    if not matches_reference(loss, expected, tol):
         value = float(loss.detach().double())
         mistakes = {name: mistake.hint for name, mistake in LM_LOSS_MISTAKES.items()}
-        matches = _variant_matches(loss, case, mistakes, expected, tol)
-        if not matches and _same(loss, nn.functional.nll_loss(flat_logits, flat_targets, ignore_index=PAD_ID), tol):
-            _fail("lm_loss(logits, targets) is nll_loss of the raw logits.", f"{expected.item():.4f}", f"{value:.4f}",
-                  "nll_loss expects log-probabilities: on logits it only negates the target's logit, which is not a "
-                  "loss (it can go below 0). Cross-entropy applies the log-softmax itself: give it the raw logits",
-                  key="loss.nll_on_logits")
+        matches = variant_matches(loss, case, mistakes, expected, tol)
+        if not matches and matches_reference(loss, nn.functional.nll_loss(flat_logits, flat_targets, ignore_index=PAD_ID), tol):
+            fail("lm_loss(logits, targets) is nll_loss of the raw logits.", f"{expected.item():.4f}", f"{value:.4f}",
+                 "nll_loss expects log-probabilities: on logits it only negates the target's logit, which is not a "
+                 "loss (it can go below 0). Cross-entropy applies the log-softmax itself: give it the raw logits",
+                 key="loss.nll_on_logits")
         if matches:
-            _fail("lm_loss(logits, targets) differs from the reference.", f"{expected.item():.4f}", f"{value:.4f}",
-                  _twins([mistakes[k] for k in matches]), key="|".join(f"loss.{k}" for k in matches))
-        _fail("lm_loss(logits, targets) differs from the reference.", f"{expected.item():.4f}", f"{value:.4f}",
-              "flatten logits to (batch*seq, vocab) and targets to (batch*seq,), then "
-              "nn.CrossEntropyLoss(ignore_index=PAD_ID) on the raw logits")
-    _ok(f"LM loss {'on the hidden case' if _hidden() else f'{loss.item():.4f}'}: cross-entropy on raw logits, "
-        "padding ignored")
+            fail("lm_loss(logits, targets) differs from the reference.", f"{expected.item():.4f}", f"{value:.4f}",
+                 twin_mistakes([mistakes[k] for k in matches]), key="|".join(f"loss.{k}" for k in matches))
+        fail("lm_loss(logits, targets) differs from the reference.", f"{expected.item():.4f}", f"{value:.4f}",
+             "flatten logits to (batch*seq, vocab) and targets to (batch*seq,), then "
+             "nn.CrossEntropyLoss(ignore_index=PAD_ID) on the raw logits")
+    report_ok(f"LM loss {'on the hidden case' if in_hidden_check() else f'{loss.item():.4f}'}: cross-entropy on raw logits, "
+              "padding ignored")
 
 
 def _loss_forbidden():
@@ -133,27 +134,27 @@ def _token_list(found, what: str) -> list[int]:
     if isinstance(found, torch.Tensor) or type(found).__module__ == "numpy":
         found = found.tolist()
     if not isinstance(found, (list, tuple)):
-        _fail(f"{what} must return a list of token ids.", "a list of ints", _kind(found), key="wrong_type", keep=True)
+        fail(f"{what} must return a list of token ids.", "a list of ints", kind_of(found), key="wrong_type", keep=True)
     out = []
     for token in found:
         if isinstance(token, (list, tuple)):
-            _fail(f"{what} returns a nested list.", "a flat list of new token ids", _short(found, 120),
-                  "return the new ids as a flat list, e.g. [12, 7, 3]", key="wrong_shape", keep=True)
+            fail(f"{what} returns a nested list.", "a flat list of new token ids", shorten(found, 120),
+                 "return the new ids as a flat list, e.g. [12, 7, 3]", key="wrong_shape", keep=True)
         try:
-            out.append(_number(token, f"{what}: each token id", whole=True))
+            out.append(as_number(token, f"{what}: each token id", whole=True))
         except CheckFailed:
-            _fail(f"{what} must return a list of token ids.", "a list of ints", _short(found, 120), key="wrong_type",
-                  keep=True)
+            fail(f"{what} must return a list of token ids.", "a list of ints", shorten(found, 120), key="wrong_type",
+                 keep=True)
     return out
 
 
 AGAIN = 5  # calls that look for a second answer before generation is judged deterministic
 
 
-@_checked
+@checked
 def check_greedy(greedy_generate_ids: Callable, split: str = "visible") -> None:
     from .. import generation
-    m = _model_module()
+    m = lab_model_module()
     visible = split == "visible"
     case = references.load("greedy")[split]
     cfg = case["config"]
@@ -165,7 +166,7 @@ def check_greedy(greedy_generate_ids: Callable, split: str = "visible") -> None:
                 if visible else "greedy_generate_ids on a hidden model and prompt")
         model.train()  # the answer must switch dropout off itself
         with forbid(generation.greedy_generate_ids, generation.greedy_generate):
-            found = _call(call, greedy_generate_ids, model, list(prompt), item["max_new_tokens"], item["eos_id"])
+            found = call_student(call, greedy_generate_ids, model, list(prompt), item["max_new_tokens"], item["eos_id"])
         found = _token_list(found, "greedy_generate_ids")
         expected = list(item["expected"])
         if found == expected:
@@ -173,38 +174,38 @@ def check_greedy(greedy_generate_ids: Callable, split: str = "visible") -> None:
         what = (f"greedy generation from prompt {prompt} (eos_id={item['eos_id']})" if visible
                 else "greedy generation on a hidden model and prompt")
         if found[: len(prompt)] == prompt and found[len(prompt):] == expected:
-            _fail(f"{what} returns the prompt too.", expected, found, "return only the NEW tokens",
-                  key="greedy.returns_prompt")
+            fail(f"{what} returns the prompt too.", expected, found, "return only the NEW tokens",
+                 key="greedy.returns_prompt")
         if found[: len(expected)] == expected and len(found) > len(expected):
             if found[len(expected)] == item["eos_id"]:
-                _fail(f"{what} includes the end token.", expected, found,
-                      "stop when eos is predicted, without appending it", key="greedy.includes_eos")
-            _fail(f"{what} does not stop at the end token.", expected, found,
-                  "stop as soon as the predicted token is eos_id (and do not append it)", key="greedy.no_stop")
+                fail(f"{what} includes the end token.", expected, found,
+                     "stop when eos is predicted, without appending it", key="greedy.includes_eos")
+            fail(f"{what} does not stop at the end token.", expected, found,
+                 "stop as soon as the predicted token is eos_id (and do not append it)", key="greedy.no_stop")
         if found == expected[:-1] and len(expected) == item["max_new_tokens"]:
-            _fail(f"{what} stops one token early.", expected, found, "generate up to max_new_tokens new tokens: "
-                  "the loop runs max_new_tokens times unless eos comes first", key="greedy.too_few")
+            fail(f"{what} stops one token early.", expected, found, "generate up to max_new_tokens new tokens: "
+                 "the loop runs max_new_tokens times unless eos comes first", key="greedy.too_few")
         for _ in range(AGAIN):  # dropout left on changes a few logits per call, not always the argmax
             with forbid(generation.greedy_generate_ids, generation.greedy_generate):
-                again = _call("greedy_generate_ids (second call)", greedy_generate_ids, model.train(), list(prompt),
-                              item["max_new_tokens"], item["eos_id"])
+                again = call_student("greedy_generate_ids (second call)", greedy_generate_ids, model.train(), list(prompt),
+                                     item["max_new_tokens"], item["eos_id"])
             if _token_list(again, "greedy_generate_ids") != found:
                 break
         if _token_list(again, "greedy_generate_ids") != found:
-            _fail(f"{what} is not deterministic.", expected, found,
-                  "call model.eval() first: in training mode dropout changes the logits at every call",
-                  key="greedy.no_eval")
+            fail(f"{what} is not deterministic.", expected, found,
+                 "call model.eval() first: in training mode dropout changes the logits at every call",
+                 key="greedy.no_eval")
         with torch.no_grad():
             first = int(model.eval()(torch.tensor([prompt[:1]]))[0, 0].argmax())  # what position 0 predicts
         if found and set(found) == {first} and first not in expected[:1]:
-            _fail(f"{what} repeats one token, the one the first position predicts.", expected, found,
-                  "the next token is predicted at the LAST position of the sequence so far; with the causal mask "
-                  "the first position only ever sees the first token, so reading it gives the same token at every "
-                  "step", key="greedy.wrong_position")
-        _fail(f"{what} differs from the reference.", expected, found,
-              "at each step run the model on the whole sequence so far, take logits[0, -1].argmax() (the last "
-              "position predicts the next token), append it and repeat")
-    _ok(f"greedy generation matches the reference on {len(case['cases'])} prompts, stopping at eos")
+            fail(f"{what} repeats one token, the one the first position predicts.", expected, found,
+                 "the next token is predicted at the LAST position of the sequence so far; with the causal mask "
+                 "the first position only ever sees the first token, so reading it gives the same token at every "
+                 "step", key="greedy.wrong_position")
+        fail(f"{what} differs from the reference.", expected, found,
+             "at each step run the model on the whole sequence so far, take logits[0, -1].argmax() (the last "
+             "position predicts the next token), append it and repeat")
+    report_ok(f"greedy generation matches the reference on {len(case['cases'])} prompts, stopping at eos")
 
 
 # ----------------------------------------------------------------- sampling: the next-token distribution, and draws
@@ -243,7 +244,7 @@ def _decoding_label(case: dict, visible: bool) -> str:
             else "next_token_probs on hidden logits and settings")
 
 
-@_checked
+@checked
 def check_decoding(next_token_probs: Callable, split: str = "visible") -> None:
     """next_token_probs(logits, temperature, top_k, top_p): the distribution, against the reference."""
     from .. import generation
@@ -253,41 +254,41 @@ def check_decoding(next_token_probs: Callable, split: str = "visible") -> None:
     for case in cases:
         label = _decoding_label(case, visible)
         with forbid(generation.next_token_probs, generation.sample_next_token):
-            found = _call(label, next_token_probs, case["logits"].clone(), case["temperature"], case["top_k"],
-                          case["top_p"])
-        found = _require_tensor(found, label)
+            found = call_student(label, next_token_probs, case["logits"].clone(), case["temperature"], case["top_k"],
+                                 case["top_p"])
+        found = require_tensor(found, label)
         expected = case["expected"]
-        if _same(found, expected, tol):
+        if matches_reference(found, expected, tol):
             continue
         if tuple(found.shape) != tuple(expected.shape):
-            _fail(f"{label} returns the wrong shape.", tuple(expected.shape), tuple(found.shape),
-                  "one probability per token, the logits' shape: the filters set entries to 0, they do not remove "
-                  "them", key="wrong_shape")
+            fail(f"{label} returns the wrong shape.", tuple(expected.shape), tuple(found.shape),
+                 "one probability per token, the logits' shape: the filters set entries to 0, they do not remove "
+                 "them", key="wrong_shape")
         finite = found.detach().double()
         if bool(torch.isnan(finite).any()):
-            _fail(f"{label}: NaN in the distribution, where a row lost every token.", hint="a softmax over logits "
-                  "that are all -inf is NaN: the most likely token must always stay (top-p keeps the token that "
-                  "crosses p, so at least one)", key="decoding.nan")
+            fail(f"{label}: NaN in the distribution, where a row lost every token.", hint="a softmax over logits "
+                 "that are all -inf is NaN: the most likely token must always stay (top-p keeps the token that "
+                 "crosses p, so at least one)", key="decoding.nan")
         sums = finite.sum(-1, keepdim=True)
         if bool(torch.isfinite(finite).all()) and bool((sums > 0).all()) and \
-                not torch.allclose(sums, torch.ones_like(sums), atol=1e-4) and _same(finite / sums, expected, tol):
-            _fail(f"{label}: the rows sum to less than 1; divided by their sum they are right.",
-                  "rows summing to 1", f"row sums {_short(sums.flatten()[:4])}",
-                  "after zeroing the filtered tokens, renormalise: probs / probs.sum(-1, keepdim=True)",
-                  key="decoding.no_renormalisation")
-        if _same(torch.softmax(finite, dim=-1), expected, tol):
-            _fail(f"{label} returns the filtered logits, not probabilities.", hint="take the softmax of the filtered "
-                  "logits (filtered tokens at -inf get probability 0)", key="decoding.returns_logits")
-        matches = _variant_matches(found, case, DECODING_MISTAKES, expected, tol)
+                not torch.allclose(sums, torch.ones_like(sums), atol=1e-4) and matches_reference(finite / sums, expected, tol):
+            fail(f"{label}: the rows sum to less than 1; divided by their sum they are right.",
+                 "rows summing to 1", f"row sums {shorten(sums.flatten()[:4])}",
+                 "after zeroing the filtered tokens, renormalise: probs / probs.sum(-1, keepdim=True)",
+                 key="decoding.no_renormalisation")
+        if matches_reference(torch.softmax(finite, dim=-1), expected, tol):
+            fail(f"{label} returns the filtered logits, not probabilities.", hint="take the softmax of the filtered "
+                 "logits (filtered tokens at -inf get probability 0)", key="decoding.returns_logits")
+        matches = variant_matches(found, case, DECODING_MISTAKES, expected, tol)
         if matches:
-            _fail(_twins([DECODING_MISTAKES[k][0].rstrip(".") for k in matches]) + ".",
-                  _short(expected.flatten()[:8]), _short(found.flatten()[:8]),
-                  _twins([DECODING_MISTAKES[k][1] for k in matches]), key="|".join(f"decoding.{k}" for k in matches))
-        _fail(f"{label} differs from the reference.", _short(expected.flatten()[:8]), _short(found.flatten()[:8]),
-              "logits / temperature; then logits below the k-th largest to -inf; softmax; then, sorted by "
-              "probability, drop the tokens the more likely ones already reach p without; renormalise")
-    _ok(f"next_token_probs matches the reference on {len(cases)} settings "
-        "(temperature, top-k with a tie, top-p, all three)")
+            fail(twin_mistakes([DECODING_MISTAKES[k][0].rstrip(".") for k in matches]) + ".",
+                 shorten(expected.flatten()[:8]), shorten(found.flatten()[:8]),
+                 twin_mistakes([DECODING_MISTAKES[k][1] for k in matches]), key="|".join(f"decoding.{k}" for k in matches))
+        fail(f"{label} differs from the reference.", shorten(expected.flatten()[:8]), shorten(found.flatten()[:8]),
+             "logits / temperature; then logits below the k-th largest to -inf; softmax; then, sorted by "
+             "probability, drop the tokens the more likely ones already reach p without; renormalise")
+    report_ok(f"next_token_probs matches the reference on {len(cases)} settings "
+              "(temperature, top-k with a tie, top-p, all three)")
 
 
 # Draws per sampling case, and how far a token's frequency may stray from its probability: 5 standard deviations of
@@ -309,26 +310,26 @@ def _frequencies_fit(counts: torch.Tensor, probs: torch.Tensor) -> bool:
 
 
 def _sampling_ids(found, label: str, vocab: int) -> torch.Tensor:
-    found = _require_tensor(found, label)
+    found = require_tensor(found, label)
     if tuple(found.shape) == (DRAWS, 1):
-        _fail(f"{label} returns shape (batch, 1).", f"({DRAWS},) = (batch,)", tuple(found.shape),
-              "torch.multinomial(probs, 1) gives one column per row: .squeeze(-1) it to one id per row",
-              key="wrong_shape", keep=True)
+        fail(f"{label} returns shape (batch, 1).", f"({DRAWS},) = (batch,)", tuple(found.shape),
+             "torch.multinomial(probs, 1) gives one column per row: .squeeze(-1) it to one id per row",
+             key="wrong_shape", keep=True)
     if tuple(found.shape) != (DRAWS,):
-        _fail(f"{label} returns the wrong shape.", f"({DRAWS},) = (batch,): one token id per row of logits",
-              tuple(found.shape), key="wrong_shape", keep=True)
+        fail(f"{label} returns the wrong shape.", f"({DRAWS},) = (batch,): one token id per row of logits",
+             tuple(found.shape), key="wrong_shape", keep=True)
     if found.is_floating_point():
         if not bool((found == found.round()).all()):
-            _fail(f"{label} returns numbers that are not token ids.", "integer ids", str(found.dtype),
-                  "draw ids (torch.multinomial), do not return probabilities", key="wrong_type", keep=True)
+            fail(f"{label} returns numbers that are not token ids.", "integer ids", str(found.dtype),
+                 "draw ids (torch.multinomial), do not return probabilities", key="wrong_type", keep=True)
         found = found.round()
     if bool((found < 0).any()) or bool((found >= vocab).any()):
-        _fail(f"{label} returns ids outside the vocabulary.", f"ids in [0, {vocab})", hint="one id per row, the index "
-              "of the drawn token along the last axis", key="wrong_type", keep=True)
+        fail(f"{label} returns ids outside the vocabulary.", f"ids in [0, {vocab})", hint="one id per row, the index "
+             "of the drawn token along the last axis", key="wrong_type", keep=True)
     return found.long()
 
 
-@_checked
+@checked
 def check_sampling(sample_next_token: Callable, split: str = "visible") -> None:
     """sample_next_token(logits, temperature, top_k, top_p, generator): judged by the frequencies of many draws,
     never by a seeded sequence (a right answer may use the random generator in any way)."""
@@ -341,23 +342,23 @@ def check_sampling(sample_next_token: Callable, split: str = "visible") -> None:
                  f"top_k={case['top_k']}, top_p={case['top_p']}, generator)" if visible
                  else "sample_next_token on hidden logits and settings")
         with forbid(generation.next_token_probs, generation.sample_next_token):
-            found = _call(label, sample_next_token, logits.expand(DRAWS, vocab).clone(), case["temperature"],
-                          case["top_k"], case["top_p"], generator=torch.Generator().manual_seed(case["seed"]))
+            found = call_student(label, sample_next_token, logits.expand(DRAWS, vocab).clone(), case["temperature"],
+                                 case["top_k"], case["top_p"], generator=torch.Generator().manual_seed(case["seed"]))
         counts = torch.bincount(_sampling_ids(found, label, vocab), minlength=vocab)
         expected = case["expected"]
         if _frequencies_fit(counts, expected):
             continue
-        # shown in the visible check only: _fail leaves expected and found out of a hidden one
-        shown = f"frequencies {_short((counts.double() / DRAWS).round(decimals=3))}"
-        wanted = _short(expected.double().round(decimals=3))
+        # shown in the visible check only: fail leaves expected and found out of a hidden one
+        shown = f"frequencies {shorten((counts.double() / DRAWS).round(decimals=3))}"
+        wanted = shorten(expected.double().round(decimals=3))
         if int(counts[int(expected.argmax())]) == DRAWS:
-            _fail(f"{label} always returns the most likely token.", wanted, shown, "that is greedy decoding: draw "
-                  "from the distribution instead, torch.multinomial(probs, 1)", key="sampling.greedy")
+            fail(f"{label} always returns the most likely token.", wanted, shown, "that is greedy decoding: draw "
+                 "from the distribution instead, torch.multinomial(probs, 1)", key="sampling.greedy")
         for name, (what, hint) in DECODING_MISTAKES.items():
-            if name in case and not _same(case[name], expected, references.tolerance("decoding")) \
+            if name in case and not matches_reference(case[name], expected, references.tolerance("decoding")) \
                     and _frequencies_fit(counts, case[name]):
-                _fail(f"{label} draws from a distribution in which {what[0].lower()}{what[1:]}", wanted, shown, hint,
-                      key=f"decoding.{name}")
+                fail(f"{label} draws from a distribution in which {what[0].lower()}{what[1:]}", wanted, shown, hint,
+                     key=f"decoding.{name}")
         others = {"sampling.settings_ignored": (torch.softmax(logits.double(), -1), "ignores the temperature, top-k "
                                                 "and top-p: it draws from softmax(logits)", "reshape the distribution "
                                                 "first (next_token_probs), then draw from it"),
@@ -371,14 +372,14 @@ def check_sampling(sample_next_token: Callable, split: str = "visible") -> None:
                                                  "filters keep equally often", "weight each kept token by its "
                                                  "probability: torch.multinomial(probs, 1)")}
         for key, (probs, what, hint) in others.items():
-            if not _same(probs, expected.double(), references.tolerance("decoding")) and _frequencies_fit(counts, probs):
-                _fail(f"{label} {what}.", wanted, shown, hint, key=key)
+            if not matches_reference(probs, expected.double(), references.tolerance("decoding")) and _frequencies_fit(counts, probs):
+                fail(f"{label} {what}.", wanted, shown, hint, key=key)
         worst = int(((counts.double() / DRAWS) - expected.double()).abs().argmax())
-        _fail(f"{label}: over {DRAWS} draws the frequencies are not the probabilities of next_token_probs"
-              + (f" (token {worst} drawn {int(counts[worst])} times for a probability of {float(expected[worst]):.3f})"
-                 if visible else "") + ".", wanted, shown,
-              "draw from the reference distribution: ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)")
-    _ok(f"sample_next_token: {DRAWS} draws on each of {len(cases)} settings have the probabilities of next_token_probs")
+        fail(f"{label}: over {DRAWS} draws the frequencies are not the probabilities of next_token_probs"
+             + (f" (token {worst} drawn {int(counts[worst])} times for a probability of {float(expected[worst]):.3f})"
+                if visible else "") + ".", wanted, shown,
+             "draw from the reference distribution: ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)")
+    report_ok(f"sample_next_token: {DRAWS} draws on each of {len(cases)} settings have the probabilities of next_token_probs")
 
 
 # ----------------------------------------------------------------- tokens: pieces back into text
@@ -399,7 +400,7 @@ TOKEN_MISTAKES = {
 }
 
 
-@_checked
+@checked
 def check_pieces_to_text(pieces_to_text: Callable, split: str = "visible") -> None:
     """pieces_to_text(pieces): the text, against the reference, each usual mistake named."""
     from .. import tokens
@@ -409,24 +410,24 @@ def check_pieces_to_text(pieces_to_text: Callable, split: str = "visible") -> No
         pieces, expected = list(case["pieces"]), case["expected"]
         label = f"pieces_to_text({pieces})" if visible else "pieces_to_text on hidden pieces"
         with forbid(tokens.pieces_to_text):
-            found = _call(label, pieces_to_text, list(pieces))
+            found = call_student(label, pieces_to_text, list(pieces))
         if isinstance(found, (list, tuple)) and all(isinstance(piece, str) for piece in found):
-            _fail(f"{label} returns a list, not one string.", repr(expected),
-                  _short(found, 160), "join the pieces into one string: ''.join(...)",
-                  key="wrong_type")
+            fail(f"{label} returns a list, not one string.", repr(expected),
+                 shorten(found, 160), "join the pieces into one string: ''.join(...)",
+                 key="wrong_type")
         if not isinstance(found, str):
-            _fail(f"{label} must return a string.", "a str", _kind(found), key="wrong_type", keep=True)
+            fail(f"{label} must return a string.", "a str", kind_of(found), key="wrong_type", keep=True)
         if found == expected:
             continue
         matches = [key for key in TOKEN_MISTAKES if case[key] != expected and found == case[key]]
-        shown = (repr(expected), repr(found))  # a hidden check's _fail leaves them out
+        shown = (repr(expected), repr(found))  # a hidden check's fail leaves them out
         if matches:
-            _fail(f"{label}: " + _twins([TOKEN_MISTAKES[k][0].rstrip(".") for k in matches]) + ".", *shown,
-                  _twins([TOKEN_MISTAKES[k][1] for k in matches]), key="|".join(f"tokens.{k}" for k in matches))
+            fail(f"{label}: " + twin_mistakes([TOKEN_MISTAKES[k][0].rstrip(".") for k in matches]) + ".", *shown,
+                 twin_mistakes([TOKEN_MISTAKES[k][1] for k in matches]), key="|".join(f"tokens.{k}" for k in matches))
         if found.split() == expected.split():
-            _fail(f"{label}: the words are right, the spaces between them are not.", *shown,
-                  "a space goes where a piece starts with \u2581, and only there; none at either end",
-                  key="tokens.spacing")
-        _fail(f"{label} differs from the reference.", *shown, "join the pieces but <s>, </s>, <pad> and <mask>, "
-              "turn each \u2581 into a space and strip the ends")
-    _ok(f"pieces_to_text gives the text of {len(cases)} tokenized sentences")
+            fail(f"{label}: the words are right, the spaces between them are not.", *shown,
+                 "a space goes where a piece starts with \u2581, and only there; none at either end",
+                 key="tokens.spacing")
+        fail(f"{label} differs from the reference.", *shown, "join the pieces but <s>, </s>, <pad> and <mask>, "
+             "turn each \u2581 into a space and strip the ends")
+    report_ok(f"pieces_to_text gives the text of {len(cases)} tokenized sentences")

@@ -8,7 +8,8 @@ from torch import nn
 
 from .. import references
 from ..data import BOS_ID, EOS_ID, MASK_ID, PAD_ID
-from .harness import OutputMistake, _call, _checked, _fail, _hidden, _kind, _model_module, _ok, _require_tensor, _same, _short, _twins, _variant_matches, forbid
+from .harness import (OutputMistake, call_student, checked, fail, forbid, in_hidden_check, kind_of, lab_model_module,
+                      matches_reference, report_ok, require_tensor, shorten, twin_mistakes, variant_matches)
 
 
 MASKING_CASES = {
@@ -34,26 +35,26 @@ def _run_masking(mask_tokens, ids, vocab_size, seed, probability):
     from .. import mlm
     generator = torch.Generator().manual_seed(seed)
     original = ids.clone()
-    call = (f"mask_tokens(ids, vocab_size={vocab_size}, generator, mlm_probability={probability})" if not _hidden()
+    call = (f"mask_tokens(ids, vocab_size={vocab_size}, generator, mlm_probability={probability})" if not in_hidden_check()
             else "mask_tokens on a hidden batch")
     with forbid(mlm.mask_tokens):
-        result = _call(call, mask_tokens, ids, vocab_size, generator, probability)
+        result = call_student(call, mask_tokens, ids, vocab_size, generator, probability)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        _fail("mask_tokens must return a pair (inputs, labels).", "(inputs, labels)", _kind(result),
-              key="wrong_type", keep=True)
+        fail("mask_tokens must return a pair (inputs, labels).", "(inputs, labels)", kind_of(result),
+             key="wrong_type", keep=True)
     inputs, labels = result
     if not torch.equal(ids, original):
-        _fail("mask_tokens modified ids in place.", "ids unchanged", "ids changed",
-              "start from inputs = ids.clone(); the original ids are needed for the labels", key="masking.in_place",
-              keep=True)
+        fail("mask_tokens modified ids in place.", "ids unchanged", "ids changed",
+             "start from inputs = ids.clone(); the original ids are needed for the labels", key="masking.in_place",
+             keep=True)
     for name, tensor in (("inputs", inputs), ("labels", labels)):
-        _require_tensor(tensor, f"mask_tokens's {name}")
+        require_tensor(tensor, f"mask_tokens's {name}")
         if tensor.shape != ids.shape:
-            _fail(f"{name} has the wrong shape.", tuple(ids.shape), tuple(tensor.shape), key="wrong_shape")
+            fail(f"{name} has the wrong shape.", tuple(ids.shape), tuple(tensor.shape), key="wrong_shape")
         if tensor.dtype != torch.long:
-            _fail(f"{name} must hold token ids (torch.long).", "torch.long", tensor.dtype,
-                  "token ids are integers: keep ids' dtype (ids.clone(), torch.full_like(ids, PAD_ID), "
-                  "torch.randint)", key="wrong_dtype", keep=True)
+            fail(f"{name} must hold token ids (torch.long).", "torch.long", tensor.dtype,
+                 "token ids are integers: keep ids' dtype (ids.clone(), torch.full_like(ids, PAD_ID), "
+                 "torch.randint)", key="wrong_dtype", keep=True)
     return inputs, labels
 
 
@@ -68,14 +69,14 @@ def _check_random_ids_are_regular(mask_tokens: Callable, seed: int) -> None:
     drawn = inputs[replaced]
     special = drawn[torch.isin(drawn, torch.tensor(SPECIAL))]
     if special.numel():
-        _fail("random replacements include special tokens.", f"regular ids only ({FIRST_REGULAR_ID} <= id < vocab_size)",
-              f"{special.numel()} of {drawn.numel()} random replacements are special ids {sorted(set(special.tolist()))} "
-              f"(a vocabulary of {vocab_size})", "PAD, UNK, BOS, EOS and MASK are not words: a PAD in the input is "
-              "ignored by attention and a MASK is not a random token; draw with torch.randint(FIRST_REGULAR_ID, "
-              "vocab_size, ...)", key="masking.random_special", keep=True)
+        fail("random replacements include special tokens.", f"regular ids only ({FIRST_REGULAR_ID} <= id < vocab_size)",
+             f"{special.numel()} of {drawn.numel()} random replacements are special ids {sorted(set(special.tolist()))} "
+             f"(a vocabulary of {vocab_size})", "PAD, UNK, BOS, EOS and MASK are not words: a PAD in the input is "
+             "ignored by attention and a MASK is not a random token; draw with torch.randint(FIRST_REGULAR_ID, "
+             "vocab_size, ...)", key="masking.random_special", keep=True)
 
 
-@_checked
+@checked
 def check_masking(mask_tokens: Callable, part: str = "structure", split: str = "visible") -> None:
     """``part``: "structure" (labels, special tokens, reproducibility) or "rates" (15 % / 80-10-10)."""
     case = MASKING_CASES[split]
@@ -86,10 +87,10 @@ def check_masking(mask_tokens: Callable, part: str = "structure", split: str = "
     if negative.numel():
         values = sorted(set(negative.tolist()))
         why = ("-100 is the ignore index of Hugging Face and of CrossEntropyLoss's default; " if -100 in values else "")
-        _fail("labels hold negative values.", f"PAD_ID ({PAD_ID}) wherever nothing is predicted", f"{values[:5]}",
-              why + "this lab's loss ignores PAD_ID (nn.CrossEntropyLoss(ignore_index=PAD_ID)): fill the labels with "
-              "PAD_ID, as torch.full_like(ids, PAD_ID), and put the original ids at the chosen positions",
-              key="masking.ignore_index", keep=True)
+        fail("labels hold negative values.", f"PAD_ID ({PAD_ID}) wherever nothing is predicted", f"{values[:5]}",
+             why + "this lab's loss ignores PAD_ID (nn.CrossEntropyLoss(ignore_index=PAD_ID)): fill the labels with "
+             "PAD_ID, as torch.full_like(ids, PAD_ID), and put the original ids at the chosen positions",
+             key="masking.ignore_index", keep=True)
     special = torch.isin(ids, torch.tensor(SPECIAL))
     chosen = labels != PAD_ID
     if part == "structure":
@@ -102,42 +103,42 @@ def _masking_structure(mask_tokens: Callable, case: dict, ids, inputs, labels, s
     """Labels only at chosen real tokens (the original ids), specials untouched, reproducible with the generator."""
     vocab_size, probability = case["vocab_size"], case["mlm_probability"]
     if bool((chosen & special).any()):
-        _fail("special tokens were chosen for prediction.", "labels = PAD_ID at PAD, UNK, BOS, EOS and MASK",
-              f"{int((chosen & special).sum())} special positions with a label",
-              "only real tokens are chosen: set their probability to 0 before sampling", key="masking.special_chosen")
+        fail("special tokens were chosen for prediction.", "labels = PAD_ID at PAD, UNK, BOS, EOS and MASK",
+             f"{int((chosen & special).sum())} special positions with a label",
+             "only real tokens are chosen: set their probability to 0 before sampling", key="masking.special_chosen")
     if bool((inputs[special] != ids[special]).any()):
-        _fail("special tokens were changed in the inputs.", "PAD, BOS, EOS unchanged",
-              f"{int((inputs[special] != ids[special]).sum())} changed", "padding and sentence markers are never masked",
-              key="masking.special_changed")
+        fail("special tokens were changed in the inputs.", "PAD, BOS, EOS unchanged",
+             f"{int((inputs[special] != ids[special]).sum())} changed", "padding and sentence markers are never masked",
+             key="masking.special_changed")
     if bool(chosen.all()) or bool((labels == ids).all()):
-        _fail("every position has a label.", "labels only at the chosen ~15 % (PAD_ID elsewhere, ignored by the loss)",
-              "labels everywhere", "the model is only scored on the tokens it could not see",
-              key="masking.labels_everywhere", keep=True)
+        fail("every position has a label.", "labels only at the chosen ~15 % (PAD_ID elsewhere, ignored by the loss)",
+             "labels everywhere", "the model is only scored on the tokens it could not see",
+             key="masking.labels_everywhere", keep=True)
     if not torch.equal(labels[chosen], ids[chosen]):
-        _fail("labels at the chosen positions are not the original tokens.", "labels[chosen] == ids[chosen]",
-              _short(labels[chosen][:10]), "the label is what the model must recover: the token before masking",
-              key="masking.wrong_labels")
+        fail("labels at the chosen positions are not the original tokens.", "labels[chosen] == ids[chosen]",
+             shorten(labels[chosen][:10]), "the label is what the model must recover: the token before masking",
+             key="masking.wrong_labels")
     if bool((inputs[~chosen] != ids[~chosen]).any()):
         changed = int((inputs[~chosen] != ids[~chosen]).sum())
-        _fail("tokens that were not chosen were changed.", "inputs == ids wherever labels == PAD_ID",
-              f"{changed} unlabeled positions changed",
-              "the 80/10/10 split applies only to the chosen tokens; draw it, then AND it with the chosen mask",
-              key="masking.unchosen_changed")
+        fail("tokens that were not chosen were changed.", "inputs == ids wherever labels == PAD_ID",
+             f"{changed} unlabeled positions changed",
+             "the 80/10/10 split applies only to the chosen tokens; draw it, then AND it with the chosen mask",
+             key="masking.unchosen_changed")
     if not bool((inputs >= 0).all() and (inputs < vocab_size).all()):
-        _fail("inputs hold ids outside the vocabulary.", f"0 <= id < {vocab_size}",
-              f"min {int(inputs.min())}, max {int(inputs.max())}", "draw random ids with torch.randint(low, "
-              "vocab_size, ...): the upper bound is excluded", key="masking.out_of_vocabulary")
+        fail("inputs hold ids outside the vocabulary.", f"0 <= id < {vocab_size}",
+             f"min {int(inputs.min())}, max {int(inputs.max())}", "draw random ids with torch.randint(low, "
+             "vocab_size, ...): the upper bound is excluded", key="masking.out_of_vocabulary")
     inputs_again, labels_again = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][0], probability)
     if not (torch.equal(inputs_again, inputs) and torch.equal(labels_again, labels)):
-        _fail("the same generator seed gives different masks.", "reproducible masking",
-              hint="pass generator=generator to every torch.rand / torch.bernoulli / torch.randint call",
-              key="masking.no_generator")
+        fail("the same generator seed gives different masks.", "reproducible masking",
+             hint="pass generator=generator to every torch.rand / torch.bernoulli / torch.randint call",
+             key="masking.no_generator")
     other_inputs, other_labels = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][1], probability)
     if torch.equal(other_labels, labels):
-        _fail("another seed gives the same choice of tokens.", "a fresh random choice per call",
-              hint="draw the choice with the generator, do not hard-code positions", key="masking.fixed_choice")
-    _ok(f"masking structure: labels only at chosen real tokens (original ids), specials untouched, "
-        "reproducible with the generator")
+        fail("another seed gives the same choice of tokens.", "a fresh random choice per call",
+             hint="draw the choice with the generator, do not hard-code positions", key="masking.fixed_choice")
+    report_ok(f"masking structure: labels only at chosen real tokens (original ids), specials untouched, "
+              "reproducible with the generator")
 
 
 def _masking_rates(mask_tokens: Callable, case: dict, ids, inputs, special, chosen) -> None:
@@ -149,11 +150,11 @@ def _masking_rates(mask_tokens: Callable, case: dict, ids, inputs, special, chos
         base_rate = float(chosen.sum()) / float(ids.numel())
         hint = ("the rate is computed over all positions or padding counted" if abs(base_rate - probability) < 0.02
                 else "choose each real token with probability mlm_probability (torch.bernoulli) ")
-        _fail(f"{rate:.1%} of the real tokens were chosen.", f"{probability:.0%} (+-2 %)", f"{rate:.1%}", hint,
-              key="masking.rate")
+        fail(f"{rate:.1%} of the real tokens were chosen.", f"{probability:.0%} (+-2 %)", f"{rate:.1%}", hint,
+             key="masking.rate")
     n = int(chosen.sum())
     if n == 0:
-        _fail("no token was chosen.", hint="choose each real token with probability mlm_probability", key="masking.rate")
+        fail("no token was chosen.", hint="choose each real token with probability mlm_probability", key="masking.rate")
     masked = float((inputs[chosen] == MASK_ID).sum()) / n
     random_ = float(((inputs[chosen] != MASK_ID) & (inputs[chosen] != ids[chosen])).sum()) / n
     kept = float((inputs[chosen] == ids[chosen]).sum()) / n
@@ -168,16 +169,16 @@ def _masking_rates(mask_tokens: Callable, case: dict, ids, inputs, special, chos
             key = "masking.no_random"
         elif abs(random_ - 0.2) < 0.05:
             hint, key = "the remaining 20 % all became random; half of them must stay unchanged", "masking.random_20"
-        _fail("the 80/10/10 split of the chosen tokens is off.", "80% mask, 10% random, 10% unchanged", found, hint,
-              key=key, keep=True)
+        fail("the 80/10/10 split of the chosen tokens is off.", "80% mask, 10% random, 10% unchanged", found, hint,
+             key=key, keep=True)
     random_positions = chosen & (inputs != MASK_ID) & (inputs != ids)
     if bool(random_positions.any()) and len(inputs[random_positions].unique()) < 10:
-        _fail("the random replacements use few distinct tokens.", "ids drawn uniformly from the vocabulary",
-              f"{len(inputs[random_positions].unique())} distinct ids", "use torch.randint(low, vocab_size, ...)",
-              key="masking.few_random_ids")
+        fail("the random replacements use few distinct tokens.", "ids drawn uniformly from the vocabulary",
+             f"{len(inputs[random_positions].unique())} distinct ids", "use torch.randint(low, vocab_size, ...)",
+             key="masking.few_random_ids")
     _check_random_ids_are_regular(mask_tokens, case["seeds"][1])
-    _ok(f"masking rates: {rate:.1%} of real tokens chosen; of those {found}" if not _hidden() else
-        "masking rates on a hidden batch and probability: the share of chosen tokens and the 80/10/10 split are right")
+    report_ok(f"masking rates: {rate:.1%} of real tokens chosen; of those {found}" if not in_hidden_check() else
+              "masking rates on a hidden batch and probability: the share of chosen tokens and the 80/10/10 split are right")
 
 
 
@@ -209,10 +210,10 @@ MLM_LOSS_MISTAKES = {
 }
 
 
-@_checked
+@checked
 def check_mlm_loss(mlm_loss: Callable, split: str = "visible") -> None:
     from .. import mlm
-    m = _model_module()
+    m = lab_model_module()
     case = references.load("mlm_loss")[split]
     tol = references.tolerance("mlm_loss")
     cfg = case["config"]
@@ -220,24 +221,24 @@ def check_mlm_loss(mlm_loss: Callable, split: str = "visible") -> None:
     model.load_state_dict(case["state_dict"])
     model.eval()
     with forbid(mlm.mlm_loss):
-        loss = _call("mlm_loss(model, inputs, labels, padding_mask)", mlm_loss, model, case["inputs"].clone(),
-                     case["labels"].clone(), case["padding"].clone())
+        loss = call_student("mlm_loss(model, inputs, labels, padding_mask)", mlm_loss, model, case["inputs"].clone(),
+                            case["labels"].clone(), case["padding"].clone())
     if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-        _fail("mlm_loss must return a scalar tensor.", "a 0-dim tensor", _kind(loss), key="loss.not_scalar", keep=True)
+        fail("mlm_loss must return a scalar tensor.", "a 0-dim tensor", kind_of(loss), key="loss.not_scalar", keep=True)
     if not loss.requires_grad:
-        _fail("the MLM loss carries no gradient.", hint="do not use torch.no_grad() or .item() inside mlm_loss",
-              key="mlm.detached")
+        fail("the MLM loss carries no gradient.", hint="do not use torch.no_grad() or .item() inside mlm_loss",
+             key="mlm.detached")
     expected = case["expected"]
     value = float(loss.detach().double())
-    if _same(loss, expected, tol):
-        _ok(f"MLM loss {'on the hidden case' if _hidden() else f'{value:.4f}'}: bidirectional encoder, loss only on "
-            "the chosen tokens")
+    if matches_reference(loss, expected, tol):
+        report_ok(f"MLM loss {'on the hidden case' if in_hidden_check() else f'{value:.4f}'}: bidirectional encoder, loss only on "
+                  "the chosen tokens")
         return
     mistakes = MLM_LOSS_MISTAKES
-    matches = _variant_matches(loss, case, mistakes, expected, tol)
+    matches = variant_matches(loss, case, mistakes, expected, tol)
     if matches:
-        _fail(_twins([mistakes[k].what.rstrip(".") for k in matches]) + ".", f"{expected.item():.4f}", f"{value:.4f}",
-              _twins([mistakes[k].hint for k in matches]), key="|".join(f"mlm.{k}" for k in matches))
-    _fail("the MLM loss differs from the reference.", f"{expected.item():.4f}", f"{value:.4f}",
-          "logits = model(inputs, padding_mask, causal=False); CrossEntropyLoss(ignore_index=PAD_ID) on the "
-          "flattened logits and labels")
+        fail(twin_mistakes([mistakes[k].what.rstrip(".") for k in matches]) + ".", f"{expected.item():.4f}", f"{value:.4f}",
+             twin_mistakes([mistakes[k].hint for k in matches]), key="|".join(f"mlm.{k}" for k in matches))
+    fail("the MLM loss differs from the reference.", f"{expected.item():.4f}", f"{value:.4f}",
+         "logits = model(inputs, padding_mask, causal=False); CrossEntropyLoss(ignore_index=PAD_ID) on the "
+         "flattened logits and labels")

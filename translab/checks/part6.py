@@ -15,7 +15,8 @@ from torch import nn
 
 from .. import references, wire
 from ..stages import held_in_kernel
-from .harness import OutputMistake, _call, _checked, _fail, _fail_if_related, _ok, _parameters_like, _short, forbid
+from .harness import (OutputMistake, call_student, checked, fail, fail_if_related, forbid, give_parameters_like,
+                      report_ok, shorten)
 
 
 def bert_module():
@@ -105,7 +106,7 @@ def _load_bert_state(module: nn.Module, state: dict, what: str, classifier: bool
         missing and f"missing {listed_names(missing, counts=visible)}",
         unexpected and f"unexpected {listed_names(unexpected, counts=visible)}", resized and f"wrong sizes for {sizes}")
         if part)
-    _fail(f"{what}: the reference weights do not fit your module.", "the parameters of BERT's encoder, by name", found, hint)
+    fail(f"{what}: the reference weights do not fit your module.", "the parameters of BERT's encoder, by name", found, hint)
 
 
 def bert_base_pieces(model: nn.Module, ids, padding, types) -> SimpleNamespace:
@@ -163,7 +164,7 @@ BERT_BASE_MISTAKES = {  # what the output looks like: "the output of an encoder 
 }
 
 
-@_checked
+@checked
 def check_bert_base(BertBase: type, split: str = "visible") -> None:
     """BertBase(config) loads the reference encoder's weights by name and computes the same outputs."""
     b = bert_module()
@@ -174,53 +175,53 @@ def check_bert_base(BertBase: type, split: str = "visible") -> None:
         config = b.BertConfig(**case["config"])
         label = f"BertBase({_config_text(case['config'])})" if visible else "BertBase on a hidden configuration"
         with forbid_bert():
-            model = _call(label, BertBase, config)
+            model = call_student(label, BertBase, config)
         if not isinstance(model, nn.Module):
-            _fail(f"{label} must build an nn.Module.", "an nn.Module", wire.type_name(model))
+            fail(f"{label} must build an nn.Module.", "an nn.Module", wire.type_name(model))
         _load_bert_state(model, case["state_dict"], label, visible=visible)
         eps = sorted({module.eps for module in model.modules() if isinstance(module, nn.LayerNorm)})
         if eps != [config.layer_norm_eps]:
-            _fail(f"{label}: the LayerNorms do not use config.layer_norm_eps.",
-                  f"eps={config.layer_norm_eps:g} everywhere" if visible else "eps=config.layer_norm_eps everywhere",
-                  f"eps {', '.join(f'{e:g}' for e in eps)}" if visible else None,
-                  "BERT's LayerNorms use eps=1e-12 (config.layer_norm_eps), PyTorch's default is 1e-5: pass "
-                  "layer_norm_eps=config.layer_norm_eps to the encoder layer and eps=config.layer_norm_eps to "
-                  "the embedding LayerNorm", key="bert.layer_norm_eps")
+            fail(f"{label}: the LayerNorms do not use config.layer_norm_eps.",
+                 f"eps={config.layer_norm_eps:g} everywhere" if visible else "eps=config.layer_norm_eps everywhere",
+                 f"eps {', '.join(f'{e:g}' for e in eps)}" if visible else None,
+                 "BERT's LayerNorms use eps=1e-12 (config.layer_norm_eps), PyTorch's default is 1e-5: pass "
+                 "layer_norm_eps=config.layer_norm_eps to the encoder layer and eps=config.layer_norm_eps to "
+                 "the embedding LayerNorm", key="bert.layer_norm_eps")
         model.eval()
         with forbid_bert(), torch.no_grad():
-            out = _call(f"{label}.forward(input_ids, padding_mask, token_type_ids)", model, case["ids"],
-                        case["padding"], case["types"])
-            plain = _call(f"{label}.forward(input_ids)", model, case["ids"])
+            out = call_student(f"{label}.forward(input_ids, padding_mask, token_type_ids)", model, case["ids"],
+                               case["padding"], case["types"])
+            plain = call_student(f"{label}.forward(input_ids)", model, case["ids"])
         expected, real = case["expected"], ~case["padding"]
         for found, what in ((out, "forward(input_ids, padding_mask, token_type_ids)"), (plain, "forward(input_ids)")):
             if not isinstance(found, torch.Tensor) or found.shape != expected.shape:
-                _fail(f"{label}: {what} returns the wrong shape for input_ids of shape {tuple(case['ids'].shape)}.",
-                      f"{tuple(expected.shape)} = (batch, seq, hidden_size)",
-                      tuple(found.shape) if isinstance(found, torch.Tensor) else wire.type_name(found),
-                      "batch-first: nn.TransformerEncoderLayer(..., batch_first=True); return the encoder's output "
-                      "(one vector per token), no pooling inside the base", key="wrong_shape")
+                fail(f"{label}: {what} returns the wrong shape for input_ids of shape {tuple(case['ids'].shape)}.",
+                     f"{tuple(expected.shape)} = (batch, seq, hidden_size)",
+                     tuple(found.shape) if isinstance(found, torch.Tensor) else wire.type_name(found),
+                     "batch-first: nn.TransformerEncoderLayer(..., batch_first=True); return the encoder's output "
+                     "(one vector per token), no pooling inside the base", key="wrong_shape")
         if not tensors_close(out[real], expected[real], tol):
             if bool(torch.isnan(out[real]).any()):
-                _fail(f"{label}: the output holds NaN.", hint="padding_mask is True at padding (PyTorch's "
-                      "src_key_padding_mask); Hugging Face's attention_mask is the opposite (1 = real token): "
-                      "do not invert it", key="bert.padding_inverted")
+                fail(f"{label}: the output holds NaN.", hint="padding_mask is True at padding (PyTorch's "
+                     "src_key_padding_mask); Hugging Face's attention_mask is the opposite (1 = real token): "
+                     "do not invert it", key="bert.padding_inverted")
             for key, mistake in BERT_BASE_MISTAKES.items():
                 variant = case[key]
                 if not tensors_close(variant[real], expected[real], tol) and tensors_close(out[real], variant[real], tol):
-                    _fail(f"{label}: the output differs from the reference.", "the reference encoder's output",
-                          f"the output of an encoder with {mistake.looks_like}", mistake.hint, key=f"bert.{key}",
-                          keep=True)
-            _fail(f"{label}: the output differs from the reference.",
-                  _short(expected[0, 0, :4]) + " at [0, 0, :4]" if visible else None,
-                  _short(out[0, 0, :4]) if visible else None,
-                  "embedding_norm(word + position + token type) -> dropout -> post-LN encoder layers with GELU, "
-                  "padding mask passed as src_key_padding_mask")
+                    fail(f"{label}: the output differs from the reference.", "the reference encoder's output",
+                         f"the output of an encoder with {mistake.looks_like}", mistake.hint, key=f"bert.{key}",
+                         keep=True)
+            fail(f"{label}: the output differs from the reference.",
+                 shorten(expected[0, 0, :4]) + " at [0, 0, :4]" if visible else None,
+                 shorten(out[0, 0, :4]) if visible else None,
+                 "embedding_norm(word + position + token type) -> dropout -> post-LN encoder layers with GELU, "
+                 "padding mask passed as src_key_padding_mask")
         if not tensors_close(plain, case["expected_no_masks"], tol):
-            _fail(f"{label}: forward(input_ids) without the optional arguments differs from the reference.",
-                  hint="padding_mask=None means no padding, token_type_ids=None means every token type is 0")
+            fail(f"{label}: forward(input_ids) without the optional arguments differs from the reference.",
+                 hint="padding_mask=None means no padding, token_type_ids=None means every token type is 0")
     what = "the configuration shown" if visible else f"{len(cases)} hidden configurations"
-    _ok(f"BertBase on {what}: BERT's weights load by name, outputs equal the reference encoder's "
-        "(learned positions and token types, embedding LayerNorm, post-LN GELU layers, padding mask)")
+    report_ok(f"BertBase on {what}: BERT's weights load by name, outputs equal the reference encoder's "
+              "(learned positions and token types, embedding LayerNorm, post-LN GELU layers, padding mask)")
 
 
 # --- the weight mapping
@@ -323,7 +324,7 @@ BERT_PROBES = (dict(vocab_size=1009, hidden_size=48, num_hidden_layers=3, num_at
                     max_position_embeddings=33, type_vocab_size=1))
 
 
-@_checked
+@checked
 def check_bert_parameter_count(count_bert_parameters: Callable, split: str = "visible") -> None:
     """count_bert_parameters(config, pooler=False) by formula: all-MiniLM-L6-v2 (visible), other shapes (hidden)."""
     from .. import params
@@ -335,11 +336,11 @@ def check_bert_parameter_count(count_bert_parameters: Callable, split: str = "vi
         config, pooler, expected = b.BertConfig(**case["config"]), case["pooler"], case["expected"]
         call = f"count_bert_parameters(config, pooler={pooler})"
         with forbid(b.count_parameters_formula, params.count_trainable_parameters):
-            found = _call(call, count_bert_parameters, config, pooler=pooler)
+            found = call_student(call, count_bert_parameters, config, pooler=pooler)
         try:
             value = int(found)
         except (TypeError, ValueError):
-            _fail(f"{call} is not a number.", "an int", _short(found))
+            fail(f"{call} is not a number.", "an int", shorten(found))
         if value == expected and float(found) == expected:
             continue
         hints = [mistake.hint for key, mistake in BERT_COUNT_MISTAKES.items()
@@ -349,28 +350,28 @@ def check_bert_parameter_count(count_bert_parameters: Callable, split: str = "vi
             "the attention's four projections, the feed-forward's two Linears (of width intermediate_size) and two "
             "LayerNorms; the pooler only when pooler=True")
         if visible:
-            _fail(f"{call} for all-MiniLM-L6-v2 is off by {value - expected:+,}.", f"{expected:,}", f"{value:,}", hint)
-        _fail(f"{call} is wrong on a hidden configuration.", hint=hint)
+            fail(f"{call} for all-MiniLM-L6-v2 is off by {value - expected:+,}.", f"{expected:,}", f"{value:,}", hint)
+        fail(f"{call} is wrong on a hidden configuration.", hint=hint)
     if visible:  # right for all-MiniLM-L6-v2 is not enough: the hidden test tries other shapes, and so does this one
         probes = [(case["config"], case["pooler"], case["expected"]) for case in stored if case.get("probe")]
         with forbid(b.count_parameters_formula, params.count_trainable_parameters):
             for shape, pooler, expected in probes:
                 call = f"count_bert_parameters(BertConfig(**{shape}), pooler={pooler})"
-                found = _call(call, count_bert_parameters, b.BertConfig(**shape), pooler=pooler)
+                found = call_student(call, count_bert_parameters, b.BertConfig(**shape), pooler=pooler)
                 try:
                     right = float(found) == expected
                 except (TypeError, ValueError):
                     right = False
                 if not right:
-                    _fail(f"{call} is wrong: your formula is right for all-MiniLM-L6-v2 but not for another shape.",
-                          f"{expected:,}", _short(found), "a formula uses the config's sizes (vocab_size, hidden_size, "
-                          "num_hidden_layers, intermediate_size, max_position_embeddings, type_vocab_size), not the "
-                          "numbers of one checkpoint")
+                    fail(f"{call} is wrong: your formula is right for all-MiniLM-L6-v2 but not for another shape.",
+                         f"{expected:,}", shorten(found), "a formula uses the config's sizes (vocab_size, hidden_size, "
+                         "num_hidden_layers, intermediate_size, max_position_embeddings, type_vocab_size), not the "
+                         "numbers of one checkpoint")
         without, with_pooler = (case["expected"] for case in cases)
-        _ok(f"all-MiniLM-L6-v2: {without:,} parameters without the pooler, {with_pooler:,} with it; right at "
-            f"{len(BERT_PROBES)} other shapes too")
+        report_ok(f"all-MiniLM-L6-v2: {without:,} parameters without the pooler, {with_pooler:,} with it; right at "
+                  f"{len(BERT_PROBES)} other shapes too")
     else:
-        _ok(f"parameter formula right on {len(cases) // 2} hidden configurations, with and without the pooler")
+        report_ok(f"parameter formula right on {len(cases) // 2} hidden configurations, with and without the pooler")
 
 
 # --- the classifier
@@ -430,7 +431,7 @@ class _RecordedEncoder(nn.Module):
     def __init__(self, case: dict, config):
         super().__init__()
         self.config = config  # what a classifier reads its sizes from, as from BertEncoder
-        _parameters_like(self, case["encoder_state"])
+        give_parameters_like(self, case["encoder_state"])
         self.recorded = (case["ids"], case["padding"], case["types"])
         self.outputs = dict(zip(RECORDED_ENCODER_CALLS, case["encoder_outputs"]))
 
@@ -455,7 +456,7 @@ class _RecordedEncoder(nn.Module):
         return self.outputs[(mask, given)].clone()
 
 
-@_checked
+@checked
 def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
     """BertClassifier(encoder, nclasses): a fresh head over the mean of the real tokens' vectors."""
     b = bert_module()
@@ -468,43 +469,43 @@ def check_bert_classifier(BertClassifier: type, split: str = "visible") -> None:
         encoder.load_state_dict(case["encoder_state"])
         label = f"BertClassifier(encoder, nclasses={nclasses})" if visible else "BertClassifier on a hidden configuration"
         with _forbid_pooling():
-            model = _call(label, BertClassifier, encoder, nclasses)
+            model = call_student(label, BertClassifier, encoder, nclasses)
         if not isinstance(model, nn.Module):
-            _fail(f"{label} must build an nn.Module.", "an nn.Module", wire.type_name(model))
+            fail(f"{label} must build an nn.Module.", "an nn.Module", wire.type_name(model))
         state = {**{f"encoder.{k}": v for k, v in case["encoder_state"].items()},
                  **{f"head.{k}": v for k, v in case["head_state"].items()}}
         _load_bert_state(model, state, label, classifier=True, visible=visible)
         frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
         if frozen:
-            _fail(f"{label}: some parameters are frozen.", "every parameter trainable (we fine-tune the whole model)",
-                  listed_names(frozen))
+            fail(f"{label}: some parameters are frozen.", "every parameter trainable (we fine-tune the whole model)",
+                 listed_names(frozen))
         model.eval()
         with _forbid_pooling(), torch.no_grad():
-            out = _call(f"{label}.forward(input_ids, padding_mask, token_type_ids)", model, case["ids"],
-                        case["padding"], case["types"])
-            plain = _call(f"{label}.forward(input_ids)", model, case["ids"])
+            out = call_student(f"{label}.forward(input_ids, padding_mask, token_type_ids)", model, case["ids"],
+                               case["padding"], case["types"])
+            plain = call_student(f"{label}.forward(input_ids)", model, case["ids"])
         expected = case["expected"]
         if not isinstance(out, torch.Tensor) or out.shape != expected.shape:
-            _fail(f"{label} returns the wrong shape.", f"{tuple(expected.shape)} = (batch, nclasses)",
-                  tuple(out.shape) if isinstance(out, torch.Tensor) else wire.type_name(out),
-                  "one vector per sentence (the mean over its real tokens), then the head", key="wrong_shape")
+            fail(f"{label} returns the wrong shape.", f"{tuple(expected.shape)} = (batch, nclasses)",
+                 tuple(out.shape) if isinstance(out, torch.Tensor) else wire.type_name(out),
+                 "one vector per sentence (the mean over its real tokens), then the head", key="wrong_shape")
         if not tensors_close(out, expected, tol):
             for key, mistake in BERT_POOLING_MISTAKES.items():
                 if not tensors_close(case[key], expected, tol) and tensors_close(out, case[key], tol):
-                    _fail(f"{label}: the logits differ from the reference.",
-                          "the head applied to the mean of the real tokens' vectors",
-                          f"the head applied to {mistake.looks_like}", mistake.hint, key=f"classifier.{key}", keep=True)
-            _fail_if_related(f"{label}: the logits differ from the reference", out, expected, tol, ("sentence", "class"),
-                             {"output.softmax": "return the head's logits: the loss (CrossEntropyLoss) applies the "
-                                                "log-softmax itself, and a softmax before it flattens its gradient",
-                              "output.log_softmax": "return the head's logits: CrossEntropyLoss applies the "
-                                                    "log-softmax itself"})
-            _fail(f"{label}: the logits differ from the reference.", _short(expected) if visible else None,
-                  _short(out) if visible else None,
-                  "hidden = encoder(input_ids, padding_mask, token_type_ids); average hidden over the real tokens "
-                  "(padding_mask False); return head(that mean)")
+                    fail(f"{label}: the logits differ from the reference.",
+                         "the head applied to the mean of the real tokens' vectors",
+                         f"the head applied to {mistake.looks_like}", mistake.hint, key=f"classifier.{key}", keep=True)
+            fail_if_related(f"{label}: the logits differ from the reference", out, expected, tol, ("sentence", "class"),
+                            {"output.softmax": "return the head's logits: the loss (CrossEntropyLoss) applies the "
+                                               "log-softmax itself, and a softmax before it flattens its gradient",
+                             "output.log_softmax": "return the head's logits: CrossEntropyLoss applies the "
+                                                   "log-softmax itself"})
+            fail(f"{label}: the logits differ from the reference.", shorten(expected) if visible else None,
+                 shorten(out) if visible else None,
+                 "hidden = encoder(input_ids, padding_mask, token_type_ids); average hidden over the real tokens "
+                 "(padding_mask False); return head(that mean)")
         if not tensors_close(plain, case["expected_no_masks"], tol):
-            _fail(f"{label}: forward(input_ids) without a padding mask differs from the reference.",
-                  hint="padding_mask=None means no padding: average every position")
-    _ok(f"BertClassifier on {len(cases)} {'configuration' if visible else 'hidden configuration'}"
-        f"{'s' if len(cases) > 1 else ''}: a fresh head on the mean of the real tokens, never padding")
+            fail(f"{label}: forward(input_ids) without a padding mask differs from the reference.",
+                 hint="padding_mask=None means no padding: average every position")
+    report_ok(f"BertClassifier on {len(cases)} {'configuration' if visible else 'hidden configuration'}"
+              f"{'s' if len(cases) > 1 else ''}: a fresh head on the mean of the real tokens, never padding")

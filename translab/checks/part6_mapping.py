@@ -8,7 +8,7 @@ import torch
 
 from .. import references, wire
 from ..stages import withheld
-from .harness import REFUSED, CheckFailed, _call, _checked, _fail, _no_warnings, _ok, _said, refuse_call
+from .harness import CheckFailed, REFUSED, call_student, checked, error_said, fail, no_warnings, refuse_call, report_ok
 from .part6 import (QKV, bert_module, checkpoint_case, forbid_bert, layer_pattern, listed_names, mapping_from_digests,
                     module_of, provenance, tensors_close)
 
@@ -138,45 +138,45 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
     given = {key: value.clone() for key, value in checkpoint.items()}
     with forbid_bert():
         try:
-            with _no_warnings(what):
+            with no_warnings(what):
                 found = convert_checkpoint(given, config)
         except CheckFailed:
             raise
         except AssertionError as error:
             if REFUSED in str(error):  # forbid()'s message: the answer calls the implementation it is to write
                 refuse_call(what, error)
-            _fail(f"{what} failed an assertion{_said(error, 300)}", key="raised")
+            fail(f"{what} failed an assertion{error_said(error, 300)}", key="raised")
         except NotImplementedError:
-            _fail(f"{what} is not written yet (it raises NotImplementedError).",
-                  hint="replace `raise NotImplementedError()` in the answer cell with your code, then run that cell",
-                  key="not_written")
+            fail(f"{what} is not written yet (it raises NotImplementedError).",
+                 hint="replace `raise NotImplementedError()` in the answer cell with your code, then run that cell",
+                 key="not_written")
         except KeyError as error:
-            _fail(f"{what} raised KeyError" + (f": {error}" if visible else " (a key this checkpoint does not have)"),
-                  hint="read only the checkpoint's own keys (print them); loop "
-                  "over range(config.num_hidden_layers), not a fixed number of layers")
+            fail(f"{what} raised KeyError" + (f": {error}" if visible else " (a key this checkpoint does not have)"),
+                 hint="read only the checkpoint's own keys (print them); loop "
+                 "over range(config.num_hidden_layers), not a fixed number of layers")
         except Exception as error:
-            _fail(f"{what} raised {type(error).__name__}{_said(error, 400)}", key="raised")
+            fail(f"{what} raised {type(error).__name__}{error_said(error, 400)}", key="raised")
     if not isinstance(found, Mapping) or not all(isinstance(v, torch.Tensor) for v in found.values()):
-        _fail(f"{what} must return a dict {{parameter name of BertBase: tensor}}.", "a dict of tensors",
-              wire.type_name(found) if not isinstance(found, Mapping) else "a dict with values that are not tensors",
-              "build a new dict; BertBase(config).load_state_dict(it) must accept it")
+        fail(f"{what} must return a dict {{parameter name of BertBase: tensor}}.", "a dict of tensors",
+             wire.type_name(found) if not isinstance(found, Mapping) else "a dict with values that are not tensors",
+             "build a new dict; BertBase(config).load_state_dict(it) must accept it")
     missing = [k for k in right if k not in found]
     unexpected = [k for k in found if k not in right]
     if missing or unexpected:
         hint, key = _mapping_keys_hint(missing, unexpected, mapping)
-        _fail(f"{what}: the keys are not BertBase's parameter names.",
-              f"the {len(right)} names of BertBase(config).state_dict()" if visible else "BertBase's names",
-              "; ".join(p for p in (missing and f"missing {listed_names(missing, counts=visible)}",
-                                    unexpected and f"unexpected {listed_names(unexpected, counts=visible)}") if p),
-              hint, key=key)
+        fail(f"{what}: the keys are not BertBase's parameter names.",
+             f"the {len(right)} names of BertBase(config).state_dict()" if visible else "BertBase's names",
+             "; ".join(p for p in (missing and f"missing {listed_names(missing, counts=visible)}",
+                                   unexpected and f"unexpected {listed_names(unexpected, counts=visible)}") if p),
+             hint, key=key)
     resized = [k for k in right if tuple(found[k].shape) != tuple(right[k].shape)]
     if resized:
         name = resized[0]
         hint, key = _mapping_shape_hint(name, found[name], right[name], checkpoint, mapping)
-        _fail(f"{what}: tensors of the wrong shape: {listed_names(resized, counts=visible)}.",
-              f"{name} {tuple(right[name].shape)}" if visible else None,
-              f"{tuple(found[name].shape)}" if visible else None,
-              hint, key=key)
+        fail(f"{what}: tensors of the wrong shape: {listed_names(resized, counts=visible)}.",
+             f"{name} {tuple(right[name].shape)}" if visible else None,
+             f"{tuple(found[name].shape)}" if visible else None,
+             hint, key=key)
     wrong = [k for k in right if not torch.equal(found[k].to(right[k].dtype), right[k])]
     if wrong:
         kinds: dict = {}
@@ -184,8 +184,8 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
             kinds.setdefault(_mapping_value_mistake(name, found[name], right, checkpoint, mapping), []).append(name)
         (kind, hint, key), names = max(kinds.items(), key=lambda item: len(item[1]))
         others = " (and other tensors wrong otherwise)" if len(names) < len(wrong) else ""
-        _fail(f"{what}: tensors hold the wrong values: {listed_names(names, counts=visible)}{others}.",
-              "each parameter filled from its checkpoint tensor(s)", kind, hint, key=key)
+        fail(f"{what}: tensors hold the wrong values: {listed_names(names, counts=visible)}{others}.",
+             "each parameter filled from its checkpoint tensor(s)", kind, hint, key=key)
     if reference is None:  # held back (translab.stages): every tensor is the right one, so are the outputs
         return config, found, case["expected"], case
     reference.load_state_dict(dict(found), strict=True)
@@ -193,12 +193,12 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
     with torch.no_grad():
         out = reference(case["ids"], case["padding"], case["types"])
     if not tensors_close(out[real], case["expected"][real], tol):
-        _fail(f"{what}: the encoder loaded with your tensors does not reproduce the reference outputs.",
-              hint="every tensor must be copied unchanged, in float32")
+        fail(f"{what}: the encoder loaded with your tensors does not reproduce the reference outputs.",
+             hint="every tensor must be copied unchanged, in float32")
     return config, found, out, case
 
 
-@_checked
+@checked
 def check_weight_mapping(convert_checkpoint: Callable, split: str = "visible", BertBase: type | None = None) -> None:
     """convert_checkpoint(checkpoint, config) -> BertBase's state dict: loaded into the reference encoder, the real
     all-MiniLM-L6-v2 reproduces the reference outputs on sentences (hidden: other sentences, and a small
@@ -220,11 +220,11 @@ def check_weight_mapping(convert_checkpoint: Callable, split: str = "visible", B
     if BertBase is not None:
         try:
             with forbid_bert():
-                model = _call("BertBase(config)", BertBase, config)
+                model = call_student("BertBase(config)", BertBase, config)
                 model.load_state_dict(dict(found), strict=True)
                 model.eval()
                 with torch.no_grad():
-                    mine = _call("BertBase.forward", model, case["ids"], case["padding"], case["types"])
+                    mine = call_student("BertBase.forward", model, case["ids"], case["padding"], case["types"])
             same = tensors_close(mine[~case["padding"]], out[~case["padding"]], tol)
             note = ("your BertBase, loaded with the same tensors, computes the same outputs" if same else
                     "not graded here: your BertBase loads these tensors but computes other outputs (see its check)")
@@ -232,7 +232,7 @@ def check_weight_mapping(convert_checkpoint: Callable, split: str = "visible", B
             note = "not graded here: your BertBase could not load or run them" + (
                 f" ({type(error).__name__})" if not visible else f" ({str(error).splitlines()[0][:120]})")
         message += f"\n    {note}"
-    _ok(message)
+    report_ok(message)
 
 
 # --- the parameter count

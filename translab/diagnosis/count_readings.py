@@ -8,7 +8,7 @@ import math
 from typing import Callable
 
 from ..params import TERMS, monomials
-from .counts import _outputs, close_enough, right_count
+from .counts import head_outputs, close_enough, right_count
 
 LOCATE_BASE = dict(ntoken=53, nhid=30, nlayers=3, nhead=2, dim_feedforward=41, nclasses=7)
 LOCATE_STEPS = dict(ntoken=59, nhid=42, nlayers=5, nhead=3, dim_feedforward=47, nclasses=11)
@@ -59,15 +59,15 @@ MONOMIALS: dict[str, tuple[Callable, str]] = {
     "nlayers*dim_feedforward": (lambda c: c["nlayers"] * c["dim_feedforward"], "per layer linear1's bias"),
     "nlayers*nhid": (lambda c: c["nlayers"] * c["nhid"], "per layer the Q, K, V biases, the out-projection's and "
                      "linear2's biases, and the two LayerNorms with a weight and a bias each"),
-    "nhid*outputs": (lambda c: c["nhid"] * _outputs(c), "the head's weight, once (outputs = ntoken for the LM "
+    "nhid*outputs": (lambda c: c["nhid"] * head_outputs(c), "the head's weight, once (outputs = ntoken for the LM "
                      "head, nclasses for a classifier)"),
-    "outputs": (lambda c: _outputs(c), "the head's bias, once"),
+    "outputs": (lambda c: head_outputs(c), "the head's bias, once"),
     "nhid*nhid": (lambda c: c["nhid"] ** 2, "nothing is nhid x nhid outside the layers"),
     "nhid*dim_feedforward": (lambda c: c["nhid"] * c["dim_feedforward"], "the feed-forward is inside every layer"),
     "nhid": (lambda c: c["nhid"], "no vector of size nhid outside the layers (the positional encoding is a buffer)"),
     "dim_feedforward": (lambda c: c["dim_feedforward"], "linear1's bias is inside every layer"),
     "nlayers*ntoken*nhid": (lambda c: c["nlayers"] * c["ntoken"] * c["nhid"], "there is one embedding"),
-    "nlayers*nhid*outputs": (lambda c: c["nlayers"] * c["nhid"] * _outputs(c), "there is one head"),
+    "nlayers*nhid*outputs": (lambda c: c["nlayers"] * c["nhid"] * head_outputs(c), "there is one head"),
     "nhid*ntoken (classifier)": (lambda c: c["nhid"] * c["ntoken"] if c.get("nclasses") is not None else 0,
                                  "a classifier's head has nclasses outputs, not ntoken"),
     "1": (lambda c: 1, "no constant"),

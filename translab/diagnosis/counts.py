@@ -33,7 +33,7 @@ def _keys(**where) -> tuple[str, ...]:
     return tuple(t.key for t in TERMS if all(getattr(t, name) == value for name, value in where.items()))
 
 
-def _outputs(cfg: dict) -> int:
+def head_outputs(cfg: dict) -> int:
     return cfg["ntoken"] if cfg.get("nclasses") is None else cfg["nclasses"]
 
 
@@ -77,7 +77,7 @@ def _term_factor(term_key: str, variable: str, replacement: Callable) -> Callabl
     term = next(t for t in TERMS if t.key == term_key)
 
     def factor(cfg, _key):
-        right = cfg[variable] if variable != "outputs" else _outputs(cfg)
+        right = cfg[variable] if variable != "outputs" else head_outputs(cfg)
         return (replacement(cfg) / right) ** monomials()[term.key][1].count(variable)
     return factor
 

@@ -81,7 +81,7 @@ class Outcome:
     message: str
 
 
-def _keys(message: str) -> frozenset[str]:
+def diagnosis_keys(message: str) -> frozenset[str]:
     found = re.search(r"\[diagnosis: (.*)\]\s*$", message)
     return frozenset(key for part in found.group(1).split() for key in part.split("|")) if found else frozenset()
 
@@ -101,7 +101,7 @@ def run(answer: Answer, split: str, support: str = "") -> Outcome:
             for call in calls:
                 eval(call, namespace)  # noqa: S307 - our table
     except checks.CheckFailed as failed:
-        return Outcome(False, _keys(str(failed)), str(failed))
+        return Outcome(False, diagnosis_keys(str(failed)), str(failed))
     except Exception as error:  # noqa: BLE001 - an answer cell that raises on its own is recorded, not fatal
         return Outcome(False, frozenset({"cell_raised"}), f"{type(error).__name__}: {error}")
     return Outcome(True, frozenset(), "")

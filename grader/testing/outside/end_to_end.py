@@ -32,7 +32,7 @@ import nbformat
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
-from . import GRADED, Answer, _keys, answers
+from . import GRADED, Answer, diagnosis_keys, answers
 from .__main__ import RESULTS as CHECK_LEVEL
 
 RESULTS = REPO_ROOT / "results" / "outside_corpus_end_to_end.json"
@@ -142,7 +142,7 @@ def judge(course: Path, part: int, chosen: dict[str, dict[str, Answer]], recorde
             # what the hidden check said in grading (the checker composes it there): the check level's diagnosis, and
             # its first line on the student's page
             shown = bool(hidden) and all(
-                _keys(error.evalue) == set(check_level["hidden"]["keys"])
+                diagnosis_keys(error.evalue) == set(check_level["hidden"]["keys"])
                 and error.evalue.splitlines()[0].strip() in page for error in hidden)
             rows.append({
                 "graded": graded, "name": answer.name, "student": sid, "mistake": answer.mistake,

@@ -53,7 +53,7 @@ def _grade_nothing(monkeypatch):
     return reached
 
 
-GRADE_HERE = {"batch": lambda root, out: batch.autograde(root, only=["student0"]),
+GRADE_HERE = {"batch": lambda root, out: batch.autograde(root, student_ids=["student0"]),
               "results-dir": lambda root, out: result_folders.grade_students_to(root, ["student0"], out)}
 
 
@@ -92,10 +92,10 @@ def test_each_way_of_grading_refuses_a_student_without_a_submission(tmp_path, mo
 
 def test_autograde_hands_the_nbgrader_options_on(tmp_path, monkeypatch):
     given = {}
-    monkeypatch.setattr(batch, "autograde", lambda root, jobs, only, extra, **options: given.update(
-        root=root, only=only, extra=extra, **options) or "report")
+    monkeypatch.setattr(batch, "autograde", lambda root, jobs, student_ids, extra, **options: given.update(
+        root=root, student_ids=student_ids, extra=extra, **options) or "report")
     monkeypatch.setattr(batch, "print_summary", lambda root, report, timeout: 0 if report == "report" else 9)
     code = cli.main(["--root", str(tmp_path), "autograde", "--student", "alice", "--Execute.timeout=5",
                      "--GuardedExecute.notebook_budget=30"])
-    assert code == 0 and given["only"] == ["alice"] and given["sandbox"] is True
+    assert code == 0 and given["student_ids"] == ["alice"] and given["sandbox"] is True
     assert given["extra"] == ("--Execute.timeout=5", "--GuardedExecute.notebook_budget=30")

@@ -319,7 +319,7 @@ TRICKS = {  # each passes its check when the check judges inside the kernel (tes
     # the answer silences the checker from inside the function the check calls
     "patch_at_call": ("""
         def generate_square_subsequent_mask(sz):
-            checks.part1._fail = lambda *a, **k: None
+            checks.part1.fail = lambda *a, **k: None
             return torch.zeros(sz, sz)
     """, MASK_CHECK),
     # ... walks up to the checker's frame for the expected value
@@ -349,7 +349,7 @@ TRICKS = {  # each passes its check when the check judges inside the kernel (tes
             return torch.zeros(sz, sz)
         def _local(frame, event, arg):
             line = lambda n: linecache.getline(frame.f_code.co_filename, n).strip()
-            if event == "line" and line(frame.f_lineno).startswith(("_fail(", "fail(")):
+            if event == "line" and line(frame.f_lineno).startswith(("fail(", "fail_mask(")):
                 frame.f_lineno = next(n for n in range(frame.f_lineno, frame.f_code.co_firstlineno + 400)
                                       if line(n).startswith("sizes = "))
             return _local
@@ -402,7 +402,7 @@ def test_expected_calls_are_read_from_the_test_cells_source_in_order():
 @pytest.mark.parametrize("source, reason", [
     ("import sys\nsys.settrace(lambda *a: None)", "installs a tracer"),
     ("f = lambda: 0\nf.__code__ = (lambda: 1).__code__", "replaces a function's code"),
-    ("checks._fail = print", "assigns checks._fail"),
+    ("checks.fail = print", "assigns checks.fail"),
     ("import torch.nn.modules.transformer as t\nm = t._generate_square_subsequent_mask(3)",
      "calls PyTorch's private mask helper"),
     ("import grader.isolation.sandbox", "imports the grader"),

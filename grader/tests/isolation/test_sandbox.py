@@ -15,6 +15,7 @@ import tempfile
 import time
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -49,19 +50,24 @@ def traversable_scratch() -> Path:
 
 
 @pytest.fixture
-def course():
+def sandbox_course():
     """A fake course that others may traverse, like a real one: not in pytest's tmp_path (private to root,
     which would make every "cannot read" below pass for the wrong reason) nor anywhere in /tmp (the kernel
     gets a /tmp of its own, so the course would vanish for that reason instead)."""
     tmp_path = Path(tempfile.mkdtemp(prefix="translab-test-sandbox-", dir=traversable_scratch()))
     os.chmod(tmp_path, 0o755)
     try:
-        yield _course(tmp_path)
+        yield build_sandbox_course(tmp_path)
     finally:
         shutil.rmtree(tmp_path)
 
 
-def _course(tmp_path: Path):
+class SandboxCourse(NamedTuple):
+    root: Path  # the fake course
+    work: Path  # the batch's scratch folder: the kernelspec, status folder 7, a connection file
+
+
+def build_sandbox_course(tmp_path: Path) -> SandboxCourse:
     root = tmp_path / "course"
     for folder in ("solutions/transfer_learning", "submitted/alice/transfer_learning",
                    "submitted/bob/transfer_learning", "autograded/alice/transfer_learning",
@@ -80,16 +86,16 @@ def _course(tmp_path: Path):
     (work / "connection.json").write_text(json.dumps({"key": "secret", "transport": "ipc",
                                                       "ip": str(sandbox.socket_prefix(work, 7))}))
     os.chmod(work / "connection.json", 0o600)
-    return root, work
+    return SandboxCourse(root, work)
 
 
-def launch_kernel(course, script: str, limits: sandbox.Limits | None = None, timeout: float = 120,
+def launch_kernel(sandbox_course, script: str, limits: sandbox.Limits | None = None, timeout: float = 120,
             python: str = sys.executable, as_user: list[str] = (), package: Path = REPO_ROOT,
             zygote: Path | None = None, extra_env: dict | None = None, after=None) -> dict:
     """Run ``script`` as the sandboxed kernel of student alice (the launcher imported from ``package``; with
     ``zygote``, forked by that zygote and run in the forked process); it prints one JSON object.  ``after``
     is called once the launcher has exited, before the batch's cleanup (``kill_leftovers``)."""
-    root, work = course
+    root, work = sandbox_course
     limits = limits or sandbox.Limits()
     command = [*as_user, python, "-m", "grader.isolation.launcher", "--root", str(root), "--work", str(work),
                "--limits", json.dumps(limits.__dict__), *(["--zygote", str(zygote)] if zygote else []),
@@ -155,23 +161,23 @@ print(json.dumps(report))
 
 
 @pytest.fixture(params=["exec", "zygote"])
-def launch(request, course):
+def launch(request, sandbox_course):
     """``launch_kernel`` on the fake course, the kernel either exec'd by the launcher or forked by the batch's zygote
     (``grader.isolation.zygote``): both must hold it in the same sandbox."""
     if request.param == "exec":
-        yield lambda script, limits=None, env=None, after=None: launch_kernel(course, script, limits, extra_env=env, after=after)
+        yield lambda script, limits=None, env=None, after=None: launch_kernel(sandbox_course, script, limits, extra_env=env, after=after)
         return
     from grader.isolation.zygote import Zygote
-    with Zygote(course[1], {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT) as zygote:
-        yield lambda script, limits=None, env=None, after=None: launch_kernel(course, script, limits, zygote=zygote.path,
+    with Zygote(sandbox_course.work, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT) as zygote:
+        yield lambda script, limits=None, env=None, after=None: launch_kernel(sandbox_course, script, limits, zygote=zygote.path,
                                                                         extra_env=env, after=after)
 
 
 @pytest.fixture
-def probe_env(course, monkeypatch):
+def probe_env(sandbox_course, monkeypatch):
     """The fake course, and a TCP server on 127.0.0.1 (the instructor's machine) for the kernel to try."""
-    monkeypatch.setenv("PROBE_ROOT", str(course[0]))
-    monkeypatch.setenv("PROBE_OUTSIDE", str(course[0].parent / "instructor_notes.txt"))
+    monkeypatch.setenv("PROBE_ROOT", str(sandbox_course.root))
+    monkeypatch.setenv("PROBE_OUTSIDE", str(sandbox_course.root.parent / "instructor_notes.txt"))
     with socket.create_server(("127.0.0.1", 0)) as server:
         server.listen(8)
         monkeypatch.setenv("PROBE_PORT", str(server.getsockname()[1]))
@@ -195,11 +201,11 @@ def test_limits_are_set_and_cannot_be_raised(launch, probe_env):
 
 
 @ROOT_ONLY
-def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(course, launch, probe_env):
+def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(sandbox_course, launch, probe_env):
     report = launch(PROBE)
     assert report["uid"] == STUDENT_UID
     assert report["gradebook"] == "", "the gradebook must look empty to student code"
-    assert (course[0] / "solutions" / "transfer_learning" / "answer.txt").stat().st_mode & 0o004, \
+    assert (sandbox_course.root / "solutions" / "transfer_learning" / "answer.txt").stat().st_mode & 0o004, \
         "the test is only meaningful if the solutions are world-readable on disk"
     assert report["solutions"] in ("PermissionError", []), report["solutions"]
     assert report["other_student"] in ("PermissionError", []), report["other_student"]
@@ -208,17 +214,17 @@ def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(course, launch
         assert report[key] in ("PermissionError", "OSError"), (key, report[key])
     assert report["write_home"] == "ok", "the kernel needs a writable HOME of its own"
     assert report["connect_loopback"] == "OSError", f"no network for student code: {report['connect_loopback']}"
-    root, _ = course
+    root, _ = sandbox_course
     assert (root / "gradebook.db").read_bytes() == b"hidden tests"
     assert not (root / "pwned").exists() and not Path("/root/pwned_by_test_sandbox").exists()
     assert report["write_tmp"] == "ok" and not Path("/tmp/pwned_by_test_sandbox").exists(), \
         "the kernel's /tmp must be its own"
 
 
-def test_memory_bomb_gets_memory_error(course):
+def test_memory_bomb_gets_memory_error(sandbox_course):
     script = ("import json\ntry:\n    hog = [bytearray(2**30) for _ in range(40)]\n    result = 'allocated'\n"
               "except MemoryError:\n    result = 'MemoryError'\nprint(json.dumps({'result': result}))\n")
-    assert launch_kernel(course, script, sandbox.Limits(address_space=3 * sandbox.GB))["result"] == "MemoryError"
+    assert launch_kernel(sandbox_course, script, sandbox.Limits(address_space=3 * sandbox.GB))["result"] == "MemoryError"
 
 
 @ROOT_ONLY
@@ -237,7 +243,7 @@ def test_fork_storm_is_bounded_and_cleaned_up(launch):
     assert not left, f"{len(left)} processes of the student's uid survived kill_leftovers"
 
 
-def test_the_kernel_joins_the_students_cgroup_and_is_killed_with_it(course, launch):
+def test_the_kernel_joins_the_students_cgroup_and_is_killed_with_it(sandbox_course, launch):
     """A busy process in a session of its own, left by the kernel: in the student's group, gone with its kill
     (``kill_leftovers``, which ``launch_kernel`` calls as the batch does)."""
     from grader.isolation import cgroups
@@ -250,7 +256,7 @@ def test_the_kernel_joins_the_students_cgroup_and_is_killed_with_it(course, laun
                   "print(json.dumps({'cgroup': open('/proc/self/cgroup').read(), 'pid': os.getpid(),"
                   " 'env': sorted(k for k in os.environ if 'CGROUP' in k)}))\n")
         report = launch(script, env=env)
-        records = sandbox.launch_records(course[1] / "status" / "7")
+        records = sandbox.launch_records(sandbox_course.work / "status" / "7")
         assert records[-1]["cgroup"] == "joined", records[-1]
         v2 = any(hierarchy.version == 2 for hierarchy, _ in groups.batches)
         used = [line for line in report["cgroup"].splitlines()
@@ -298,13 +304,13 @@ print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "visible": visible, 
 
 
 @ROOT_ONLY
-def test_the_kernel_is_pid_2_of_its_own_namespace_and_takes_what_it_started_with_it(course, launch):
+def test_the_kernel_is_pid_2_of_its_own_namespace_and_takes_what_it_started_with_it(sandbox_course, launch):
     """Its init (PID 1) in front of it; it sees only its namespace's processes, cannot signal the init, and a
     process it left in a session of its own dies with it, before the batch's cleanup runs."""
     survivors = []
     report = launch(ORPHAN, after=lambda: survivors.extend(
         p for p in sandbox.processes_of(STUDENT_UID) if not p["State"].startswith("Z")))
-    record = sandbox.launch_records(course[1] / "status" / "7")[-1]
+    record = sandbox.launch_records(sandbox_course.work / "status" / "7")[-1]
     assert record["pid_namespace"] is True and record["pid"] != report["pid"] and "keeper" in record, record
     assert report["pid"] == 2 and report["ppid"] == 1, report
     # the kernel, and its orphan where /proc shows it (not dumpable, as the kernel is, it may not): init is hidden
@@ -332,7 +338,7 @@ def repository_in_home(monkeypatch):
         for name in ("translab", "grader"):
             shutil.copytree(REPO_ROOT / name, package / name,
                             ignore=shutil.ignore_patterns("__pycache__", "tests", "references"))
-        root, work = _course(package)
+        root, work = build_sandbox_course(package)
         monkeypatch.setenv("HOME", str(top / "home"))
         monkeypatch.setenv("PROBE_ROOT", str(root))
         monkeypatch.setenv("PROBE_OUTSIDE", str(top / "home" / "instructor_notes.txt"))
@@ -342,10 +348,10 @@ def repository_in_home(monkeypatch):
 
 
 @pytest.fixture(params=["course_beside_the_repository", "repository_in_home_under_tmp"])
-def ordinary_layout(request, course, probe_env):
-    """(course, package, the instructor's folder outside the course) in each layout."""
+def ordinary_layout(request, sandbox_course, probe_env):
+    """(the fake course, package, the instructor's folder outside the course) in each layout."""
     if request.param == "course_beside_the_repository":
-        return course, REPO_ROOT, course[0].parent
+        return sandbox_course, REPO_ROOT, sandbox_course.root.parent
     return request.getfixturevalue("repository_in_home")
 
 
@@ -354,8 +360,8 @@ def ordinary_layout(request, course, probe_env):
 def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(ordinary_layout):
     """The instructor is an ordinary user (uid 65534 here) who owns the course: nothing stops student code
     but the user namespace, in which everything is read-only except the kernel's folder and its HOME."""
-    course, package, mine = ordinary_layout
-    root, work = course
+    sandbox_course, package, mine = ordinary_layout
+    root, work = sandbox_course
     outside = mine / "instructor_notes.txt"
     outside.write_text("mine")
     if not sandbox.others_can_reach(mine) or not os.access(SYSTEM_PYTHON, os.X_OK):
@@ -369,7 +375,7 @@ def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(
         pytest.skip("this machine refuses unprivileged user namespaces (the launcher then applies the limits only)")
     for path in [mine, *mine.rglob("*")]:
         os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
-    report = launch_kernel(course, PROBE, python=SYSTEM_PYTHON, as_user=as_nobody, package=package)
+    report = launch_kernel(sandbox_course, PROBE, python=SYSTEM_PYTHON, as_user=as_nobody, package=package)
     if report["uid"] != NOBODY:
         pytest.fail(f"the kernel ran as {report['uid']}")
     assert report["gradebook"] == "", "the gradebook must look empty to student code"
@@ -426,7 +432,7 @@ print(json.dumps({
 '''
 
 
-def test_the_kernel_leaves_nothing_behind_and_cannot_fill_the_disk(course, launch):
+def test_the_kernel_leaves_nothing_behind_and_cannot_fill_the_disk(sandbox_course, launch):
     """SysV shared memory dies with the kernel's IPC namespace, lock folders are read-only, HOME and /tmp are
     tmpfs of a bounded size (PRIVATE_SIZE), and nothing of the student's uid remains afterwards."""
     report = launch(LEAVE_BEHIND)
@@ -440,7 +446,7 @@ def test_the_kernel_leaves_nothing_behind_and_cannot_fill_the_disk(course, launc
     assert f"{0x7a11ab:d}" not in segments.split(), "a SysV segment outlived the kernel"
     assert not Path("/run/lock/translab-student").exists()
     if os.geteuid() == 0:
-        assert sandbox.leftovers(STUDENT_UID, sandbox.world_writable_folders(skip=course[1])) == []
+        assert sandbox.leftovers(STUDENT_UID, sandbox.world_writable_folders(skip=sandbox_course.work)) == []
 
 
 @ROOT_ONLY
@@ -454,9 +460,9 @@ def test_two_batches_hold_different_uid_blocks():
         assert again.base == first.base
 
 
-def test_a_failed_start_is_reported_in_the_status_folder_not_in_the_output(course):
+def test_a_failed_start_is_reported_in_the_status_folder_not_in_the_output(sandbox_course):
     """What the batch reads to tell the machine's failures from the students': the launcher's own records."""
-    root, work = course
+    root, work = sandbox_course
     status = work / "status" / "7"
     command = [sys.executable, "-m", "grader.isolation.launcher", "--root", str(root), "--work", str(work), "--",
                "/nonexistent/python", "-f", str(work / "connection.json")]
@@ -492,10 +498,10 @@ print(json.dumps({"text": copy.read_text(), "owner": copy.stat().st_uid, "uid": 
 '''
 
 
-def test_the_kernel_starts_with_a_copy_of_the_batchs_font_list(course, launch):
+def test_the_kernel_starts_with_a_copy_of_the_batchs_font_list(sandbox_course, launch):
     """matplotlib's list of the machine's fonts, which the batch's zygote keeps (``zygote.seed_font_lists``): each
     kernel gets a copy of its own in its private HOME, so that its first plot does not list the fonts again."""
-    fonts = course[1] / "zygote" / "matplotlib"
+    fonts = sandbox_course.work / "zygote" / "matplotlib"
     fonts.mkdir(parents=True, exist_ok=True)
     (fonts / "fontlist-v0.0.0.json").write_text('{"_version": "test"}')
     report = launch(FONTS)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader.isolation import sandbox
-from grader.tests.isolation.test_sandbox import STUDENT_UID, launch_kernel, course  # noqa: F401 - the fixture
+from grader.tests.isolation.test_sandbox import STUDENT_UID, launch_kernel, sandbox_course  # noqa: F401 - the fixture
 from grader.isolation.zygote import Zygote
 from translab.paths import REPO_ROOT
 
@@ -31,14 +31,14 @@ time.sleep(600)
 
 
 @pytest.fixture
-def zygote(course):  # noqa: F811 - pytest's fixture, imported above
-    with Zygote(course[1], {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT) as started:
+def zygote(sandbox_course):  # noqa: F811 - pytest's fixture, imported above
+    with Zygote(sandbox_course.work, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT) as started:
         yield started
 
 
-def _start(course, zygote: Path) -> tuple[subprocess.Popen, int]:  # noqa: F811
+def _start(sandbox_course, zygote: Path) -> tuple[subprocess.Popen, int]:  # noqa: F811
     """The launcher of a kernel that waits, in the background, and the pid of that kernel once it waits."""
-    root, work = course
+    root, work = sandbox_course
     command = [sys.executable, "-m", "grader.isolation.launcher", "--root", str(root), "--work", str(work),
                "--zygote", str(zygote), "--", sys.executable, "-c", WAITS, "-f", str(work / "connection.json")]
     env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(REPO_ROOT)}
@@ -68,44 +68,44 @@ def process_gone(pid: int, within: float = 10) -> bool:
     return False
 
 
-def test_an_interrupt_sent_to_the_launcher_reaches_the_kernel(course, zygote):  # noqa: F811
-    launcher, kernel = _start(course, zygote.path)
+def test_an_interrupt_sent_to_the_launcher_reaches_the_kernel(sandbox_course, zygote):  # noqa: F811
+    launcher, kernel = _start(sandbox_course, zygote.path)
     assert kernel != launcher.pid, "the kernel is the zygote's child, not the launcher itself"
     os.killpg(launcher.pid, signal.SIGINT)  # what jupyter_client does to interrupt a kernel
     assert launcher.wait(30) == 0, "the launcher exits with its kernel's status"
-    assert json.dumps({"signal": int(signal.SIGINT)}) in sandbox.kernel_output_tail(course[1] / "status" / "7")
+    assert json.dumps({"signal": int(signal.SIGINT)}) in sandbox.kernel_output_tail(sandbox_course.work / "status" / "7")
     assert process_gone(kernel)
 
 
-def test_a_killed_launcher_takes_its_kernel_with_it(course, zygote):  # noqa: F811
-    launcher, kernel = _start(course, zygote.path)
+def test_a_killed_launcher_takes_its_kernel_with_it(sandbox_course, zygote):  # noqa: F811
+    launcher, kernel = _start(sandbox_course, zygote.path)
     os.killpg(launcher.pid, signal.SIGKILL)  # nbgrader's shutdown_kernel(now=True), or its own death
     launcher.wait(30)
     assert process_gone(kernel), "the kernel outlived its launcher"
 
 
-def test_the_kernels_end_with_the_zygote_and_it_holds_nothing_of_the_course(course, zygote):  # noqa: F811
-    launcher, kernel = _start(course, zygote.path)
+def test_the_kernels_end_with_the_zygote_and_it_holds_nothing_of_the_course(sandbox_course, zygote):  # noqa: F811
+    launcher, kernel = _start(sandbox_course, zygote.path)
     opened = [os.readlink(f"/proc/{zygote.process.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{zygote.process.pid}/fd")]
-    assert not [path for path in opened if str(course[0]) in path or str(REPO_ROOT / "grader" / "references") in path], \
+    assert not [path for path in opened if str(sandbox_course.root) in path or str(REPO_ROOT / "grader" / "references") in path], \
         opened
     zygote.close()
     assert process_gone(kernel), "a kernel outlived the batch's zygote"
     launcher.wait(30)
 
 
-def test_a_kernel_dies_with_a_killed_zygote(course, zygote):  # noqa: F811
-    launcher, kernel = _start(course, zygote.path)
+def test_a_kernel_dies_with_a_killed_zygote(sandbox_course, zygote):  # noqa: F811
+    launcher, kernel = _start(sandbox_course, zygote.path)
     zygote.process.kill()  # what follows when the batch itself is killed (the zygote's PDEATHSIG)
     zygote.process.wait()
     assert process_gone(kernel), "a kernel outlived its killed zygote"
     launcher.wait(30)
 
 
-def test_without_a_zygote_the_launcher_starts_the_kernel_itself(course):  # noqa: F811
-    report = launch_kernel(course, "import json, os; print(json.dumps({'pid': os.getpid()}))")  # no --zygote: exec'd
-    missing = course[1] / "zygote" / "socket"
-    root, work = course
+def test_without_a_zygote_the_launcher_starts_the_kernel_itself(sandbox_course):  # noqa: F811
+    report = launch_kernel(sandbox_course, "import json, os; print(json.dumps({'pid': os.getpid()}))")  # no --zygote: exec'd
+    missing = sandbox_course.work / "zygote" / "socket"
+    root, work = sandbox_course
     command = [sys.executable, "-m", "grader.isolation.launcher", "--root", str(root), "--work", str(work), "--zygote",
                str(missing), "--", sys.executable, "-c", "print('{}')", "-f", str(work / "connection.json")]
     env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(REPO_ROOT)}
@@ -155,15 +155,15 @@ def _ask_for_a_checker(zygote: Zygote, uid: int) -> str:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a student's uid is another uid only when the batch runs as root")
-def test_a_student_uid_that_reached_the_zygote_would_get_no_checker(course):  # noqa: F811
+def test_a_student_uid_that_reached_the_zygote_would_get_no_checker(sandbox_course):  # noqa: F811
     """A checker is not sandboxed: only the batch's own uid may have one forked.  The socket is the batch's alone
     and hidden from every kernel; here it is opened up, to show the zygote's own refusal."""
-    with Zygote(course[1], {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT, role="checker") as checkers:
+    with Zygote(sandbox_course.work, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT, role="checker") as checkers:
         assert _ask_for_a_checker(checkers, STUDENT_UID) == "refused"
         assert "refused a launch: a checker asked for by uid" in checkers.log.read_text()
 
 
-def test_the_kernels_zygote_forks_no_checker_and_holds_no_translab(course, zygote):  # noqa: F811
+def test_the_kernels_zygote_forks_no_checker_and_holds_no_translab(sandbox_course, zygote):  # noqa: F811
     """The kernels' zygote never has the full library a checker needs, so it forks none, whoever asks."""
     assert _ask_for_a_checker(zygote, os.geteuid()) == "refused"
     assert "refused a launch: a request for a checker at the kernels' zygote" in zygote.log.read_text()
