@@ -32,7 +32,7 @@ OLD_PATHS = {
     "grader.report": "grader.grading.report",
     "grader.results": "grader.grading.result_folders",
     "grader.similarity": "grader.grading.similarity",
-    "grader.staging": "grader.grading.staging",
+    "grader.staging": "grader.grading.plain_copies",
     "grader.verdicts": "grader.grading.verdicts",
     "grader.cgroups": "grader.isolation.cgroups",
     "grader.kernel_environment": "grader.isolation.kernel_environment",

@@ -630,3 +630,27 @@ def test_every_module_path_written_in_a_string_resolves():
             if not _resolves(module + (f".{attribute}" if attribute else "")):
                 wrong.append((str(path.relative_to(REPO_ROOT)), module + (f":{attribute}" if attribute else "")))
     assert found > 100 and wrong == [], wrong
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings."""
+    return {re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("#")}
+
+
+def test_every_link_between_the_pages_resolves():
+    """The grader's pages were one README (issue 52): a link to a page or a heading that moved fails here."""
+    pages = [REPO_ROOT / "README.md", REPO_ROOT / "grader" / "README.md", REPO_ROOT / "hub" / "README.md",
+             *sorted((REPO_ROOT / "grader" / "docs").glob("*.md"))]
+    links, broken = 0, []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+://|mailto:", target):
+                continue
+            links += 1
+            path, _, anchor = target.partition("#")
+            destination = (page.parent / path).resolve() if path else page
+            if not destination.exists() or (anchor and destination.suffix == ".md"
+                                             and anchor not in _anchors(destination)):
+                broken.append((page.relative_to(REPO_ROOT).as_posix(), target))
+    assert links > 10 and broken == [], broken

@@ -1,4 +1,4 @@
-"""What a staged student release holds back: translab's reference implementation of each part's graded answers.
+"""What a student release, week by week, holds back: translab's reference implementation of each part's graded answers.
 
 translab carries a reference implementation of nearly every graded answer (the mask, the encoding, the model, the
 count, the masking, the weight mapping ...), because later parts build on earlier ones: part 3 pretrains part 2's

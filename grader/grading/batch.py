@@ -2,7 +2,7 @@
 
 Each student is graded by an nbgrader process of its own (``--jobs N`` at a time, forked from a server that has
 nbgrader loaded: ``grader.grading.nbgrader_process``), against a private copy of the gradebook merged back in one
-transaction (``grader.course.gradebook``), from a plain-file copy of the submission (``grader.grading.staging``), with one
+transaction (``grader.course.gradebook``), from a plain-file copy of the submission (``grader.grading.plain_copies``), with one
 ``grader.isolation.sandbox`` kernel per notebook, which imports that notebook's stage of translab
 (``grader.isolation.kernel_stages``), and a checker beside it, each forked from a zygote of its own that has torch loaded
 (``grader.isolation.zygote``).  A notebook nbgrader cannot run scores 0 and is flagged for the instructor,
@@ -38,7 +38,7 @@ from grader.course.gradebook import (add_submission, flagged_notebooks, gradeboo
 from grader.grading.nbgrader_process import (check_config, fork_server, nbgrader, nbgrader_env, preloads_checks,
                                              run_nbgrader)
 from grader.grading.preflight import preflight
-from grader.grading.staging import stage_submission
+from grader.grading.plain_copies import copy_plain_files
 from grader.isolation.student_sandbox import BatchSandbox, StudentSandbox
 
 REPORT_NAME = "autograde_report.csv"
@@ -112,7 +112,7 @@ class StudentJob:
     root: Path
     student: str
     db: Path
-    staged: Path      # the student's plain files, what nbgrader grades (CourseDirectory.submitted_directory)
+    plain_copies: Path  # the students' plain files, what nbgrader grades (CourseDirectory.submitted_directory)
     sandbox: StudentSandbox
     args: list[str]   # nbgrader's options: the sandbox's, then the caller's
     budget: float
@@ -128,10 +128,10 @@ def _grade_student(job: StudentJob) -> StudentResult:
     result = StudentResult(student, log=log, uid=job.sandbox.uid)
     start = time.perf_counter()
     deadline = start + job.budget
-    result.refused = stage_submission(root / "submitted" / student / ASSIGNMENT, job.staged / student / ASSIGNMENT,
+    result.refused = copy_plain_files(root / "submitted" / student / ASSIGNMENT, job.plain_copies / student / ASSIGNMENT,
                                       top=root / "submitted")
     base = ["autograde", ASSIGNMENT, f"--student={student}", "--force", f"--CourseDirectory.db_url=sqlite:///{db}",
-            f"--CourseDirectory.submitted_directory={job.staged}", *job.args]
+            f"--CourseDirectory.submitted_directory={job.plain_copies}", *job.args]
     outputs = []
 
     env = nbgrader_env(job.sandbox.env)
@@ -149,14 +149,14 @@ def _grade_student(job: StudentJob) -> StudentResult:
         return returncode == 0
 
     known = gradebook_notebooks(db)
-    staged = sorted(p.stem for p in (job.staged / student / ASSIGNMENT).glob("*.ipynb") if p.stem in known)
+    copied = sorted(p.stem for p in (job.plain_copies / student / ASSIGNMENT).glob("*.ipynb") if p.stem in known)
     refused_notebooks = sorted({Path(entry.split(":")[0]).stem for entry in result.refused} & set(known))
     if not run():
-        failed = [name for name in staged if not run(f"--notebook={name}")]
-        if not staged and not refused_notebooks:  # nothing nbgrader could open: every notebook scores 0
+        failed = [name for name in copied if not run(f"--notebook={name}")]
+        if not copied and not refused_notebooks:  # nothing nbgrader could open: every notebook scores 0
             failed = sorted(known)
         result.failed_notebooks = failed
-    if not has_submission(db, student) and (staged or refused_notebooks or result.failed_notebooks):
+    if not has_submission(db, student) and (copied or refused_notebooks or result.failed_notebooks):
         add_submission(db, student)  # nbgrader writes none for a folder it finds no notebook in
     if has_submission(db, student):
         why = (f"its {job.budget:.0f} s time budget ran out" if result.budget_spent
@@ -173,7 +173,7 @@ def _grade_student(job: StudentJob) -> StudentResult:
         outputs.append("kernel stdout/stderr (student-controlled, never interpreted):\n" + launched.output_tail)
     if result.refused:
         outputs.append("refused (not graded, never read):\n" + "\n".join(result.refused))
-    shutil.rmtree(job.staged / job.student, ignore_errors=True)
+    shutil.rmtree(job.plain_copies / job.student, ignore_errors=True)
     result.leftovers = job.sandbox.clean_up(LEFTOVERS_GRACE)
     result.seconds = time.perf_counter() - start
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -249,7 +249,7 @@ def grade_batch(root: Path, student_ids: list[str], jobs: int = 1, extra_args: t
 
 class GradingSession:
     """What a batch sets up once for a course folder: a scratch folder, its walls (``BatchSandbox``: a block of
-    uids, the zygotes, the cgroups, the sandbox's kernelspec), the per-student gradebooks and staged files.  ``grade_batch`` opens one per batch; a cluster worker keeps one open
+    uids, the zygotes, the cgroups, the sandbox's kernelspec), the per-student gradebooks and plain copies.  ``grade_batch`` opens one per batch; a cluster worker keeps one open
     between its tasks (``grader.grading.result_folders.serve``), so that a task costs only its students."""
 
     def __init__(self, root: Path, sandbox: bool = True):
@@ -268,8 +268,8 @@ class GradingSession:
             check_config(self.root)
             self.dbs = work / "db"  # the per-student gradebooks: private even to the sandboxed kernels
             self.dbs.mkdir(mode=0o700)
-            self.staged = work / "submitted"  # the students' plain files (stage_submission): out of kernels' view
-            self.staged.mkdir(mode=0o700)
+            self.plain_copies = work / "submitted"  # the students' plain files (copy_plain_files): out of kernels' view
+            self.plain_copies.mkdir(mode=0o700)
         except BaseException:
             self._stack.close()
             raise
@@ -306,7 +306,7 @@ class GradingSession:
                 index = first + offset
                 db = self.dbs / f"student{index}.db"
                 sqlite_copy(main_db, db)
-                job = StudentJob(self.root, name, db, self.staged, *self._student(index, extra_args), student_timeout)
+                job = StudentJob(self.root, name, db, self.plain_copies, *self._student(index, extra_args), student_timeout)
                 futures[pool.submit(_grade_student, job)] = db
             for future in as_completed(futures):
                 if future.cancelled():

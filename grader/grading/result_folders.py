@@ -73,12 +73,12 @@ def fingerprint(root: Path) -> dict:
 
 def submission(root: Path, student: str) -> tuple[dict[str, bytes], list[str], str]:
     """(plain files by relative path, refused entries, digest) of a student's submission, read through the same
-    staging as the batch (a symlink, a device, a fifo is refused, never followed)."""
-    from grader.grading.staging import stage_submission
+    plain copies as the batch (a symlink, a device, a fifo is refused, never followed)."""
+    from grader.grading.plain_copies import copy_plain_files
     with tempfile.TemporaryDirectory() as scratch:
-        staged = Path(scratch) / "s"
-        refused = stage_submission(root / "submitted" / student / ASSIGNMENT, staged, top=root / "submitted")
-        files = {str(p.relative_to(staged)): p.read_bytes() for p in sorted(staged.rglob("*")) if p.is_file()}
+        copied = Path(scratch) / "s"
+        refused = copy_plain_files(root / "submitted" / student / ASSIGNMENT, copied, top=root / "submitted")
+        files = {str(p.relative_to(copied)): p.read_bytes() for p in sorted(copied.rglob("*")) if p.is_file()}
     digest = hashlib.sha256()
     for name, content in files.items():
         digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())

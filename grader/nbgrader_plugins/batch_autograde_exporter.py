@@ -5,7 +5,7 @@ nbgrader's own loop would run each notebook in a kernel it starts as the instruc
 solutions and the network in reach.  nbgrader makes the exporter after it has listed the submissions to grade and
 before it touches one, so this exporter, made by an ``Autograde`` that none of translab's commands started, hands
 that list (the assignment, ``--student``, ``--force``, ``--create``, ``student_id_exclude``, as nbgrader read them)
-to ``python -m grader autograde`` in a process of its own: a staged plain-file copy, sandboxed kernels forked from
+to ``python -m grader autograde`` in a process of its own: a plain-file copy, sandboxed kernels forked from
 the zygote, verdicts decided outside the student's process, a per-student gradebook merged in one transaction,
 flags and ``autograded/autograde_report.csv``.  nbgrader's loop is then left nothing to do (the converter's
 ``assignments`` emptied), so nbgrader reports the batch's success, or its failure with the batch's own words.

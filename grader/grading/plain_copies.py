@@ -1,5 +1,5 @@
 """Submissions are plain files: what nbgrader grades is a copy of the submission's regular files, nothing
-followed, opened or read that is not one (``stage_submission``).
+followed, opened or read that is not one (``copy_plain_files``).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _kind(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
 
 
-def stage_submission(source: Path, dest: Path, top: Path | None = None) -> list[str]:
+def copy_plain_files(source: Path, dest: Path, top: Path | None = None) -> list[str]:
     """Copy the plain files of a submission folder to ``dest`` (what nbgrader then grades); return what was
     refused, with why.
 

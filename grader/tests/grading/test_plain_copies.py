@@ -1,4 +1,4 @@
-"""stage_submission (grader.grading.staging): what nbgrader grades is a copy of the submission's plain files only."""
+"""copy_plain_files (grader.grading.plain_copies): what nbgrader grades is a copy of the submission's plain files only."""
 from __future__ import annotations
 
 import os
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.staging import MAX_SUBMITTED_FILE, stage_submission
+from grader.grading.plain_copies import MAX_SUBMITTED_FILE, copy_plain_files
 
 
 @pytest.fixture
@@ -22,8 +22,8 @@ def submitted(tmp_path):
 
 
 def _stage(tmp_path: Path, folder: Path) -> tuple[list[str], Path]:
-    dest = tmp_path / "staged" / "eve" / "transfer_learning"
-    return stage_submission(folder, dest, top=tmp_path / "submitted"), dest
+    dest = tmp_path / "copied" / "eve" / "transfer_learning"
+    return copy_plain_files(folder, dest, top=tmp_path / "submitted"), dest
 
 
 def _tree(folder: Path) -> dict[str, str]:
