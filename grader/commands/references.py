@@ -10,7 +10,7 @@ HELP = "rebuild grader/references/ from translab"
 def arguments(parser) -> None:
     parser.add_argument("--margins", action="store_true",
                         help="then measure how far each reference moves on another CPU's code paths against its "
-                             "check's tolerance (results/margins.json)")
+                             "check's tolerance (results/reference_margins.json)")
 
 
 def run(root: Path, args) -> int:
@@ -19,5 +19,5 @@ def run(root: Path, args) -> int:
         print(f"{status:9s} grader/references/{name}.pt")
     if args.margins:
         from grader.references import margins
-        print(margins.write_table(root / "results" / "margins.json"))
+        print(margins.write_table(root / "results" / "reference_margins.json"))
     return 0

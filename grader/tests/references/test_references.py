@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from grader import references
-from grader.references import margins
+from grader.references import margins as reference_margins
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 from translab.references import EXACT, NAMES, TOLERANCES, Tolerance, tolerance
@@ -67,7 +67,7 @@ def test_a_reference_build_is_the_same_bits_on_other_cpus_code_paths():
     script = ("import sys, torch\nfrom grader import references as R\nfrom translab.references import NAMES, EXACT\n"
               "bad = [n for n in NAMES if not R.same_within(R.load_committed(n), R.build(n), EXACT)]\n"
               "print(torch.backends.cpu.get_cpu_capability(), bad)\nsys.exit(1 if bad else 0)\n")
-    for label, env in {**margins.other_cpus(), "one thread": {"OMP_NUM_THREADS": "1"}}.items():
+    for label, env in {**reference_margins.other_cpus(), "one thread": {"OMP_NUM_THREADS": "1"}}.items():
         run = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env}, capture_output=True, text=True,
                              timeout=300, cwd=REPO_ROOT)
         assert run.returncode == 0, f"{label}: {run.stdout} {run.stderr[-2000:]}"
@@ -75,19 +75,19 @@ def test_a_reference_build_is_the_same_bits_on_other_cpus_code_paths():
 
 @pytest.fixture(scope="module")
 def margins():
-    return margins.margins()
+    return reference_margins.margins()
 
 
 def test_every_reference_keeps_a_tenfold_margin_on_other_cpus(margins):
     thin = {name: (entry["margin"], entry["paths"]) for name, entry in margins.items()
-            if entry["margin"] < margins.REQUIRED_MARGIN}
-    assert thin == {}, margins.render(margins)
+            if entry["margin"] < reference_margins.REQUIRED_MARGIN}
+    assert thin == {}, reference_margins.render(margins)
 
 
 def test_no_argmax_decision_is_near_a_tie(margins):
     decisions = {name: entry["decision"] for name, entry in margins.items() if "decision" in entry}
     assert set(decisions) == {"greedy", "accuracy"}
-    assert all(d["margin"] >= margins.REQUIRED_MARGIN for d in decisions.values()), decisions
+    assert all(d["margin"] >= reference_margins.REQUIRED_MARGIN for d in decisions.values()), decisions
 
 
 def test_every_known_mistake_stays_well_outside_the_tolerance(margins):
