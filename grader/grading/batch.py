@@ -34,7 +34,7 @@ from translab.contract import ASSIGNMENT
 
 from grader.course import GradingError
 from grader.course.gradebook import (add_submission, flagged_notebooks, gradebook_has_assignment, gradebook_notebooks,
-                        has_submission, merge_student, sqlite_copy, zero_and_flag)
+                                     has_submission, merge_student, sqlite_copy, zero_and_flag)
 from grader.grading.nbgrader_process import (check_config, fork_server, nbgrader, nbgrader_env, preloads_checks,
                                              run_nbgrader)
 from grader.grading.preflight import preflight

@@ -24,9 +24,10 @@ from pathlib import Path
 
 from translab.contract import SANDBOX_STATUS_ENV
 
-from grader.isolation.processes import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, MS_BIND, MS_NOATIME,
-                        MS_NODEV, MS_NODIRATIME, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_RELATIME,
-                        MS_REMOUNT, MS_STRICTATIME, PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, enter_pid_namespace, prctl)
+from grader.isolation.processes import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, MS_BIND,
+                                        MS_NOATIME, MS_NODEV, MS_NODIRATIME, MS_NOEXEC, MS_NOSUID, MS_PRIVATE,
+                                        MS_RDONLY, MS_REC, MS_RELATIME, MS_REMOUNT, MS_STRICTATIME,
+                                        PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, enter_pid_namespace, prctl)
 from grader.isolation import kernel_stages
 from grader.isolation.kernel_environment import kernel_environment, launcher_environment
 from grader.isolation.sandbox import LAUNCH_RECORDS, PRIVATE_SIZE, UID_BASE, Limits, hidden_paths, others_can_reach
