@@ -23,7 +23,7 @@ from .throughput import ARCHITECTURE, throughput
 SCHEMA_VERSION = 1
 
 
-def _replace_section(out: Path, section: str, measure, flag: str | None = None) -> None:
+def replace_section(out: Path, section: str, measure, flag: str | None = None) -> None:
     """Measure one section of bench.json and write it into the existing file (the others kept as they were),
     with how and where it was measured under ``<section>_measured``."""
     path = out / "bench.json"
@@ -94,23 +94,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         return 0 if tables.update_readme(json.loads((RESULTS_DIR / "bench.json").read_text())) else 1
     if args.only_class:
-        _replace_section(args.out, "class_autograde", lambda: class_autograde(args.class_size, args.class_jobs,
+        replace_section(args.out, "class_autograde", lambda: class_autograde(args.class_size, args.class_jobs,
                                                                              workers=args.cluster_workers,
                                                                              rounds=args.class_rounds), flag="class")
         return 0
     if args.only_similarity:
-        _replace_section(args.out, "similarity", lambda: similarity_time(args.class_size))
+        replace_section(args.out, "similarity", lambda: similarity_time(args.class_size))
         return 0
     if args.only_hub:
-        _replace_section(args.out, "hub_cycle", lambda: hub_cycle(args.hub_students), flag="hub")
+        replace_section(args.out, "hub_cycle", lambda: hub_cycle(args.hub_students), flag="hub")
         return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.only_autograde:
-        _replace_section(args.out, "autograde", autograde_time)
+        replace_section(args.out, "autograde", autograde_time)
         return 0
     if args.only_notebooks:
-        _replace_section(args.out, "notebooks", notebook_times)
+        replace_section(args.out, "notebooks", notebook_times)
         return 0
     steps, rounds, warmup = (4, 3, 2) if args.quick else (20, 7, 5)
     batch_size, seq_len = 32, 64

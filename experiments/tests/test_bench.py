@@ -205,3 +205,16 @@ def test_each_submission_run_is_paired_with_a_floor_run_right_after_it(monkeypat
     assert result["seconds"] == 7.0 and result["floor"]["seconds"] == 3.0 and result["ratio_to_floor"] == 2.33
     assert result["paired_ratios"] == [2.0, 2.0, 3.0]
     assert result["nbgrader_autograde_s"] == 8.0 and result["nbgrader_autograde_runs_s"] == [8.0] * 3
+
+
+def test_a_re_measured_section_records_and_shows_the_machine_s_speed(tmp_path, monkeypatch):
+    """Issue 51: the notebooks timed again on a machine at half the record's speed looked like a lab twice as slow."""
+    (tmp_path / "bench.json").write_text(json.dumps({"fp32": {"translab": {"tokens_per_s": 8000.0}}}))
+    speeds = iter([3000.0, 4000.0])
+    monkeypatch.setattr(cli, "machine_speed", lambda: next(speeds))
+    row = {"student_s": 10.0, "nbgrader_s": 2.0, "student_peak_mb": 500.0, "cells": {}}
+    cli.replace_section(tmp_path, "notebooks", lambda: {"01_mask_and_positional_encoding": row})
+    measured = json.loads((tmp_path / "bench.json").read_text())["notebooks_measured"]
+    assert measured["machine_tokens_per_s"] == 3500 and measured["speed_of_record"] == 0.44
+    shown = tables.readme_tables(json.loads((tmp_path / "bench.json").read_text()))
+    assert "on a machine training at 3,500 tokens/s, 0.44 times the speed of the full run's fp32 record" in shown
