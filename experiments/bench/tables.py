@@ -204,10 +204,10 @@ def shown(text: str, marks: tuple[str, str]) -> str | None:
 def update_readme(result: dict, pages: Path = PAGES) -> bool:
     """Rewrite the pages' bench tables (grading, a term on the hub, the hub's sizing) from ``result``; False if the
     grading table has no place on any page."""
-    placed = set()
+    placed, tables = set(), rendered(result)
     for page in sorted(pages.glob("*.md")):
         text = original = page.read_text(encoding="utf-8")
-        for marks, table in rendered(result).items():
+        for marks, table in tables.items():
             filled = _fill(text, *marks, table)
             if filled is not None:
                 text = filled
