@@ -32,7 +32,10 @@ def course_copy(dest: Path) -> dict:
     # machine's shells set it) every process of every run would compile grader and translab again (0.1 s)
     for package in ("grader", "translab"):
         compileall.compile_dir(dest / package, quiet=2)
-    return {**os.environ, DATA_DIR_ENV: str(Path(os.environ.get(DATA_DIR_ENV, REPO_ROOT / "data")))}
+    # the copy's own translab, for the kernels too: the venv's editable install maps it to this checkout, which
+    # the sandbox hides from a batch graded from the copy (``grader.isolation.sandbox.unstaged_library``)
+    path = os.pathsep.join(filter(None, [str(dest), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, DATA_DIR_ENV: str(Path(os.environ.get(DATA_DIR_ENV, REPO_ROOT / "data")))}
 
 
 def _grading_ready() -> str | None:
@@ -58,7 +61,25 @@ def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         return None, f"autograde exited {done.returncode}: {' | '.join(tail)}"
+    short = short_of_full_marks(course)
+    if short:  # a time for grading that failed is no time for grading
+        return None, f"the complete solutions did not get full marks: {short}"
     return round(seconds, 1), ""
+
+
+def short_of_full_marks(course: Path) -> str:
+    """The students whose submission is the solutions but whose checks did not all pass ('' if none)."""
+    from grader.course.gradebook import cell_scores
+    solutions = {path.name: path.read_bytes() for path in (course / "solutions" / ASSIGNMENT).glob("*.ipynb")}
+    short = []
+    for folder in sorted((course / "submitted").glob(f"*/{ASSIGNMENT}")):
+        if {path.name: path.read_bytes() for path in folder.glob("*.ipynb")} != solutions:
+            continue
+        scores = cell_scores(course, folder.parent.name).values()
+        got, of = (sum(score for score, maximum, code in scores if code), sum(maximum for _, maximum, code in scores if code))
+        if got < of:
+            short.append(f"{folder.parent.name} {got:g}/{of:g}")
+    return ", ".join(short)
 
 
 SETTLE_S = 2  # before each timed run: the last one's processes (a zygote unmapping torch, a kernel) have exited
