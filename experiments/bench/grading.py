@@ -33,7 +33,7 @@ def course_copy(dest: Path) -> dict:
     for package in ("grader", "translab"):
         compileall.compile_dir(dest / package, quiet=2)
     # the copy's own translab, for the kernels too: the venv's editable install maps it to this checkout, which
-    # the sandbox hides from a batch graded from the copy (``grader.isolation.sandbox.unstaged_library``)
+    # the sandbox hides from a batch graded from the copy (``grader.isolation.kernel_stages.unstaged_library``)
     path = os.pathsep.join(filter(None, [str(dest), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path, DATA_DIR_ENV: str(Path(os.environ.get(DATA_DIR_ENV, REPO_ROOT / "data")))}
 

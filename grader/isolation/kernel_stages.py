@@ -21,6 +21,8 @@ import compileall
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from grader.course import withheld
@@ -69,7 +71,6 @@ def build(source: Path, work: Path) -> Path:
 def library_folders(root: Path) -> list[Path]:
     """Every folder a grading kernel could import a full ``translab`` from: the one this process imported, one on
     the interpreter's path (an installed copy), the course's own.  Each is covered by the notebook's stage."""
-    import sys
     from translab.paths import PACKAGE_DIR
     candidates = [PACKAGE_DIR, Path(root) / LIBRARY] + [Path(entry or ".") / LIBRARY for entry in sys.path]
     found = []
@@ -81,3 +82,26 @@ def library_folders(root: Path) -> list[Path]:
         if (real / "__init__.py").is_file() and real not in found:
             found.append(real)
     return found
+
+
+# run by the kernels' interpreter with their environment: where its import machinery finds translab (not importing it)
+_FIND_LIBRARY = ("import importlib.util; spec = importlib.util.find_spec('translab'); "
+                 "print(spec.submodule_search_locations[0] if spec and spec.submodule_search_locations else '')")
+
+
+def unstaged_library(root: Path, env: dict) -> str | None:
+    """Why the batch's kernels (started with ``env``) would not import the notebook's stage of translab, or None.
+    The launcher puts the stage over every folder ``library_folders`` names and hides the rest of the machine; a
+    kernel whose interpreter finds translab elsewhere (an editable install of another checkout than the one
+    grading) or nowhere would fail its first import and score every answer 0, with nothing flagged."""
+    done = subprocess.run([sys.executable, "-c", _FIND_LIBRARY], cwd="/", env=env, capture_output=True, text=True,
+                          timeout=120)
+    found = done.stdout.strip()
+    covered = library_folders(root)
+    if found and Path(found).resolve() in covered:
+        return None
+    where = f"translab from {found}" if found else "no translab at all"
+    return (f"the grading kernels would import {where}, which the sandbox does not replace with the notebook's "
+            f"stage ({', '.join(map(str, covered))}): every answer would score 0. Grade with the grader of the "
+            f"checkout {sys.executable} has installed, or install this one (`pip install -e {root}`), or put it "
+            f"first on PYTHONPATH")

@@ -55,6 +55,7 @@ from pathlib import Path
 from translab.contract import CHECKER_DIR_ENV, SANDBOX_STATUS_ENV
 
 from grader.isolation import kernel_stages
+from grader.isolation.kernel_environment import kernel_environment
 
 
 KERNEL_NAME = "translab-sandbox"
@@ -120,7 +121,7 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None, zygote:
     batch's kernels' ``grader.isolation.zygote``) its kernels are forked from there, and with ``checkers`` (the checkers'
     zygote) each notebook's checker."""
     limits = limits or Limits()
-    problem = unstaged_library(root)
+    problem = kernel_stages.unstaged_library(root, kernel_environment(os.environ))
     if problem:
         raise OSError(problem)
     if os.geteuid() == 0 and not others_can_reach(work.resolve().parent):
@@ -149,31 +150,6 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None, zygote:
     jupyter_path = os.pathsep.join(filter(None, [str(work / "jupyter"), os.environ.get("JUPYTER_PATH")]))
     args = [f"--Execute.kernel_name={KERNEL_NAME}", "--KernelManager.transport=ipc"]
     return {"JUPYTER_PATH": jupyter_path}, args + ([f"--GuardedExecute.zygote={checkers}"] if checkers else [])
-
-
-# run by the kernels' interpreter with their environment: where its import machinery finds translab (not importing it)
-_FIND_LIBRARY = ("import importlib.util; spec = importlib.util.find_spec('translab'); "
-                 "print(spec.submodule_search_locations[0] if spec and spec.submodule_search_locations else '')")
-
-
-def unstaged_library(root: Path) -> str | None:
-    """Why the batch's kernels would not import the notebook's stage of translab, or None.  The launcher puts the
-    stage over every folder ``kernel_stages.library_folders`` names and hides the rest of the machine; a kernel
-    whose interpreter finds translab elsewhere (an editable install of another checkout than the one grading) or
-    nowhere would fail its first import and score every answer 0, with nothing flagged."""
-    import subprocess
-    from grader.isolation.kernel_environment import kernel_environment
-    done = subprocess.run([sys.executable, "-c", _FIND_LIBRARY], cwd="/", env=kernel_environment(os.environ),
-                          capture_output=True, text=True, timeout=120)
-    found = done.stdout.strip()
-    covered = kernel_stages.library_folders(root)
-    if found and Path(found).resolve() in covered:
-        return None
-    where = f"translab from {found}" if found else "no translab at all"
-    return (f"the grading kernels would import {where}, which the sandbox does not replace with the notebook's "
-            f"stage ({', '.join(map(str, covered))}): every answer would score 0. Grade with the grader of the "
-            f"checkout {sys.executable} has installed, or install this one (`pip install -e {root}`), or put it "
-            f"first on PYTHONPATH")
 
 
 def socket_prefix(work: Path, index: int) -> Path:

@@ -523,17 +523,19 @@ def test_a_batch_whose_kernels_would_import_another_translab_refuses_to_grade(tm
     """A course graded with a venv whose editable install points at another checkout: the kernels would import
     that checkout's translab, which the launcher hides, and every answer would score 0 with nothing flagged (the
     bench's course copy did, unnoticed). The batch refuses first and names the folder."""
-    assert sandbox.unstaged_library(REPO_ROOT) is None  # the checkout grading itself
+    from grader.isolation.kernel_environment import kernel_environment
+    from grader.isolation.kernel_stages import unstaged_library
+    assert unstaged_library(REPO_ROOT, kernel_environment(os.environ)) is None  # the checkout grading itself
     other = tmp_path / "other" / "translab"
     other.mkdir(parents=True)
     (other / "__init__.py").write_text("")
     monkeypatch.setenv("PYTHONPATH", str(other.parent))
-    problem = sandbox.unstaged_library(REPO_ROOT)
+    problem = unstaged_library(REPO_ROOT, kernel_environment(os.environ))
     assert problem and f"translab from {other}" in problem and "score 0" in problem, problem
     with pytest.raises(OSError, match="score 0"):
         sandbox.grading_kernel(REPO_ROOT, tmp_path / "work")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "nothing-here"))
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # an interpreter that has no translab
     shutil.copy(os.path.realpath(sys.base_prefix + "/bin/python3"), tmp_path / "python")
-    problem = sandbox.unstaged_library(REPO_ROOT)
+    problem = unstaged_library(REPO_ROOT, kernel_environment(os.environ))
     assert problem and "no translab at all" in problem, problem
