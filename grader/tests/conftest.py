@@ -283,7 +283,7 @@ def course(tmp_path_factory):
     run_grader(root, "collect", str(archive))
 
     start = time.time()
-    run_grader(root, "autograde")
+    run_grader(root, "autograde", "--jobs", "2")  # two at a time, as the Makefile's JOBS=2: one alone keeps a core idle
     timings["autograde"] = time.time() - start
     _grade_by_hand(root, BOB_ID, "04_transfer_experiment", "written_interpretation")  # the others stay ungraded:
     run_grader(root, "feedback", "--force")  # test_feedback_waits_for_manual_grades, test_feedback_shows_each_model_...
