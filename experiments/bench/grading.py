@@ -67,6 +67,19 @@ def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str
     return round(seconds, 1), ""
 
 
+def phases_of(course: Path) -> dict:
+    """The last batch's phases (``grader.grading.phases``) summed over its students, its setup first."""
+    import csv
+
+    from grader.grading.phases import PHASES_NAME, SETUP
+    summed: dict[str, float] = {}
+    with open(course / "autograded" / PHASES_NAME, newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            if row["phase"] == SETUP or not row["notebook"]:
+                summed[row["phase"]] = round(summed.get(row["phase"], 0.0) + float(row["seconds"]), 2)
+    return summed
+
+
 def short_of_full_marks(course: Path) -> str:
     """The students whose submission is the solutions but whose checks did not all pass ('' if none)."""
     from grader.course.gradebook import cell_scores
@@ -96,7 +109,7 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
     reason = _grading_ready()
     if reason:
         return {"seconds": None, "reason": reason}
-    runs, floors, by_nbgrader = [], [], []
+    runs, floors, by_nbgrader, split = [], [], [], []
     with _class_course(students=1, full_every=1) as (course, env, _):
         first, reason = _autograde(course, env, 1, timeout)
         if first is None:
@@ -107,6 +120,7 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
             if seconds is None:
                 return {"seconds": None, "reason": reason}
             runs.append(seconds)
+            split.append(phases_of(course))
             time.sleep(SETTLE_S)
             floors.append(grading_floor())
             time.sleep(SETTLE_S)
@@ -119,6 +133,7 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
     return {"seconds": seconds, "runs_s": runs, "first_run_s": first, "floor": floor,
             "ratio_to_floor": round(seconds / floor["seconds"], 2) if floor.get("seconds") else None,
             "paired_ratios": paired, "goal_s": GOALS["one_submission_s"],
+            "phases": split[sorted(range(len(runs)), key=runs.__getitem__)[len(runs) // 2]],
             "nbgrader_autograde_s": statistics.median(by_nbgrader) if None not in by_nbgrader else None,
             "nbgrader_autograde_runs_s": by_nbgrader,
             "submission": "the solution notebooks, one student", "command": "python -m grader autograde"}

@@ -180,6 +180,29 @@ def hub_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+PHASES_BEGIN, PHASES_END = "<!-- phase table: python -m experiments.bench --readme -->", "<!-- end of phase table -->"
+
+
+def phase_table(result: dict) -> str:
+    """Where one submission's seconds go (the median run of ``--only-autograde``), against its floor."""
+    graded = result.get("autograde") or {}
+    split, floor = graded.get("phases"), (graded.get("floor") or {}).get("seconds")
+    if not split:
+        return "Not measured yet: run `python -m experiments.bench --only-autograde`."
+    total = sum(split.values())
+    lines = ["| phase of one complete submission (`autograded/autograde_phases.csv`) | time | share |",
+             "| --- | ---: | ---: |"]
+    lines += [f"| {name} | {_seconds(seconds)} | {seconds / total:.0%} |"
+              for name, seconds in sorted(split.items(), key=lambda item: -item[1])]
+    lines.append(f"| all, the batch's start included | {_seconds(total)} | 100% |")
+    if floor:
+        lines.append(f"| the floor: one kernel, the answer and test cells and those they read | {_seconds(floor)} | "
+                     f"{floor / total:.0%} |")
+    lines += ["", f"From `results/bench.json` ({result.get('cpu_count', '?')} cores; "
+              "`python -m experiments.bench --only-autograde`)."]
+    return "\n".join(lines)
+
+
 def _fill(text: str, begin_mark: str, end_mark: str, body: str) -> str | None:
     begin, end = text.find(begin_mark), text.find(end_mark)
     if begin < 0 or end < begin:
@@ -190,7 +213,7 @@ def _fill(text: str, begin_mark: str, end_mark: str, body: str) -> str | None:
 def rendered(result: dict) -> dict[tuple[str, str], str]:
     """{(begin mark, end mark): the table between them}."""
     return {(README_BEGIN, README_END): readme_tables(result), (HUB_BEGIN, HUB_END): hub_table(result),
-            (SIZING_BEGIN, SIZING_END): sizing_table(result)}
+            (SIZING_BEGIN, SIZING_END): sizing_table(result), (PHASES_BEGIN, PHASES_END): phase_table(result)}
 
 
 def shown(text: str, marks: tuple[str, str]) -> str | None:

@@ -218,3 +218,13 @@ def test_a_re_measured_section_records_and_shows_the_machine_s_speed(tmp_path, m
     assert measured["machine_tokens_per_s"] == 3500 and measured["speed_of_record"] == 0.44
     shown = tables.readme_tables(json.loads((tmp_path / "bench.json").read_text()))
     assert "on a machine training at 3,500 tokens/s, 0.44 times the speed of the full run's fp32 record" in shown
+
+
+def test_the_phase_table_names_every_second_of_a_submission_against_its_floor():
+    from experiments.bench import tables
+    assert "--only-autograde" in tables.phase_table({"autograde": {"seconds": None}})
+    split = {"batch setup": 4.0, "kernel start": 6.0, "checks": 5.0, "nbgrader's own": 2.0, "cells": 3.0}
+    table = tables.phase_table({"cpu_count": 2, "autograde": {"phases": split, "floor": {"seconds": 8.0}}})
+    rows = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[1:6] == ["kernel start", "checks", "batch setup", "cells", "nbgrader's own"]
+    assert "| all, the batch's start included | 20.0 s | 100% |" in table and "| 8.0 s | 40% |" in table

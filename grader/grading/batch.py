@@ -35,6 +35,7 @@ from translab.contract import ASSIGNMENT
 from grader.course import GradingError
 from grader.course.gradebook import (add_submission, flagged_notebooks, gradebook_has_assignment, gradebook_notebooks,
                                      has_submission, merge_student, sqlite_copy, zero_and_flag)
+from grader.grading import phases
 from grader.grading.nbgrader_process import (check_config, fork_server, nbgrader, nbgrader_env, preloads_checks,
                                              run_nbgrader)
 from grader.grading.preflight import preflight
@@ -81,6 +82,8 @@ class StudentResult:
     sandbox_modes: list[str] = field(default_factory=list)  # how isolated its kernels ran (launch records)
     uid: int | None = None
     log: Path | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # where its seconds went (grader.grading.phases)
+    notebook_phases: list[dict] = field(default_factory=list)
 
     @property
     def suspicious(self) -> bool:
@@ -100,6 +103,7 @@ class BatchReport:
     seconds: float
     jobs: int  # students at a time: --jobs, or the cluster's workers
     cluster: str = ""  # the scheduler's address, where the batch graded on a cluster
+    setup: float = 0.0  # seconds before the first student could start: the sandbox's walls, the zygotes, the stages
 
     @property
     def infrastructure(self) -> list[StudentResult]:
@@ -116,6 +120,7 @@ class StudentJob:
     sandbox: StudentSandbox
     args: list[str]   # nbgrader's options: the sandbox's, then the caller's
     budget: float
+    phases_file: Path  # where the student's nbgrader process times its notebooks (grader.grading.phases)
 
 
 def _grade_student(job: StudentJob) -> StudentResult:
@@ -130,18 +135,24 @@ def _grade_student(job: StudentJob) -> StudentResult:
     deadline = start + job.budget
     result.refused = copy_plain_files(root / "submitted" / student / ASSIGNMENT, job.plain_copies / student / ASSIGNMENT,
                                       top=root / "submitted")
+    copied_at = time.perf_counter()
     base = ["autograde", ASSIGNMENT, f"--student={student}", "--force", f"--CourseDirectory.db_url=sqlite:///{db}",
-            f"--CourseDirectory.submitted_directory={job.plain_copies}", *job.args]
+            f"--CourseDirectory.submitted_directory={job.plain_copies}",
+            f"--GuardedExecute.phases_file={job.phases_file}", *job.args]
     outputs = []
+    in_nbgrader = 0.0
 
     env = nbgrader_env(job.sandbox.env)
 
     def run(*more: str) -> bool:
+        nonlocal in_nbgrader
         left = deadline - time.perf_counter()
         if left <= 0:
             result.budget_spent = True
             return False
+        started = time.perf_counter()
         returncode, output = run_nbgrader(root, base + list(more), env=env, timeout=left)
+        in_nbgrader += time.perf_counter() - started
         job.sandbox.kill_leftovers()
         if returncode == -signal.SIGKILL and time.perf_counter() >= deadline:
             result.budget_spent = True
@@ -175,11 +186,15 @@ def _grade_student(job: StudentJob) -> StudentResult:
         outputs.append("refused (not graded, never read):\n" + "\n".join(result.refused))
     shutil.rmtree(job.plain_copies / job.student, ignore_errors=True)
     result.leftovers = job.sandbox.clean_up(LEFTOVERS_GRACE)
-    result.seconds = time.perf_counter() - start
     log.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:  # it quotes submissions: the instructor's only
         handle.write("\n".join(outputs))
+    result.seconds = time.perf_counter() - start
+    result.notebook_phases = phases.read_notebooks(job.phases_file)
+    job.phases_file.unlink(missing_ok=True)
+    clean_up = result.seconds - (copied_at - start) - in_nbgrader
+    result.phases = phases.student_phases(copied_at - start, in_nbgrader, clean_up, result.notebook_phases)
     return result
 
 
@@ -241,8 +256,9 @@ def grade_batch(root: Path, student_ids: list[str], jobs: int = 1, extra_args: t
     start = time.perf_counter()
     fork_server(checker_imports=preloads_checks(student_ids, sandbox))  # its imports overlap what follows
     with GradingSession(root, sandbox) as session:
+        setup = time.perf_counter() - start
         report = session.grade(student_ids, jobs, extra_args, student_timeout)
-    report.seconds = time.perf_counter() - start
+    report.seconds, report.setup = time.perf_counter() - start, setup
     write_report(root, report)
     return report
 
@@ -306,7 +322,8 @@ class GradingSession:
                 index = first + offset
                 db = self.dbs / f"student{index}.db"
                 sqlite_copy(main_db, db)
-                job = StudentJob(self.root, name, db, self.plain_copies, *self._student(index, extra_args), student_timeout)
+                job = StudentJob(self.root, name, db, self.plain_copies, *self._student(index, extra_args),
+                                 student_timeout, self.dbs / f"student{index}.phases")
                 futures[pool.submit(_grade_student, job)] = db
             for future in as_completed(futures):
                 if future.cancelled():
@@ -321,8 +338,10 @@ class GradingSession:
                         result.infrastructure = f"a known-good notebook fails to grade too: {failure}"
                 results.append(result)
                 if not result.infrastructure:
+                    merging = time.perf_counter()
                     try:
                         merge_student(main_db, futures[future], result.student)
+                        result.phases["merge"] = time.perf_counter() - merging
                     except sqlite3.Error as error:  # rolled back: the gradebook holds the student's old rows
                         result.infrastructure = f"merging into {main_db} failed: {error}"
                     finally:
@@ -347,6 +366,7 @@ def write_report(root: Path, report: BatchReport) -> Path:
                              " ".join(r.failed_notebooks), " ".join(r.flagged), " | ".join(r.refused),
                              "yes" if r.budget_spent else "", " | ".join(r.leftovers), r.uid or "",
                              f"{r.seconds:.1f}", r.log])
+    phases.write(root, report.setup, {r.student: (r.phases, r.notebook_phases) for r in report.results if r.phases})
     return out
 
 
@@ -359,6 +379,9 @@ def print_summary(root: Path, report: BatchReport, student_timeout: float) -> in
     print(f"autograded {graded} student(s) in {report.seconds:.0f} s {where}"
           f"{f', {len(report.infrastructure)} not (below)' if report.infrastructure else ''}; "
           f"report: {root / 'autograded' / REPORT_NAME}")
+    timed = {r.student: (r.phases, r.notebook_phases) for r in report.results if r.phases}
+    if timed:
+        print(f"  {phases.summary(report.setup, timed)} ({root / 'autograded' / phases.PHASES_NAME})")
     for r in failed:
         print(f"  needs a look: {r.student}: nbgrader could not run {', '.join(r.failed_notebooks)} "
               f"(scored 0, flagged; log {r.log})")

@@ -52,6 +52,7 @@ from grader.isolation import kernel_stages
 from grader.course.demos import NOT_RUN, left_out
 from .clear_outputs_after_hidden_tests import is_hidden_test, is_test
 from grader.course.variants import SECRET_ENVS
+from grader.grading import phases
 from grader.grading.verdicts import Checker, ForkedChecker, expected_calls, suspicious
 
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short (read by FlagIncidents)
@@ -89,6 +90,11 @@ class GuardedExecute(Execute):
         "forked from it, with torch, the full library and the checks imported, instead of importing them here.  "
         "Empty, or no zygote answering: the checker is a thread of this process.")).tag(config=True)
 
+    phases_file = Unicode("", help=(
+        "Where to append one JSON line per notebook with the seconds of its phases (grader.grading.phases: the "
+        "kernel's start, the cells, the test cells, the kernel's end), set by the batch.  Empty: not timed.")
+    ).tag(config=True)
+
     _variant: str | None = None  # the student's variant code (grader.course.variants), derived in preprocess
 
     def preprocess(self, nb, resources=None, km=None):
@@ -109,6 +115,9 @@ class GuardedExecute(Execute):
         self._stage = kernel_stages.stage_of((resources.get("nbgrader") or {}).get("notebook")
                                              or resources.get("unique_key") or "")
         self._before_hidden: dict[int, list] | None = None  # earlier cells' outputs as the first hidden test began
+        self._seconds = dict.fromkeys(phases.NOTEBOOK_PHASES, 0.0)
+        self._clock = time.perf_counter()  # the end of the last phase timed
+        self._started = False  # whether a cell has begun: what came before was the kernel's start (and checker's)
         self._checker = self._new_checker()
         owned = km is None
         km = km or self.create_kernel_manager()
@@ -118,8 +127,18 @@ class GuardedExecute(Execute):
             if owned:  # no kernel outlives its notebook (a caller's kernel manager is the caller's to end)
                 _end_kernel(self.km, self.kc)
             self._checker.stop()
+            self._timed("kernel stop" if self._started else "kernel start")
+            if self.phases_file:
+                phases.record_notebook(self.phases_file, (resources.get("nbgrader") or {}).get("notebook", ""),
+                                       self._seconds)
         self._put_back_outputs(nb)
         return nb, resources
+
+    def _timed(self, phase: str) -> None:
+        """Add the seconds since the last phase ended to ``phase``."""
+        now = time.perf_counter()
+        self._seconds[phase] += now - self._clock
+        self._clock = now
 
     def _put_back_outputs(self, nb) -> None:
         """The cells before the first hidden test as they were when it began: a display the kernel updated later
@@ -167,6 +186,15 @@ class GuardedExecute(Execute):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code" or not cell.source.strip():
             return cell, resources
+        if not self._started:
+            self._timed("kernel start")
+            self._started = True
+        try:
+            return self._guarded_cell(cell, resources, index)
+        finally:
+            self._timed("checks" if is_test(cell) else "cells")
+
+    def _guarded_cell(self, cell, resources, index):
         if index in self._left_out:
             cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=NOT_RUN)]
             cell.execution_count = None
