@@ -10,6 +10,7 @@ Students (all in ``submitted/`` of the copy; two of them arrive through an LMS z
 """
 from __future__ import annotations
 
+import fcntl
 import html
 import json
 import os
@@ -17,7 +18,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -252,14 +252,29 @@ def press_formgrader_button(root: Path, call: str, *args: str, env: dict | None 
 
 @pytest.fixture(scope="session")
 def course(tmp_path_factory):
-    """The graded temporary course: (root, timings)."""
-    root = tmp_path_factory.mktemp("course")
+    """The graded temporary course's root (where each second of its grading went: autograded/autograde_phases.csv).
+    Built once per run: under pytest-xdist (`make test`) the first worker to need it builds it in the run's shared
+    folder while the others wait, instead of each grading the class again (a minute of both cores)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above each worker's own
+    root = shared / "graded-course"
+    with open(shared / "graded-course.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "graded-course.done").exists():
+            shutil.rmtree(root, ignore_errors=True)  # a worker's build that failed
+            root.mkdir()
+            _grade_the_class(root)
+            (shared / "graded-course.done").touch()
+    return root
+
+
+def _grade_the_class(root: Path) -> None:
+    """Release the course at ``root``, collect an LMS download (alice's and bob's work) and two more students, grade
+    them, give feedback and write grades.csv."""
     shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
     shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
-    timings = {}
-    start = time.time()
     run_grader(root, "release")
-    timings["release"] = time.time() - start
 
     solutions = root / "solutions" / ASSIGNMENT
     released = root / "notebooks" / ASSIGNMENT
@@ -282,13 +297,10 @@ def course(tmp_path_factory):
     shutil.rmtree(lms)
     run_grader(root, "collect", str(archive))
 
-    start = time.time()
     run_grader(root, "autograde", "--jobs", "2")  # two at a time, as the Makefile's JOBS=2: one alone keeps a core idle
-    timings["autograde"] = time.time() - start
     _grade_by_hand(root, BOB_ID, "04_transfer_experiment", "written_interpretation")  # the others stay ungraded:
     run_grader(root, "feedback", "--force")  # test_feedback_waits_for_manual_grades, test_feedback_shows_each_model_...
     run_grader(root, "grades")
-    return root, timings
 
 
 BOB_ID = "12345"  # bob's Moodle participant number, the id `collect` gives him

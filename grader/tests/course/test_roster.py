@@ -46,7 +46,7 @@ def test_a_bad_roster_says_which_row_and_imports_nothing(tmp_path, text, message
 @pytest.mark.slow
 def test_the_command_adds_then_updates_and_grades_csv_shows_names(course, tmp_path):
     import shutil
-    root, _ = course
+    root = course
     copy = tmp_path / "course"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns("feedback", "autograded", "submitted"))
     path = _write(tmp_path / "roster.csv", "id,first_name,last_name,email\nalice,Alice,Liddell,alice@example.org\n"

@@ -26,7 +26,7 @@ def _comparable(path: Path) -> dict:
 
 
 def test_committed_student_notebooks_equal_a_fresh_release(course):
-    root, _ = course
+    root = course
     fresh = sorted(p.name for p in (root / "notebooks" / ASSIGNMENT).glob("*.ipynb"))
     committed = sorted(p.name for p in (REPO_ROOT / "notebooks" / ASSIGNMENT).glob("*.ipynb"))
     assert committed == fresh, "notebooks/ and solutions/ hold different notebooks: run `make release`"
@@ -36,14 +36,14 @@ def test_committed_student_notebooks_equal_a_fresh_release(course):
 
 
 def test_collect_puts_lms_submissions_in_place(course):
-    root, _ = course
+    root = course
     for student in ("alice", BOB):
         found = sorted(p.stem for p in (root / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
         assert found == NOTEBOOKS, f"{student}: collected {found}"
 
 
 def test_solutions_get_full_marks_on_every_autograded_cell(course):
-    root, _ = course
+    root = course
     scores = cell_scores(root, "alice")
     code_cells = {key: value for key, value in scores.items() if value[2]}
     assert len(code_cells) >= 25
@@ -60,7 +60,7 @@ def _graded_cells(path: Path):
 
 
 def test_no_stderr_and_no_error_in_graded_cells_of_the_solutions(course):
-    root, _ = course
+    root = course
     problems = []
     for path in sorted((root / "autograded" / "alice" / ASSIGNMENT).glob("*.ipynb")):
         for grade_id, cell in _graded_cells(path):
@@ -72,7 +72,7 @@ def test_no_stderr_and_no_error_in_graded_cells_of_the_solutions(course):
 
 def test_no_error_anywhere_in_the_solutions(course):
     """Ungraded cells too: the demos, training runs and plots of the solutions run under nbgrader."""
-    root, _ = course
+    root = course
     errors = []
     for path in sorted((root / "autograded" / "alice" / ASSIGNMENT).glob("*.ipynb")):
         for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
@@ -83,7 +83,7 @@ def test_no_error_anywhere_in_the_solutions(course):
 
 
 def test_blank_notebooks_get_zero_on_every_test_cell(course):
-    root, _ = course
+    root = course
     scores = cell_scores(root, "blank")
     code_cells = {key: value for key, value in scores.items() if value[2]}
     assert len(code_cells) >= 25
@@ -92,7 +92,7 @@ def test_blank_notebooks_get_zero_on_every_test_cell(course):
 
 
 def test_typical_mistakes_lose_exactly_their_cells(course):
-    root, _ = course
+    root = course
     scores = cell_scores(root, BOB)
     expected_lost = {(nb, cell) for nb, cells in MISTAKE_CELLS.items() for cell in cells}
     lost = {key for key, (score, max_score, is_code) in scores.items() if is_code and score != max_score}
@@ -105,7 +105,7 @@ def _feedback_text(root: Path, student: str, notebook: str) -> str:
 
 
 def test_feedback_names_each_mistake(course):
-    root, _ = course
+    root = course
     for notebook, phrases in MISTAKE_MESSAGES.items():
         text = _feedback_text(root, BOB, notebook)
         for phrase in phrases:
@@ -113,7 +113,7 @@ def test_feedback_names_each_mistake(course):
 
 
 def test_feedback_contains_no_hidden_test_code(course):
-    root, _ = course
+    root = course
     hidden = hidden_test_lines()
     assert hidden
     pages = sorted((root / "feedback").glob(f"*/{ASSIGNMENT}/*.html"))
@@ -128,7 +128,7 @@ def test_feedback_contains_no_hidden_test_code(course):
 def test_feedback_shows_each_model_answer_after_the_students_own(course):
     """What answers a written question reaches the student with the feedback, not before (issue 31), and only with
     that answer's grade (issue 49): bob's 04 answer was graded by hand, his 01 answer was not (feedback --force)."""
-    root, _ = course
+    root = course
     text = page_text(root / "feedback" / BOB / ASSIGNMENT / "04_transfer_experiment.html")
     question, _, after = text.partition("Model answer, shown after grading")
     assert "Written question: interpret the curves" in question
@@ -140,7 +140,7 @@ def test_feedback_shows_each_model_answer_after_the_students_own(course):
 
 
 def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
-    root, _ = course
+    root = course
     scores = cell_scores(root, "mallory")
     for notebook, cells in CHEAT_FAILS.items():
         for cell in cells:
@@ -155,7 +155,7 @@ def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
 
 
 def test_grades_csv_has_one_row_per_student(course):
-    root, _ = course
+    root = course
     with open(root / "grades.csv", newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert sorted(row["student_id"] for row in rows) == sorted(["alice", "blank", BOB, "mallory"])
@@ -169,7 +169,7 @@ def test_grades_csv_has_one_row_per_student(course):
 def test_grades_csv_has_one_column_per_task(course):
     """Besides the per-notebook totals, one column per graded cell, ``<notebook>/<grade_id>``, in notebook order;
     a student's task scores add up to the notebook's score."""
-    root, _ = course
+    root = course
     with open(root / "grades.csv", newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         rows = {row["student_id"]: row for row in reader}
@@ -196,16 +196,34 @@ def test_grades_csv_has_one_column_per_task(course):
 def test_grading_commands_are_idempotent(course):
     """A second `grades` run rewrites the same CSV; a second release leaves the notebooks unchanged."""
     from conftest import run_grader
-    root, _ = course
+    root = course
     before = (root / "grades.csv").read_text()
     run_grader(root, "grades")
     assert (root / "grades.csv").read_text() == before
 
 
-def test_autograde_time_is_reported(course, capsys):
-    _, timings = course
-    with capsys.disabled():
-        print(f"\n[grading] release {timings['release']:.0f}s, autograde of all students {timings['autograde']:.0f}s")
+def test_every_second_of_a_student_s_grading_has_a_name(course):
+    """autograded/autograde_phases.csv (grader.grading.phases): each student's phases, the merge after them aside,
+    add up to the seconds the report gives it, and each notebook nbgrader ran has its kernel's start, its cells and its checks timed."""
+    from grader.grading.batch import REPORT_NAME
+    from grader.grading.phases import NOTEBOOK_PHASES, PHASES_NAME, SETUP, STUDENT_PHASES
+    root = course
+    with open(root / "autograded" / REPORT_NAME, newline="", encoding="utf-8") as handle:
+        seconds = {row["student_id"]: float(row["seconds"]) for row in csv.DictReader(handle)}
+    with open(root / "autograded" / PHASES_NAME, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["phase"], float(row["seconds"]) > 0) for row in rows if not row["student_id"]] == [(SETUP, True)]
+    for student, total in seconds.items():
+        mine = {row["phase"]: float(row["seconds"]) for row in rows
+                if row["student_id"] == student and not row["notebook"]}
+        assert list(mine) == list(STUDENT_PHASES) and min(mine.values()) >= 0, (student, mine)
+        assert abs(sum(mine.values()) - mine["merge"] - total) <= 0.15, (student, total, mine)  # merged after
+    alice = {(row["notebook"], row["phase"]): float(row["seconds"]) for row in rows
+             if row["student_id"] == "alice" and row["notebook"]}
+    notebooks = sorted(path.stem for path in (root / "solutions" / ASSIGNMENT).glob("*.ipynb"))
+    assert sorted(alice) == sorted((notebook, phase) for notebook in notebooks for phase in NOTEBOOK_PHASES)
+    for notebook in notebooks:
+        assert alice[(notebook, "kernel start")] > 0 and alice[(notebook, "checks")] > 0, (notebook, alice)
 
 
 def test_feedback_waits_for_manual_grades(course, tmp_path):
@@ -216,7 +234,7 @@ def test_feedback_waits_for_manual_grades(course, tmp_path):
     import sys
 
     from nbgrader.api import Gradebook
-    root, _ = course
+    root = course
     copy = tmp_path / "course"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns("feedback"))
 
@@ -254,7 +272,7 @@ def test_nbgrader_s_own_feedback_and_the_buttons_follow_the_same_rule(course, tm
     import sys
 
     from grader.course.gradebook import open_gradebook, ungraded
-    root, _ = course
+    root = course
     copy = tmp_path / "course"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns("feedback"))
     env = venv_env()

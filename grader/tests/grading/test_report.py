@@ -31,7 +31,7 @@ HOSTILE = "<script>alert(1)</script>=HYPERLINK(\"http://x\")"
 @pytest.fixture(scope="module")
 def reported(course, tmp_path_factory):
     """A copy of the graded course, carol and dave graded into it, one of bob's messages made hostile, reported."""
-    root, _ = course
+    root = course
     copy = tmp_path_factory.mktemp("reported") / "course"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns("reports", "*.sock", ".translab-*"))
     for student, notebooks in EXTRA.items():
@@ -139,7 +139,7 @@ def test_a_formula_in_a_student_message_is_defused_in_the_csv(reported, tmp_path
 def test_feedback_shows_failing_checks_without_tracebacks_or_paths(course):
     import html
     from translab.paths import REPO_ROOT
-    root, _ = course
+    root = course
     pages = sorted((root / "feedback" / BOB / ASSIGNMENT).glob("*.html"))
     assert pages
     shown = []
