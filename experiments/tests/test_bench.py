@@ -200,8 +200,11 @@ def test_each_submission_run_is_paired_with_a_floor_run_right_after_it(monkeypat
     monkeypatch.setattr(grading, "_autograde", autograde)
     monkeypatch.setattr(grading, "grading_floor", lambda: order.append("floor") or {"seconds": next(floors)})
     monkeypatch.setattr(grading, "SETTLE_S", 0)
+    split = iter([{"checks": 1.0}, {"checks": 2.0}, {"checks": 3.0}])  # each run's phases, read right after it
+    monkeypatch.setattr(grading, "phases_of", lambda course: next(split))
     result = grading.autograde_time()
     assert order == ["first"] + ["run", "floor", "nbgrader"] * 3
+    assert result["phases"] == {"checks": 2.0}  # the median run's (6, 7 and 9 s: the second)
     assert result["seconds"] == 7.0 and result["floor"]["seconds"] == 3.0 and result["ratio_to_floor"] == 2.33
     assert result["paired_ratios"] == [2.0, 2.0, 3.0]
     assert result["nbgrader_autograde_s"] == 8.0 and result["nbgrader_autograde_runs_s"] == [8.0] * 3
