@@ -105,6 +105,7 @@ def readme_tables(result: dict) -> str:
                      f"{overhead.get('rounds')} rounds)", f"{overhead['overhead_per_submission_s']:.1f} s", ""))
     lines = ["| grading, measured by `make bench` | time | goal |", "| --- | ---: | --- |"]
     lines += [f"| {what} | {value} | {goal} |" for what, value, goal in rows]
+    lines += _speed_note(result, "autograde", "The first five rows (one submission) were timed")
     notebooks = {name: row for name, row in (result.get("notebooks") or {}).items() if isinstance(row, dict)}
     if notebooks:
         lines += ["", "| notebook | student budget | grading budget (`NBGRADER_EXECUTION`) | kernel's peak memory "
@@ -124,13 +125,13 @@ def readme_tables(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _speed_note(result: dict, section: str) -> list[str]:
+def _speed_note(result: dict, section: str, what: str = "Timed") -> list[str]:
     """A section timed apart from the full run says how fast the machine trained then, so a slower machine's figure
     is read as one."""
     measured = result.get(f"{section}_measured") or {}
     if not measured.get("machine_tokens_per_s"):
         return []
-    return ["", f"Timed by `{measured['command']}` on a machine training at {measured['machine_tokens_per_s']:,} "
+    return ["", f"{what} by `{measured['command']}` on a machine training at {measured['machine_tokens_per_s']:,} "
                 f"tokens/s, {measured['speed_of_record']} times the speed of the full run's fp32 record."]
 
 
