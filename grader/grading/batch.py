@@ -109,6 +109,11 @@ class BatchReport:
     def infrastructure(self) -> list[StudentResult]:
         return [r for r in self.results if r.infrastructure]
 
+    @property
+    def timed(self) -> dict[str, tuple[dict[str, float], list[dict]]]:
+        """Each timed student's phases and its notebooks' (``grader.grading.phases``)."""
+        return {r.student: (r.phases, r.notebook_phases) for r in self.results if r.phases}
+
 
 @dataclass
 class StudentJob:
@@ -366,7 +371,7 @@ def write_report(root: Path, report: BatchReport) -> Path:
                              " ".join(r.failed_notebooks), " ".join(r.flagged), " | ".join(r.refused),
                              "yes" if r.budget_spent else "", " | ".join(r.leftovers), r.uid or "",
                              f"{r.seconds:.1f}", r.log])
-    phases.write(root, report.setup, {r.student: (r.phases, r.notebook_phases) for r in report.results if r.phases})
+    phases.write(root, report.setup, report.timed)
     return out
 
 
@@ -379,9 +384,8 @@ def print_summary(root: Path, report: BatchReport, student_timeout: float) -> in
     print(f"autograded {graded} student(s) in {report.seconds:.0f} s {where}"
           f"{f', {len(report.infrastructure)} not (below)' if report.infrastructure else ''}; "
           f"report: {root / 'autograded' / REPORT_NAME}")
-    timed = {r.student: (r.phases, r.notebook_phases) for r in report.results if r.phases}
-    if timed:
-        print(f"  {phases.summary(report.setup, timed)} ({root / 'autograded' / phases.PHASES_NAME})")
+    if report.timed:
+        print(f"  {phases.summary(report.setup, report.timed)} ({root / 'autograded' / phases.PHASES_NAME})")
     for r in failed:
         print(f"  needs a look: {r.student}: nbgrader could not run {', '.join(r.failed_notebooks)} "
               f"(scored 0, flagged; log {r.log})")
