@@ -69,15 +69,8 @@ def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str
 
 def phases_of(course: Path) -> dict:
     """The last batch's phases (``grader.grading.phases``) summed over its students, its setup first."""
-    import csv
-
-    from grader.grading.phases import PHASES_NAME, SETUP
-    summed: dict[str, float] = {}
-    with open(course / "autograded" / PHASES_NAME, newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            if row["phase"] == SETUP or not row["notebook"]:
-                summed[row["phase"]] = round(summed.get(row["phase"], 0.0) + float(row["seconds"]), 2)
-    return summed
+    from grader.grading import phases
+    return phases.read_totals(course / "autograded" / phases.PHASES_NAME)
 
 
 def short_of_full_marks(course: Path) -> str:

@@ -70,6 +70,16 @@ def write(root: Path, setup: float, students: dict[str, tuple[dict[str, float], 
     return out
 
 
+def read_totals(path: Path) -> dict[str, float]:
+    """What ``write`` wrote, summed: the batch's setup, then each student phase over the students."""
+    summed: dict[str, float] = {}
+    with open(path, newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            if not row["notebook"]:
+                summed[row["phase"]] = round(summed.get(row["phase"], 0.0) + float(row["seconds"]), 2)
+    return summed
+
+
 def totals(students: dict[str, tuple[dict[str, float], list[dict]]]) -> dict[str, float]:
     """Each student phase summed over the students, in ``STUDENT_PHASES`` order."""
     return {name: sum(phases.get(name, 0.0) for phases, _ in students.values()) for name in STUDENT_PHASES}

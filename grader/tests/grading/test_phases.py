@@ -41,6 +41,9 @@ def test_the_file_has_the_setup_then_each_student_and_its_notebooks(tmp_path):
     assert [row[2:] for row in rows if row[1] == "01_mask"] == [("kernel start", "0.60"), ("cells", "0.20"),
                                                                  ("checks", "0.30"), ("kernel stop", "0.10")]
     assert len(rows) == 1 + 2 * len(phases.STUDENT_PHASES) + len(phases.NOTEBOOK_PHASES)
+    totals = phases.read_totals(path)
+    assert list(totals) == [phases.SETUP, *phases.STUDENT_PHASES] and totals[phases.SETUP] == 4.25
+    assert totals[phases.NBGRADER_OWN] == round(0.8 + 1.0, 2) and totals["kernel start"] == 0.6
     line = phases.summary(4.25, students)
     assert line.startswith(f"where the time went: {phases.SETUP} 4.2 s") or line.startswith(
         f"where the time went: {phases.SETUP} 4.3 s")
