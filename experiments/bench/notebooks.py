@@ -52,7 +52,10 @@ def training_cells(notebook) -> dict:
 
 
 # The kernel's peak resident memory, asked of the kernel itself in a last cell: what a hub must give each user.
-PEAK_CELL = "import resource; print('KERNEL_PEAK_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+# Linux's VmHWM, not getrusage's ru_maxrss: that one keeps, across fork and exec, the resident size of the process
+# that started the kernel (the bench's own 853 MB, after its training probe, was every notebook's "peak").
+PEAK_CELL = ("import re\nwith open('/proc/self/status') as status:\n"
+             "    print('KERNEL_PEAK_KB', re.search(r'VmHWM:\\s+(\\d+)', status.read()).group(1))")
 
 
 def kernel_peak_mb(notebook) -> float | None:

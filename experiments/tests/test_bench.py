@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 
+import nbformat
 import pytest
 import torch
 
-from experiments.bench import cli, grading, tables, throughput
+from experiments.bench import cli, grading, notebooks, tables, throughput
 from translab.model import ModelConfig, build_language_model
 from translab.training import set_seed, train_steps
 
@@ -231,3 +234,13 @@ def test_the_phase_table_names_every_second_of_a_submission_against_its_floor():
     rows = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[1:6] == ["kernel start", "checks", "batch setup", "cells", "nbgrader's own"]
     assert "| all, the batch's start included | 20.0 s | 100% |" in table and "| 8.0 s | 40% |" in table
+
+
+def test_a_kernel_s_peak_memory_is_its_own_not_its_parent_s():
+    """The peak cell, run in a small process started by one holding 300 MB, reports the small one's peak."""
+    held = bytearray(300 * 1024 * 1024)
+    held[::4096] = b"\1" * len(held[::4096])  # resident, not just reserved
+    said = subprocess.run([sys.executable, "-c", notebooks.PEAK_CELL], capture_output=True, text=True, check=True).stdout
+    peak = notebooks.kernel_peak_mb(nbformat.from_dict({"cells": [{"outputs": [{"text": said}]}]}))
+    del held
+    assert peak is not None and peak < 100, said
