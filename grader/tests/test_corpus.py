@@ -28,19 +28,18 @@ import pytest
 
 from grader.isolation import sandbox
 from grader.testing import corpus
-from grader.grading.batch import REPORT_NAME
 from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 from translab import references
 from translab.paths import GRADER_DIR, REPO_ROOT
 from grader.course.variants import SECRET_ENV
 
 from conftest import cell_scores, run_grader, small_course, venv_env
+from corpus_course import (EXPECTED, NOTEBOOKS, batch_report, corpus_course, flagged_notebooks, notebook_points,
+                           table_says)
 
 # slow; alone: the budgets below are measured for a batch that has the machine to itself (make test runs this
 # module after the others, which share the machine between two workers)
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
-TABLE = REPO_ROOT / "grader" / "testing" / "expected_scores.csv"
-NOTEBOOKS = sorted(p.stem for p in (REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
 TIMEOUT_ARG = "--Execute.timeout=12"
 # A right submission takes 3 to 9 s in all.  22 s a notebook leaves infinite_loop 10 s after its 12-s cell for the
 # rest of notebook 01, a fresh kernel's checks included (25 s after a 20-s cell, 5 s, ran out on a slower 2-core
@@ -51,14 +50,6 @@ NOTEBOOK_BUDGET, STUDENT_BUDGET = 22, 60
 BUDGET_ARGS = [f"--GuardedExecute.notebook_budget={NOTEBOOK_BUDGET}", "--student-timeout", str(STUDENT_BUDGET)]
 # students also graded by plain `nbgrader autograde` (one process, no sandbox) to compare cell by cell
 PLAIN = ["solution_01", "syntax_error", "hard_coded"]
-
-
-def _table() -> dict[str, dict]:
-    with open(TABLE, newline="", encoding="utf-8") as handle:
-        return {row["case"]: row for row in csv.DictReader(handle)}
-
-
-EXPECTED = _table()
 
 
 def _cgroup_problem() -> str | None:
@@ -85,18 +76,6 @@ def _hashes(folder: Path) -> dict[str, str]:
     return found
 
 
-def _course(root: Path) -> None:
-    small_course(root)
-
-
-def _corpus_course(root: Path, cases: list[str]) -> None:
-    """The course with ``cases`` submitted, and the classmate's submission the read_exchange case aims at."""
-    _course(root)
-    corpus.build(root / "submitted", root, cases)
-    classmate = root / "exchange" / "translab" / "inbound" / "classmate+transfer_learning+2026-11-23 09:00:00 UTC+x"
-    classmate.mkdir(parents=True)  # what the read_exchange case aims at: the local flow's exchange
-    (classmate / f"{corpus.NB1}.ipynb").write_text(corpus.EXCHANGE_SECRET)
-
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
@@ -104,7 +83,7 @@ def graded(tmp_path_factory):
     for target in corpus.OUTSIDE_TARGETS:  # left by an earlier, unsandboxed run: not this test's business
         target.unlink(missing_ok=True)
     root = tmp_path_factory.mktemp("corpus")
-    _corpus_course(root, GRADED)
+    corpus_course(root, GRADED)
     before = {"submitted": _hashes(root / "submitted"), "solutions": _hashes(root / "solutions"),
               "translab": _hashes(REPO_ROOT / "translab"), "references": _hashes(REPO_ROOT / "grader" / "references")}
     start = time.time()
@@ -170,20 +149,15 @@ def test_the_batch_completes(graded):
     output = process.stdout + process.stderr
     assert process.returncode == 0, output[-5000:]
     assert f"autograded {len(GRADED)} student(s)" in output, output[-3000:]
-    report = _report(root)
+    report = batch_report(root)
     assert sorted(report) == GRADED, "a student was cancelled or not graded"
     assert not [name for name, row in report.items() if row["status"] == "infrastructure"]
     print(f"\n[corpus] {len(GRADED)} cases graded with --jobs 2 in {seconds:.0f} s")
 
 
-def _report(root: Path) -> dict[str, dict]:
-    with open(root / "autograded" / REPORT_NAME, newline="", encoding="utf-8") as handle:
-        return {row["student_id"]: row for row in csv.DictReader(handle)}
-
-
 def test_one_student_costs_the_batch_at_most_its_budget(graded):
     """The worst case: a student costs at most --student-timeout (plus the kill and the clean-up)."""
-    report = _report(graded[0])
+    report = batch_report(graded[0])
     slowest = max(report.values(), key=lambda row: float(row["seconds"]))
     assert float(slowest["seconds"]) <= STUDENT_BUDGET + 20, slowest
     assert report["slow_everywhere"]["budget_spent"] == "yes"
@@ -192,7 +166,7 @@ def test_one_student_costs_the_batch_at_most_its_budget(graded):
 
 def test_links_and_special_files_are_refused_never_read(graded):
     root, *_ = graded
-    refused = _report(root)["symlinks"]["refused"]
+    refused = batch_report(root)["symlinks"]["refused"]
     for entry in ("01_mask_and_positional_encoding.ipynb: a symbolic link", "gradebook.db: a symbolic link",
                   "shadow: a symbolic link", "pipe: a FIFO"):
         assert entry in refused, refused
@@ -205,18 +179,11 @@ def test_links_and_special_files_are_refused_never_read(graded):
 def test_nothing_of_a_student_outlives_the_batch(graded):
     """Processes, SysV IPC objects and files of the students' uids; the files the leave_behind case wrote."""
     root, *_ = graded
-    report = _report(root)
+    report = batch_report(root)
     assert not {name: row["leftovers"] for name, row in report.items() if row["leftovers"]}
     assert f"{corpus.LEFTOVER_KEY:d}" not in Path("/proc/sysvipc/shm").read_text().split(), \
         "the leave_behind case's SysV segment outlived its kernel"
     assert not [str(p) for p in corpus.LEFTOVER_FILES if p.exists()]
-
-
-def _flagged(root: Path, student: str) -> set[str]:
-    from nbgrader.api import Gradebook
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
-        submission = gradebook.find_submission(ASSIGNMENT, student)
-        return {notebook.name for notebook in submission.notebooks if notebook.flagged}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -225,17 +192,14 @@ def test_each_case_scores_what_the_table_says(graded, name):
     if name not in GRADED:
         pytest.skip(f"{name} is fair to its classmates only with a cgroup per student: {CGROUP_PROBLEM}")
     row = EXPECTED[name]
-    scores = cell_scores(root, name)
-    found = {nb: sum(score for (notebook, _), (score, _, is_code) in scores.items() if is_code and notebook == nb)
-             for nb in NOTEBOOKS}
-    expected = {nb: float(row[nb]) for nb in NOTEBOOKS}
-    flagged = _flagged(root, name)
+    found, flagged = notebook_points(root, name), flagged_notebooks(root, name)
+    expected, fair_flags = table_says(name)
     if row["known_hole"]:  # a strict xfail: closing the hole fails until the table is updated
         if found == expected:
             pytest.fail(f"{name}: the known hole is closed; update grader/testing/expected_scores.csv")
         pytest.xfail(row["outcome"])
     assert found == expected, f"{name}: {row['outcome']}"
-    assert flagged == set(row["flagged"].split()), f"{name}: flagged {flagged}"
+    assert flagged == fair_flags, f"{name}: flagged {flagged}"
 
 
 def test_every_submitted_file_is_byte_identical_afterwards(graded):
@@ -325,7 +289,7 @@ def test_student_code_reached_no_network(graded):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="students have uids of their own only when grading as root")
 def test_no_student_process_survives_the_batch(graded):
-    uids = [int(row["uid"]) for row in _report(graded[0]).values()]
+    uids = [int(row["uid"]) for row in batch_report(graded[0]).values()]
     assert len(set(uids)) == len(GRADED), "every student has a uid of its own"
     alive = [p["Pid"] for uid in uids for p in sandbox.processes_of(uid)
              if not p["State"].startswith("Z")]  # killed children wait a moment for init to reap them
@@ -366,7 +330,7 @@ def by_nbgrader(tmp_path_factory):
     for target in corpus.OUTSIDE_TARGETS:
         target.unlink(missing_ok=True)
     root = tmp_path_factory.mktemp("nbgrader_autograde")
-    _corpus_course(root, NBGRADER_CLASS)
+    corpus_course(root, NBGRADER_CLASS)
     env = venv_env()
     with _Listener(corpus.INSTRUCTOR_PORT) as listener:
         process = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force", TIMEOUT_ARG,
@@ -392,7 +356,7 @@ def test_plain_nbgrader_autograde_grades_as_make_autograde_does(graded, by_nbgra
         assert sorted(row["student_id"] for row in csv.DictReader(handle)) == NBGRADER_CLASS
     for name in NBGRADER_CLASS:
         assert cell_scores(root, name) == cell_scores(batch_root, name), f"{name}: scores differ from make autograde"
-        assert _flagged(root, name) == _flagged(batch_root, name), f"{name}: flags differ from make autograde"
+        assert flagged_notebooks(root, name) == flagged_notebooks(batch_root, name), f"{name}: flags differ from make autograde"
 
 
 def test_plain_nbgrader_autograde_skips_what_it_graded_unless_forced(by_nbgrader):
@@ -417,7 +381,7 @@ def test_plain_nbgrader_autograde_skips_what_it_graded_unless_forced(by_nbgrader
 def plain(tmp_path_factory):
     """A few corpus students graded the way nbgrader does it alone: one process, the shared gradebook."""
     root = tmp_path_factory.mktemp("plain")
-    _course(root)
+    small_course(root)
     corpus.build(root / "submitted", root, PLAIN)
     env = venv_env(OMP_NUM_THREADS="1", **{UNSANDBOXED_ENV: "1"})  # the config refuses it otherwise
     done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force", TIMEOUT_ARG],
@@ -556,7 +520,7 @@ def test_a_huge_written_answer_costs_about_what_an_honest_classmate_costs(graded
     held up the class's feedback): graded within the honest classmate's time + 10 s, its feedback within theirs +
     10 s, the table shown as escaped text with a note."""
     root, *_ = graded
-    report = _report(root)
+    report = batch_report(root)
     assert float(report["huge_written_answer"]["seconds"]) <= float(report["solution_01"]["seconds"]) + 10, report
     huge, honest = _feedback_seconds(root, "huge_written_answer"), _feedback_seconds(root, "solution_01")
     assert huge <= honest + 10, (huge, honest)
@@ -591,7 +555,7 @@ def beside_cpu_hogs(tmp_path_factory):
     if CGROUP_PROBLEM:
         pytest.skip(f"no cgroup per student on this machine: {CGROUP_PROBLEM}")
     root = tmp_path_factory.mktemp("beside_cpu_hogs")
-    _course(root)
+    small_course(root)
     corpus.build_case("cpu_hog", root / "submitted" / "attacker" / ASSIGNMENT, root)
     for name in CLASSMATES:
         corpus.build_case("solution_01", root / "submitted" / name / ASSIGNMENT, root)
@@ -601,7 +565,7 @@ def beside_cpu_hogs(tmp_path_factory):
                              text=True, capture_output=True)
     assert process.returncode == 0, (process.stdout + process.stderr)[-5000:]
     assert "a cgroup per student: cgroup" in process.stdout, process.stdout[-2000:]
-    return root, _report(root)
+    return root, batch_report(root)
 
 
 def test_classmates_graded_beside_many_busy_processes_keep_their_marks(beside_cpu_hogs):
@@ -614,116 +578,6 @@ def test_classmates_graded_beside_many_busy_processes_keep_their_marks(beside_cp
         found = sum(score for (notebook, _), (score, _, is_code) in scores.items() if is_code and notebook == corpus.NB1)
         full = sum(most for (notebook, _), (_, most, is_code) in scores.items() if is_code and notebook == corpus.NB1)
         flagged = {corpus.NB1} if name == "attacker" else set()  # its own last cell: as the table says
-        assert full >= 8 and (found, _flagged(root, name)) == (full, flagged), name
+        assert full >= 8 and (found, flagged_notebooks(root, name)) == (full, flagged), name
         assert not report[name]["leftovers"], report[name]
     print("\n[cpu_hog] seconds: " + ", ".join(f"{name} {report[name]['seconds']}" for name in ["attacker", *CLASSMATES]))
-
-
-# A mixed class for the Dask cluster: right, blank and broken work, and hostile code where a worker's grading
-# process kept between tasks could carry one student over to the next (what is left behind, the zygote they
-# share), links to the gradebook and /etc/shadow, a faked infrastructure error.  Seven, in six tasks on 2 workers.
-CLUSTER_CLASS = ["blank_01", "fake_infrastructure_error", "invalid_json", "leave_behind", "reach_zygote",
-                 "solution_01", "symlinks"]
-
-
-@pytest.fixture(scope="module")
-def by_cluster(tmp_path_factory):
-    """The class graded through a Dask scheduler and two workers, separate processes on 127.0.0.1 over TCP; one
-    worker is killed (its whole process group) as soon as the first student is merged."""
-    from grader.testing.dask_cluster import LocalCluster
-    assert not set(CLUSTER_CLASS) & corpus.SPEND_BUDGET, "the cluster's class leaves out the cases that spend budgets"
-    root = tmp_path_factory.mktemp("cluster")
-    _corpus_course(root, CLUSTER_CLASS)
-    with LocalCluster(root, workers=2, env=venv_env()) as cluster:
-        command = [sys.executable, "-m", "grader", "--root", str(root), "autograde", "--cluster", cluster.address,
-                   TIMEOUT_ARG, *BUDGET_ARGS]
-        batch, said, killed = _until_merged(command, lambda _: cluster.kill(0), timeout=900)
-        again = subprocess.run(command, env=venv_env(), text=True, capture_output=True, timeout=600)
-    return root, batch.returncode, said, killed, again
-
-
-def test_a_class_graded_on_a_dask_cluster_equals_make_autograde_with_a_worker_killed(graded, by_cluster):
-    """Every student graded once and merged, the one in the killed worker's hands retried on the other; the same
-    cell scores and flags as `make autograde`'s batch, hostile cases included."""
-    root, returncode, said, killed, _ = by_cluster
-    assert returncode == 0, said[-3000:]
-    assert killed is not None and killed < len(said.splitlines()), "the worker must die mid-batch: " + said[-2000:]
-    assert f"{len(CLUSTER_CLASS)} student(s) sent" in said and f"autograded {len(CLUSTER_CLASS)} student(s)" in said
-    with open(root / "autograded" / REPORT_NAME, newline="", encoding="utf-8") as handle:
-        assert sorted(row["student_id"] for row in csv.DictReader(handle)) == CLUSTER_CLASS
-    batch_root, *_ = graded
-    for name in CLUSTER_CLASS:
-        assert cell_scores(root, name) == cell_scores(batch_root, name), f"{name}: scores differ from make autograde"
-        assert _flagged(root, name) == _flagged(batch_root, name), f"{name}: flags differ from make autograde"
-    written = [str(p) for p in [root / "pwned_by_student", *corpus.OUTSIDE_TARGETS] if p.exists()]
-    assert not written, f"student code wrote {written}"
-
-
-def test_the_cluster_batch_run_again_grades_only_what_changed(by_cluster):
-    root, _, _, _, again = by_cluster
-    said = again.stdout + again.stderr
-    assert again.returncode == 0, said[-2000:]
-    assert f"{len(CLUSTER_CLASS)} student(s) already merged" in said and "0 student(s) sent" in said, said[-2000:]
-
-
-# Quick students for a batch interrupted twice: its client killed, then its scheduler.
-INTERRUPTED_CLASS = ["blank_01", "invalid_json", "solution_01", "syntax_error", "tests_deleted"]
-
-
-def _until_merged(command: list[str], then, timeout: float = 600) -> tuple[subprocess.Popen, str, int | None]:
-    """Run the batch; call ``then(batch)`` as soon as it has merged a student; (the process, what it said, how many
-    lines it had said by then)."""
-    batch = subprocess.Popen(command, env=venv_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    lines, at = [], None
-    for line in batch.stdout:
-        lines.append(line)
-        if at is None and ": graded" in line:
-            then(batch)
-            at = len(lines)
-    batch.wait(timeout=timeout)
-    return batch, "".join(lines), at
-
-
-@pytest.fixture(scope="module")
-def interrupted(tmp_path_factory):
-    """A class graded on a Dask cluster whose client is SIGKILLed after its first merge; run again, with the
-    scheduler's whole process group SIGKILLed after its first merge; run a third time on a new cluster."""
-    from grader.grading.result_folders import merged_mark
-    from grader.testing.dask_cluster import LocalCluster
-    root = tmp_path_factory.mktemp("interrupted")
-    _corpus_course(root, INTERRUPTED_CLASS)
-    marks = []
-    with LocalCluster(root, workers=2, env=venv_env()) as cluster:
-        command = [sys.executable, "-m", "grader", "--root", str(root), "autograde", "--cluster", cluster.address,
-                   TIMEOUT_ARG, *BUDGET_ARGS]
-        client, _, _ = _until_merged(command, lambda batch: batch.kill())
-        marks.append({name for name in INTERRUPTED_CLASS if merged_mark(root, name)})
-        started = time.monotonic()
-        scheduler_lost, said, _ = _until_merged(command, lambda _: cluster.kill_scheduler())
-        lost_after = time.monotonic() - started
-        marks.append({name for name in INTERRUPTED_CLASS if merged_mark(root, name)})
-    with LocalCluster(root, workers=2, env=venv_env()) as cluster:
-        command[command.index("--cluster") + 1] = cluster.address
-        last = subprocess.run(command, env=venv_env(), text=True, capture_output=True, timeout=600)
-    return root, client.returncode, marks, scheduler_lost.returncode, said, lost_after, last
-
-
-def test_a_batch_killed_twice_keeps_what_it_merged_and_finishes_when_run_again(graded, interrupted):
-    """Nothing merged is lost when the client dies or the scheduler does; the run after grades only the rest, and
-    every student ends with the cells and flags of `make autograde`."""
-    root, client_code, marks, lost_code, said, lost_after, last = interrupted
-    assert client_code == -9 and marks[0], "the client must die after a merge"
-    assert marks[0] <= marks[1] and len(marks[1]) < len(INTERRUPTED_CLASS), marks
-    assert lost_code == 1 and "connection to the cluster's scheduler was lost" in said, said[-3000:]
-    assert lost_after < 300, f"the batch took {lost_after:.0f} s to notice its scheduler was gone"
-    assert "CancelledError" not in said and "Failed to reconnect" not in said, \
-        f"Dask's own noise about the lost scheduler reached the terminal: {said[-3000:]}"
-    finished = last.stdout + last.stderr
-    assert last.returncode == 0, finished[-3000:]
-    assert f"{len(marks[1])} student(s) already merged" in finished, finished[-3000:]
-    assert f"{len(INTERRUPTED_CLASS) - len(marks[1])} student(s) sent" in finished, finished[-3000:]
-    assert " on 2 worker(s) of tcp://127.0.0.1:" in finished and "--jobs" not in finished, finished[-3000:]
-    batch_root, *_ = graded
-    for name in INTERRUPTED_CLASS:
-        assert cell_scores(root, name) == cell_scores(batch_root, name), f"{name}: scores differ from make autograde"
-        assert _flagged(root, name) == _flagged(batch_root, name), f"{name}: flags differ from make autograde"

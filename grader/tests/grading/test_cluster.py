@@ -1,5 +1,5 @@
 """grader.grading.cluster without a cluster: what must agree across machines, what is refused, results merged elsewhere.
-(The class graded on a real Dask scheduler and workers, one of them killed, is in test_corpus.py.)"""
+(The class graded on a real Dask scheduler and workers, one of them killed, is in test_corpus_on_cluster.py.)"""
 from __future__ import annotations
 
 import json
