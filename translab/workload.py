@@ -22,7 +22,7 @@ class Work(NamedTuple):
 
 
 WORK = {
-    "01": Work(75, 15, "the self-checks; the $\\sqrt{d}$ demo with other widths"),
+    "01": Work(80, 15, "the self-checks; the $\\sqrt{d}$ demo with other widths"),
     "02": Work(105, 15, "the self-check; the tiny examples with other sizes"),
     "03": Work(100, 20, "the self-check; the attention maps of other sentences; sampling from your own prompts at other settings"),
     "04": Work(70, 20, "the self-check; a second seed of the fine-tuning run"),
