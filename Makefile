@@ -89,8 +89,8 @@ release: $(INSTALLED) ## regenerate the student notebooks from solutions/ (nbgra
 references: $(INSTALLED) ## regenerate grader/ reference tensors from translab (ARGS=--margins: measure them on other CPUs' code paths)
 	$(PY) -m grader references $(ARGS)
 
-autograde: $(INSTALLED) ## grade every submission in submitted/ (JOBS=N in parallel; ARGS="--cluster tcp://127.0.0.1:8786": on Dask workers; ARGS=--Execute.timeout=120 ...)
-	$(PY) -m grader autograde --jobs $(JOBS) $(ARGS)
+autograde: $(INSTALLED) ## grade every submission in submitted/ (JOBS=N in parallel; WARM=1 on the course's warm grader; ARGS="--cluster tcp://127.0.0.1:8786": on Dask workers; ARGS=--Execute.timeout=120 ...)
+	$(PY) -m grader autograde --jobs $(JOBS) $(if $(filter 1,$(WARM)),--warm) $(ARGS)
 
 merge: $(INSTALLED) ## merge result folders graded elsewhere into gradebook.db: make merge RESULTS="dir ..." (python -m grader autograde --student ID --results-dir dir)
 	@test -n "$(RESULTS)" || { echo "usage: make merge RESULTS=\"folder ...\" (written by python -m grader autograde --student ID --results-dir folder)"; exit 2; }
@@ -152,4 +152,4 @@ hub-demo: $(INSTALLED) hub/node_modules/.installed ## a JupyterHub on 127.0.0.1:
 	PATH="$(BIN):$$PATH" $(PY) -m grader.testing.hub demo --students $(or $(STUDENTS),2) --port $(or $(HUB_PORT),8000)
 
 clean: ## remove grading working folders (keeps .venv, data and artifacts)
-	rm -rf autograded feedback reports gradebook.db grades*.csv .pytest_cache test-artifacts
+	rm -rf autograded feedback reports gradebook.db grades*.csv .pytest_cache test-artifacts .translab_warm

@@ -18,7 +18,7 @@ from types import ModuleType
 from .course import GradingError, course_root
 
 # in the order a term runs them; each is the module of its name in grader/commands/ (student-release: student_release)
-COMMANDS = ("release", "references", "students", "variants", "student-release", "collect", "autograde", "merge",
+COMMANDS = ("release", "references", "students", "variants", "student-release", "collect", "autograde", "warm", "merge",
             "feedback", "grades", "report", "similarity")
 
 

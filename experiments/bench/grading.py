@@ -118,6 +118,7 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
             floors.append(grading_floor())
             time.sleep(SETTLE_S)
             by_nbgrader.append(_autograde(course, env, 1, timeout, keep_gradebook=True, by_nbgrader=True)[0])
+        warm = warm_runs(course, env, timeout, repeats)
     measured = [f for f in floors if f.get("seconds")] or floors[:1]
     floor = sorted(measured, key=lambda f: f.get("seconds") or 0)[len(measured) // 2]
     floor["runs_s"] = [f["seconds"] for f in measured]
@@ -128,8 +129,32 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
             "paired_ratios": paired, "goal_s": GOALS["one_submission_s"],
             "phases": split[sorted(range(len(runs)), key=runs.__getitem__)[len(runs) // 2]],
             "nbgrader_autograde_s": statistics.median(by_nbgrader) if None not in by_nbgrader else None,
-            "nbgrader_autograde_runs_s": by_nbgrader,
+            "nbgrader_autograde_runs_s": by_nbgrader, "warm": warm,
             "submission": "the solution notebooks, one student", "command": "python -m grader autograde"}
+
+
+def warm_runs(course: Path, env: dict, timeout: float, repeats: int) -> dict:
+    """The same submission on the course's warm grader (``grader.grading.warm_grader``): the press that starts it,
+    then ``repeats`` presses that find it, by ``python -m grader autograde --warm`` and by plain ``nbgrader
+    autograde`` with ``c.BatchAutogradeExporter.warm`` (the formgrader's path)."""
+    from grader.grading import warm_grader
+    runs, by_nbgrader = [], []
+    try:
+        time.sleep(SETTLE_S)
+        start, reason = _autograde(course, env, 1, timeout, "--warm", keep_gradebook=True)
+        for _ in range(repeats if start is not None else 0):
+            time.sleep(SETTLE_S)
+            runs.append(_autograde(course, env, 1, timeout, "--warm", keep_gradebook=True)[0])
+            time.sleep(SETTLE_S)
+            by_nbgrader.append(_autograde(course, env, 1, timeout, "--BatchAutogradeExporter.warm=True",
+                                          keep_gradebook=True, by_nbgrader=True)[0])
+    finally:
+        warm_grader.stop(course)
+    if start is None or None in runs + by_nbgrader:
+        return {"seconds": None, "reason": reason or "a warm run failed"}
+    return {"start_s": start, "seconds": statistics.median(runs), "runs_s": runs,
+            "nbgrader_autograde_s": statistics.median(by_nbgrader), "nbgrader_autograde_runs_s": by_nbgrader,
+            "command": "python -m grader autograde --warm"}
 
 
 def graded_and_needed(cells) -> list:

@@ -46,6 +46,22 @@ def _runs_shown(times: list, after: str = "") -> str:
     return f" ({which}{after}: {', '.join(f'{t:,.0f}' for t in times if t)} s)"
 
 
+def _warm_rows(auto: dict) -> list[tuple[str, str, str]]:
+    """The warm grader's rows of the grading table: each press that finds it running, against the cold batch."""
+    warm = auto.get("warm") or {}
+    if not warm.get("seconds"):
+        return []
+    cold = auto.get("seconds")
+    against = f" ({warm['seconds'] / cold:.2f} of the batch above)" if cold else ""
+    return [("the same on the course's warm grader (`autograde --warm`), a press that finds it running"
+             + _runs_shown(warm.get("runs_s") or []), _seconds(warm["seconds"]) + against, ""),
+            ("the same by plain `nbgrader autograde` with `c.BatchAutogradeExporter.warm`"
+             + _runs_shown(warm.get("nbgrader_autograde_runs_s") or []),
+             _seconds(warm.get("nbgrader_autograde_s")), ""),
+            ("the press that starts the warm grader (the first, or the first after it went idle)",
+             _seconds(warm.get("start_s")), "")]
+
+
 def readme_tables(result: dict) -> str:
     """The README's tables of grading and notebook times, rendered from a bench.json (the README quotes no
     figure of its own: ``--readme`` rewrites these from the file, and a test checks they agree)."""
@@ -63,6 +79,7 @@ def readme_tables(result: dict) -> str:
             ("the same by plain `nbgrader autograde` (the formgrader's Autograde button's path)",
              _seconds(auto.get("nbgrader_autograde_s")), ""),
             ("the first submission (empty gradebook)", _seconds(auto.get("first_run_s")), ""),
+            *_warm_rows(auto),
             (f"its floor: one kernel, the {floor.get('cells', '?')} answer and test cells and the cells they read",
              _seconds(floor.get("seconds")), ""),
             ("ratio to the floor (medians)" + (" and each run's to the floor run after it"

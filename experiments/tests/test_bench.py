@@ -157,6 +157,14 @@ def test_the_readme_tables_judge_each_figure_by_its_goal():
     assert "`JOBS=2` | 750 s (12.5 min) | not met (at most 12 min) |" in table
     assert "| the whole lab, student budget not met (at most 4 min) | 230.0 s | 9.0 s |" not in table
     assert "| the whole lab, student budget met (at most 4 min) | 230.0 s | 9.0 s |" in table
+    assert "warm grader" not in table, "no warm row without a warm measurement"
+    result["autograde"]["warm"] = {"start_s": 24.0, "seconds": 15.2, "runs_s": [15.0, 15.2, 16.0],
+                                   "nbgrader_autograde_s": 17.5, "nbgrader_autograde_runs_s": [17.5, 17.0, 18.0]}
+    table = tables.readme_tables(result)
+    assert ("| the same on the course's warm grader (`autograde --warm`), a press that finds it running (the median "
+            "of 3 runs: 15, 15, 16 s) | 15.2 s (0.80 of the batch above) |  |") in table
+    assert "with `c.BatchAutogradeExporter.warm` (the median of 3 runs: 18, 17, 18 s) | 17.5 s |" in table
+    assert "| the press that starts the warm grader (the first, or the first after it went idle) | 24.0 s |" in table
 
 
 def test_readme_rewrites_only_the_marked_block(tmp_path):
@@ -205,8 +213,11 @@ def test_each_submission_run_is_paired_with_a_floor_run_right_after_it(monkeypat
     monkeypatch.setattr(grading, "SETTLE_S", 0)
     split = iter([{"checks": 1.0}, {"checks": 2.0}, {"checks": 3.0}])  # each run's phases, read right after it
     monkeypatch.setattr(grading, "phases_of", lambda course: next(split))
+    warm = {"seconds": 5.0}
+    monkeypatch.setattr(grading, "warm_runs", lambda *args: order.append("warm") or warm)
     result = grading.autograde_time()
-    assert order == ["first"] + ["run", "floor", "nbgrader"] * 3
+    assert order == ["first"] + ["run", "floor", "nbgrader"] * 3 + ["warm"]
+    assert result["warm"] is warm
     assert result["phases"] == {"checks": 2.0}  # the median run's (6, 7 and 9 s: the second)
     assert result["seconds"] == 7.0 and result["floor"]["seconds"] == 3.0 and result["ratio_to_floor"] == 2.33
     assert result["paired_ratios"] == [2.0, 2.0, 3.0]

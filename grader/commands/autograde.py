@@ -1,5 +1,6 @@
 """``make autograde``: every submission in submitted/, here (``grader.grading.batch``), on a Dask cluster
-(``grader.grading.cluster``), or one student into a result folder for ``merge`` (``grader.grading.result_folders``, a Slurm job's way).
+(``grader.grading.cluster``), on the course's warm grader (``grader.grading.warm_grader``), or one student into a
+result folder for ``merge`` (``grader.grading.result_folders``, a Slurm job's way).
 
 Exits 0 when students' notebooks fail (they score 0, flagged), 1 only when the grading machinery does.  Options of
 the form ``--Class.trait=value`` are passed on to nbgrader."""
@@ -7,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.course import GradingError
 from grader.grading.batch import STUDENT_BUDGET
+from grader.grading.warm_grader import IDLE_S
 
 HELP = "grade every submission in submitted/"
 PASSES_NBGRADER_OPTIONS = True  # --Class.trait=value options after the command go to nbgrader
@@ -22,6 +25,11 @@ def arguments(parser) -> None:
                                           "file (grader.grading.cluster); only students not merged or resubmitted, unless "
                                           "--force")
     parser.add_argument("--force", action="store_true", help="with --cluster: grade students already merged too")
+    parser.add_argument("--warm", action="store_true",
+                        help="grade on the course's warm grader (started now if none is running, stopped after "
+                             "--idle seconds without work): each later batch skips the grading process's start")
+    parser.add_argument("--idle", type=float, default=IDLE_S,
+                        help=f"with --warm: seconds without work before the warm grader stops (default {IDLE_S})")
     parser.add_argument("--results-dir", type=Path,
                         help="grade the --student(s) into this folder instead of gradebook.db (python -m grader merge)")
     parser.add_argument("--student-timeout", type=float, default=STUDENT_BUDGET,
@@ -39,7 +47,15 @@ def run(root: Path, args) -> int:
                                         args.student_timeout):
             print(f"graded into {folder} (python -m grader merge {args.results_dir})")
         return 0
-    if args.cluster:
+    if args.warm:
+        if args.cluster or args.results_dir:
+            raise GradingError("--warm grades on the course's own warm grader: not with --cluster or --results-dir")
+        from grader.grading.cluster import autograde_on_cluster
+        from grader.grading.warm_grader import ensure
+        report = autograde_on_cluster(root, ensure(root, args.idle), args.student, True, nbgrader_options, sandbox,
+                                      args.student_timeout)
+        report.cluster = f"the warm grader ({report.cluster})"  # named in the summary
+    elif args.cluster:
         from grader.grading.cluster import autograde_on_cluster
         report = autograde_on_cluster(root, args.cluster, args.student, args.force, nbgrader_options, sandbox,
                                       args.student_timeout)

@@ -24,7 +24,7 @@ from pathlib import Path
 from nbconvert.exporters import NotebookExporter
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import Autograde
-from traitlets import Float, Int
+from traitlets import Bool, Float, Int
 
 from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 
@@ -41,6 +41,8 @@ class BatchAutogradeExporter(NotebookExporter):
 
     jobs = Int(1, help="Students graded at a time when nbgrader autograde hands a class to the batch (make "
                        "autograde's JOBS)").tag(config=True)
+    warm = Bool(False, help="Grade on the course's warm grader (grader.grading.warm_grader): the first press starts "
+                            "it, the next ones find its grading process started").tag(config=True)
     student_timeout = Float(None, allow_none=True, help="Wall-clock seconds for one student, every notebook "
                             "included (the batch's --student-timeout; None: its default)").tag(config=True)
 
@@ -92,7 +94,8 @@ class BatchAutogradeExporter(NotebookExporter):
 
     def _run_batch(self, converter: Autograde, student_ids: list[str]) -> None:
         root = Path(os.path.abspath(converter.coursedir.root))
-        command = [sys.executable, "-m", "grader", "--root", str(root), "autograde", "--jobs", str(self.jobs)]
+        command = [sys.executable, "-m", "grader", "--root", str(root), "autograde", "--jobs", str(self.jobs),
+                   *(["--warm"] if self.warm else [])]
         if student_ids != students(root):  # the batch's own "everyone": without --student it grades those
             command += [arg for student in student_ids for arg in ("--student", student)]
         if self.student_timeout is not None:

@@ -1,12 +1,14 @@
 """Two machines on this one, for the tests: network namespaces joined by a veth pair (a private network of their
-own, nothing of this machine's reachable from them), and the TLS certificates a Dask cluster between them uses."""
+own, nothing of this machine's reachable from them), and the TLS certificates a Dask cluster between them uses
+(``certificates``, the warm grader's: ``grader.grading.certificates``)."""
 from __future__ import annotations
 
-import datetime
 import os
 import shutil
 import subprocess
 from pathlib import Path
+
+from grader.grading.certificates import certificates  # noqa: F401 (the tests' TLS between hosts)
 
 SUBNET = "10.213.0"  # inside the namespaces only: this machine's own network never sees it
 
@@ -59,33 +61,3 @@ class TwoHosts:
     def __exit__(self, *_) -> None:
         for name in self.names:  # the veth pair goes with its namespaces
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
-
-
-def certificates(folder: Path, name: str = "course") -> dict[str, str]:
-    """A certificate authority and one certificate it signed (for the scheduler, the workers and the client, as
-    Dask's mutual TLS wants), in ``folder``: {"tls_ca_file", "tls_client_cert", "tls_client_key"}."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-    folder.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} grading CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True).sign(ca_key, hashes.SHA256()))
-    leaf = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} grading")]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                           critical=False).sign(ca_key, hashes.SHA256()))
-    files = {"tls_ca_file": folder / f"{name}-ca.pem", "tls_client_cert": folder / f"{name}.pem",
-             "tls_client_key": folder / f"{name}-key.pem"}
-    files["tls_ca_file"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    files["tls_client_cert"].write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
-    files["tls_client_key"].touch(mode=0o600)
-    files["tls_client_key"].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                          serialization.NoEncryption()))
-    return {key_name: str(path) for key_name, path in files.items()}

@@ -1,0 +1,168 @@
+"""The warm grader (grader.grading.warm_grader): started by the first press, found by the next, graded the same;
+never with the press's environment, only over its own TLS, started again when the code changes, gone when idle
+or stopped, nothing of it left behind."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.grading import warm_grader
+from translab.contract import ASSIGNMENT
+
+from conftest import press_formgrader_button, run_grader, small_course, venv_env
+from corpus_course import flagged_notebooks, notebook_points, table_says
+
+pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
+
+STANDIN = "translab-standin-" + secrets.token_hex(16)  # what a hub's API token would be in the press's environment
+
+
+def _alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running (a zombie has ended: it waits for init to reap it)."""
+    running = set()
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                running.add(pid)
+        except OSError:
+            pass
+    return running
+
+
+def _descendants(pids: list[int]) -> set[int]:
+    """``pids`` and every process below them now (take it while they run: an orphan's parent becomes init)."""
+    parents = {}
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(status.parent.name)] = int(fields[1])
+    found, frontier = set(pids), set(pids)
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return _alive(found)
+
+
+def _graded_as_the_table_says(root: Path, students: list[str]) -> None:
+    for name in students:
+        points, flags = table_says(name)
+        assert notebook_points(root, name) == points and flagged_notebooks(root, name) == flags, name
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    """A course graded twice with --warm (one student a press, as the formgrader's button does), the press's
+    environment holding a stand-in token; the warm grader's processes as they were between the presses."""
+    root = small_course(tmp_path_factory.mktemp("warm") / "course", ["solution_01", "blank_01", "syntax_error"])
+    os.environ["TRANSLAB_STANDIN_TOKEN"] = STANDIN
+    try:
+        first = run_grader(root, "autograde", "--warm", "--student", "solution_01")
+        between = warm_grader.running(root)
+        processes = _descendants(between["pgids"]) if between else set()
+        environments = {pid: Path(f"/proc/{pid}/environ").read_bytes() for pid in processes}
+        second = run_grader(root, "autograde", "--warm", "--student", "blank_01")
+        after = warm_grader.running(root)
+        yield root, first, second, between, after, processes, environments
+    finally:
+        os.environ.pop("TRANSLAB_STANDIN_TOKEN", None)
+        warm_grader.stop(root)
+
+
+def test_the_first_press_starts_it_and_the_next_finds_it(warm):
+    root, first, second, between, after, processes, _ = warm
+    assert "started the warm grader at tls://127.0.0.1:" in first, first[-2000:]
+    assert between and after and between["pgids"] == after["pgids"], "the second press started another grader"
+    assert "the warm grader started at" in second and "started the warm grader" not in second, second[-2000:]
+    assert f"on 1 worker(s) of the warm grader ({between['address']})" in second, second[-2000:]
+    assert len(processes) >= 4, "a scheduler, a worker (and its nanny) and the grading process it keeps"
+    _graded_as_the_table_says(root, ["solution_01", "blank_01"])
+
+
+def test_it_runs_without_the_press_s_environment(warm):
+    *_, environments = warm
+    assert environments, "no process of the warm grader was read"
+    for pid, environ in environments.items():
+        assert STANDIN.encode() not in environ, f"the press's environment reached process {pid}"
+        assert b"TRANSLAB_COURSE_SECRET" not in environ, f"the course secret's variable reached process {pid}"
+
+
+def test_it_listens_only_with_its_own_certificate(warm):
+    root, _, _, between, *_ = warm
+    from distributed import Client
+    place = root / warm_grader.FOLDER
+    assert place.stat().st_mode & 0o077 == 0, "the warm grader's folder is the instructor's only"
+    key = Path(json.loads((place / "cluster.json").read_text())["security"]["tls_client_key"])
+    assert key.stat().st_mode & 0o077 == 0, "the certificate's key is the instructor's only"
+    plain = between["address"].replace("tls://", "tcp://")
+    with pytest.raises((OSError, TimeoutError)):
+        Client(plain, timeout=5)
+
+
+def test_a_grader_whose_worker_died_is_started_again_not_waited_on(warm):
+    """A worker killed (the OOM killer, an admin) leaves a scheduler with no worker, where a task would wait
+    forever: the next press starts a whole new grader."""
+    root, *_ = warm
+    before = warm_grader.running(root)
+    processes = _descendants(before["pgids"])
+    os.kill(before["pgids"][1], signal.SIGKILL)
+    said = run_grader(root, "autograde", "--warm", "--student", "solution_01")
+    assert "started the warm grader" in said, said[-2000:]
+    assert warm_grader.running(root)["pgids"] != before["pgids"]
+    assert not _alive(processes), "what was left of the old grader still runs"
+    _graded_as_the_table_says(root, ["solution_01"])
+
+
+def test_a_changed_configuration_starts_it_again_and_stop_leaves_nothing(warm):
+    root, *_ = warm
+    before = warm_grader.running(root)
+    old = _descendants(before["pgids"])
+    config = root / "nbgrader_config.py"
+    config.write_text(config.read_text() + "\n# changed after the warm grader started\n")
+    said = run_grader(root, "autograde", "--warm", "--student", "syntax_error")
+    now = warm_grader.running(root)
+    assert "changed since the warm grader started: starting it again" in said, said[-2000:]
+    assert now and now["pgids"] != before["pgids"] and now["key"] != before["key"]
+    assert not _alive(old), "the warm grader of the old code is still running"
+    _graded_as_the_table_says(root, ["syntax_error"])
+    processes = _descendants(now["pgids"])
+    assert "stopped the warm grader" in run_grader(root, "warm", "--stop")
+    time.sleep(1)
+    assert not _alive(processes), "a process of the warm grader outlived --stop"
+    assert "no warm grader is running" in run_grader(root, "warm")
+
+
+def test_it_stops_by_itself_when_idle(tmp_path):
+    root = small_course(tmp_path / "course", ["blank_01"])
+    try:
+        run_grader(root, "autograde", "--warm", "--idle", "3", "--student", "blank_01")
+        processes = _descendants(warm_grader.state(root)["pgids"])
+        assert len(processes) >= 4, processes
+        deadline = time.monotonic() + 60
+        while _alive(processes) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert not _alive(processes), "the warm grader outlived its idle time by a minute"
+        assert warm_grader.running(root) is None
+    finally:
+        warm_grader.stop(root)
+
+
+def test_the_formgrader_button_grades_on_it_when_the_course_says_so(tmp_path):
+    root = small_course(tmp_path / "course", ["solution_01"])
+    config = root / "nbgrader_config.py"
+    config.write_text(config.read_text() + "\nc.BatchAutogradeExporter.warm = True\n")
+    try:
+        pressed = press_formgrader_button(root, "autograde", ASSIGNMENT, "solution_01", env=venv_env())
+        assert pressed["success"], pressed
+        assert "started the warm grader" in pressed["log"], pressed["log"][-2000:]
+        assert warm_grader.running(root)
+        _graded_as_the_table_says(root, ["solution_01"])
+    finally:
+        warm_grader.stop(root)
