@@ -18,6 +18,7 @@ from translab.training import fast_bf16_available
 from . import tables
 from .grading import autograde_time, class_autograde, hub_cycle, isolation_overhead, similarity_time
 from .notebooks import notebook_times
+from .presses import formgrader_presses
 from .throughput import ARCHITECTURE, throughput
 
 SCHEMA_VERSION = 1
@@ -88,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="a simulated class taken through a term on a real JupyterHub (0 skips it; about 3 min at 10)")
     parser.add_argument("--only-hub", action="store_true",
                         help="time the term on the hub only (--hub-students) and replace that section")
+    parser.add_argument("--press-students", type=int, default=10,
+                        help="students whose Autograde button is pressed in the formgrader, in Chromium, with and "
+                             "without the warm grader (0 skips it; about 8 min at 10)")
+    parser.add_argument("--only-presses", action="store_true",
+                        help="time the formgrader's presses only (--press-students) and replace that section")
     parser.add_argument("--readme", action="store_true",
                         help="rewrite the README's bench tables from results/bench.json (measures nothing)")
     args = parser.parse_args(argv)
@@ -103,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.only_hub:
         replace_section(args.out, "hub_cycle", lambda: hub_cycle(args.hub_students), flag="hub")
+        return 0
+    if args.only_presses:
+        replace_section(args.out, "formgrader_presses", lambda: formgrader_presses(args.press_students),
+                        flag="presses")
         return 0
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -156,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         result["hub_cycle"] = {"students": 0, "reason": "skipped (--quick, --no-autograde or --hub-students 0)"}
     else:
         result["hub_cycle"] = hub_cycle(args.hub_students)
+    if args.quick or args.no_autograde or args.press_students <= 0:
+        result["formgrader_presses"] = {"students": 0, "reason": "skipped (--quick, --no-autograde or "
+                                                                 "--press-students 0)"}
+    else:
+        result["formgrader_presses"] = formgrader_presses(args.press_students)
     result["wall_time_s"] = round(time.time() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -44,7 +44,7 @@ def _grading_ready() -> str | None:
     return f"course files missing: {', '.join(missing)}" if missing else None
 
 
-def _autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str,
+def timed_autograde(course: Path, env: dict, jobs: int, timeout: float, *options: str,
                keep_gradebook: bool = False, by_nbgrader: bool = False) -> tuple[float | None, str]:
     """Wall time of ``grader.grading.batch autograde --jobs N [options]`` on the course from an empty gradebook (or the
     one a previous run left, with ``keep_gradebook``), or (None, reason).  ``by_nbgrader``: plain ``nbgrader
@@ -103,13 +103,13 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
     if reason:
         return {"seconds": None, "reason": reason}
     runs, floors, by_nbgrader, split = [], [], [], []
-    with _class_course(students=1, full_every=1) as (course, env, _):
-        first, reason = _autograde(course, env, 1, timeout)
+    with class_course(students=1, full_every=1) as (course, env, _):
+        first, reason = timed_autograde(course, env, 1, timeout)
         if first is None:
             return {"seconds": None, "reason": reason}
         for _ in range(repeats):
             time.sleep(SETTLE_S)
-            seconds, reason = _autograde(course, env, 1, timeout, keep_gradebook=True)
+            seconds, reason = timed_autograde(course, env, 1, timeout, keep_gradebook=True)
             if seconds is None:
                 return {"seconds": None, "reason": reason}
             runs.append(seconds)
@@ -117,7 +117,7 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
             time.sleep(SETTLE_S)
             floors.append(grading_floor())
             time.sleep(SETTLE_S)
-            by_nbgrader.append(_autograde(course, env, 1, timeout, keep_gradebook=True, by_nbgrader=True)[0])
+            by_nbgrader.append(timed_autograde(course, env, 1, timeout, keep_gradebook=True, by_nbgrader=True)[0])
         warm = warm_runs(course, env, timeout, repeats)
     measured = [f for f in floors if f.get("seconds")] or floors[:1]
     floor = sorted(measured, key=lambda f: f.get("seconds") or 0)[len(measured) // 2]
@@ -141,12 +141,12 @@ def warm_runs(course: Path, env: dict, timeout: float, repeats: int) -> dict:
     runs, by_nbgrader = [], []
     try:
         time.sleep(SETTLE_S)
-        start, reason = _autograde(course, env, 1, timeout, "--warm", keep_gradebook=True)
+        start, reason = timed_autograde(course, env, 1, timeout, "--warm", keep_gradebook=True)
         for _ in range(repeats if start is not None else 0):
             time.sleep(SETTLE_S)
-            runs.append(_autograde(course, env, 1, timeout, "--warm", keep_gradebook=True)[0])
+            runs.append(timed_autograde(course, env, 1, timeout, "--warm", keep_gradebook=True)[0])
             time.sleep(SETTLE_S)
-            by_nbgrader.append(_autograde(course, env, 1, timeout, "--BatchAutogradeExporter.warm=True",
+            by_nbgrader.append(timed_autograde(course, env, 1, timeout, "--BatchAutogradeExporter.warm=True",
                                           keep_gradebook=True, by_nbgrader=True)[0])
     finally:
         warm_grader.stop(course)
@@ -239,7 +239,7 @@ def seconds_by_case(course: Path, students: int, full_every: int = 3) -> dict:
 
 
 @contextmanager
-def _class_course(students: int, full_every: int):
+def class_course(students: int, full_every: int):
     """(course, env, mix): a temporary copy of the course whose submitted/ holds ``build_class``'s class."""
     with tempfile.TemporaryDirectory(prefix="translab-bench-") as tmp:
         course = Path(tmp) / "course"
@@ -251,7 +251,7 @@ def similarity_time(students: int, full_every: int = 3) -> dict:
     """``make similarity`` on ``build_class``'s class: every pair of students' answers compared, the CSV and the
     page written (no grading needed: it reads submitted/)."""
     import subprocess
-    with _class_course(students, full_every) as (course, env, mix):
+    with class_course(students, full_every) as (course, env, mix):
         started = time.time()
         done = subprocess.run([sys.executable, "-m", "grader", "--root", str(course), "similarity"], env=env,
                               capture_output=True, text=True)
@@ -278,10 +278,10 @@ def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600, w
         return {"students": students, "reason": reason}
     result = {"students": students, "command": "python -m grader autograde --jobs N", "rounds": rounds, "runs": {}}
     measured: dict[str, list] = {}
-    with _class_course(students, full_every=3) as (course, env, result["mix"]):
+    with class_course(students, full_every=3) as (course, env, result["mix"]):
         for _ in range(max(1, rounds)):
             for count in jobs:
-                seconds, reason = _autograde(course, env, count, timeout)
+                seconds, reason = timed_autograde(course, env, count, timeout)
                 measured.setdefault(f"jobs_{count}", []).append(
                     {"seconds": seconds, "student_seconds_by_case": seconds_by_case(course, students)}
                     if seconds is not None else {"seconds": None, "reason": reason})
@@ -321,7 +321,7 @@ def _class_on_cluster(course: Path, env: dict, students: int, workers: int, time
     with tempfile.TemporaryDirectory(prefix="translab-dask-") as logs, \
             LocalCluster(course, workers, env={**env, "PATH": with_venv_bin(env.get("PATH", ""))}, logs=Path(logs)) as cluster:
         before = cluster.dask_cpu_seconds()
-        seconds, reason = _autograde(course, env, 0, timeout, "--cluster", cluster.address, "--force")
+        seconds, reason = timed_autograde(course, env, 0, timeout, "--cluster", cluster.address, "--force")
         dask_cpu = cluster.dask_cpu_seconds() - before
     if seconds is None:
         return {"workers": workers, "seconds": None, "reason": reason}
@@ -342,10 +342,10 @@ def isolation_overhead(students: int = 2, rounds: int = 2, timeout: float = 3600
     if reason:
         return {"students": students, "reason": reason}
     runs = {"sandboxed": [], "no_sandbox": []}
-    with _class_course(students, full_every=1) as (course, env, _):
+    with class_course(students, full_every=1) as (course, env, _):
         for _ in range(rounds):
             for name, options in (("sandboxed", ()), ("no_sandbox", ("--no-sandbox",))):
-                seconds, reason = _autograde(course, env, 1, timeout, *options)
+                seconds, reason = timed_autograde(course, env, 1, timeout, *options)
                 if seconds is None:
                     return {"students": students, "reason": f"{name}: {reason}"}
                 runs[name].append(seconds)

@@ -62,6 +62,22 @@ def _warm_rows(auto: dict) -> list[tuple[str, str, str]]:
              _seconds(warm.get("start_s")), "")]
 
 
+def _press_rows(presses: dict) -> list[tuple[str, str, str]]:
+    """The formgrader's presses against one ``JOBS=1`` batch of the same class (``presses.formgrader_presses``)."""
+    if not presses.get("seconds"):
+        return []
+    students, batch = presses["students"], presses["batch_jobs_1_s"]
+    ratio, pressed = presses["ratio_to_batch"], sum(presses["presses_s"])
+    return [(f"{students} complete submissions by `make autograde JOBS=1`", _seconds(batch), ""),
+            (f"the same {students}, the formgrader's Autograde button pressed for each in Chromium, on the warm "
+             f"grader (the first press, which starts it, counted as the others: it took "
+             f"{presses['first_press_s']:,.1f} s; all {students} as pressed: {pressed:,.1f} s, "
+             f"{pressed / batch:.2f} of the batch)", f"{presses['seconds']:,.1f} s ({ratio:.2f} of the batch)",
+             f"{'met' if ratio <= 1.2 else 'not met'} (at most 1.2 of the batch)"),
+            (f"the same {students} presses without the warm grader (each a batch of its own)",
+             f"{presses['cold_s']:,.1f} s ({presses['cold_ratio_to_batch']:.2f} of the batch)", "")]
+
+
 def readme_tables(result: dict) -> str:
     """The README's tables of grading and notebook times, rendered from a bench.json (the README quotes no
     figure of its own: ``--readme`` rewrites these from the file, and a test checks they agree)."""
@@ -79,14 +95,16 @@ def readme_tables(result: dict) -> str:
             ("the same by plain `nbgrader autograde` (the formgrader's Autograde button's path)",
              _seconds(auto.get("nbgrader_autograde_s")), ""),
             ("the first submission (empty gradebook)", _seconds(auto.get("first_run_s")), ""),
-            *_warm_rows(auto),
             (f"its floor: one kernel, the {floor.get('cells', '?')} answer and test cells and the cells they read",
              _seconds(floor.get("seconds")), ""),
             ("ratio to the floor (medians)" + (" and each run's to the floor run after it"
                                                if auto.get("paired_ratios") else ""),
              "not measured" if auto.get("ratio_to_floor") is None else f"{auto['ratio_to_floor']:.2f}"
              + (f" ({', '.join(f'{r:.2f}' for r in auto['paired_ratios'])})" if auto.get("paired_ratios") else ""),
-             judged(auto.get("ratio_to_floor"), GOALS["ratio_to_floor"]))]
+             judged(auto.get("ratio_to_floor"), GOALS["ratio_to_floor"])), *_warm_rows(auto)]
+    one_submission = len(rows)
+    rows += _press_rows(result.get("formgrader_presses") or {})
+    presses = len(rows) - one_submission
     students = (result.get("class_autograde") or {}).get("students")
     complete = mix.get("complete_solutions")
     for jobs in ("jobs_1", "jobs_2"):
@@ -122,7 +140,10 @@ def readme_tables(result: dict) -> str:
                      f"{overhead.get('rounds')} rounds)", f"{overhead['overhead_per_submission_s']:.1f} s", ""))
     lines = ["| grading, measured by `make bench` | time | goal |", "| --- | ---: | --- |"]
     lines += [f"| {what} | {value} | {goal} |" for what, value, goal in rows]
-    lines += _speed_note(result, "autograde", "The first five rows (one submission) were timed")
+    lines += _speed_note(result, "autograde", f"The first {one_submission} rows (one submission) were timed")
+    if presses:
+        lines += _speed_note(result, "formgrader_presses", f"The {presses} rows after them (the formgrader's "
+                                                           "presses) were timed")
     notebooks = {name: row for name, row in (result.get("notebooks") or {}).items() if isinstance(row, dict)}
     if notebooks:
         lines += ["", "| notebook | student budget | grading budget (`NBGRADER_EXECUTION`) | kernel's peak memory "

@@ -29,6 +29,7 @@ from translab.contract import ASSIGNMENT
 from grader.course import with_venv_bin
 from grader.course.gradebook import cell_scores  # noqa: F401 - the tests import it from here
 from grader.course.variants import SECRET_ENV
+from grader.testing.jupyter_server import CHROMIUM, CHROMIUM_ARGS
 from translab import diagnosis, variants
 from translab.paths import REPO_ROOT
 
@@ -317,9 +318,6 @@ def _grade_by_hand(root: Path, student: str, notebook: str, grade_id: str) -> No
 
 # ----------------------------------------------------------------- headless Chromium, for the browser tests
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-quic"]
 INSTALL_CHROMIUM = "sudo apt-get update && sudo apt-get install -y chromium"
 ARTIFACTS = Path(os.environ.get("TRANSLAB_TEST_ARTIFACTS", REPO_ROOT / "test-artifacts"))
 

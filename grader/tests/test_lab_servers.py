@@ -2,24 +2,16 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import time
-import urllib.error
-import urllib.request
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 
 from conftest import course_copy
-from translab.paths import REPO_ROOT
-from grader.testing import free_port
+from grader.testing.jupyter_server import TOKEN, get as _get, make_served
 
 pytestmark = pytest.mark.slow
-TOKEN = "translab-test-token"
 INSTRUCTOR_PANELS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                      "@jupyter/nbgrader:course-list")
 
@@ -30,44 +22,15 @@ def course(tmp_path_factory) -> Path:
     return course_copy(tmp_path_factory.mktemp("lab_course"), "solutions", "notebooks", "translab/jupyter_student")
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.status, response.read().decode("utf-8", errors="replace")
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode("utf-8", errors="replace")
-
-
 @contextmanager
 def served(course: Path, target: str):
     """``make <target>`` in the course copy; yields (base URL, the server's log so far) once it answers."""
-    port = free_port()
-    log = course / f"{target}.log"
-    env = {**os.environ, "JUPYTER_TOKEN": TOKEN}
-    with open(log, "w") as out:
-        process = subprocess.Popen(["make", "-s", target, f"PORT={port}", f"VENV={REPO_ROOT / '.venv'}"],
-                                   cwd=course, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(240):
-            if process.poll() is not None:
-                pytest.fail(f"make {target} exited {process.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                if _get(f"{base}/api/status?token={TOKEN}")[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"make {target} did not answer in 120 s:\n{log.read_text()[-3000:]}")
+    with ExitStack() as stack:
+        try:
+            base, log = stack.enter_context(make_served(course, target))
+        except RuntimeError as error:
+            pytest.fail(str(error))
         yield base, log.read_text()
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
 
 
 def _page_config(html: str) -> dict:
