@@ -70,6 +70,12 @@ def write(root: Path, setup: float, students: dict[str, tuple[dict[str, float], 
     return out
 
 
+def read_students(path: Path) -> list[str]:
+    """The students a phases file times, in its order."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(dict.fromkeys(row["student_id"] for row in csv.DictReader(handle) if row["student_id"]))
+
+
 def read_totals(path: Path) -> dict[str, float]:
     """What ``write`` wrote, summed: the batch's setup, then each student phase over the students."""
     summed: dict[str, float] = {}

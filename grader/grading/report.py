@@ -11,7 +11,8 @@ Writes, under ``reports/`` of the course:
 * ``misconceptions.csv`` one row per misconception: rank, kind, key, description, students, tasks, example (the
                          first line of one student's message);
 * ``report.html``        the same as one page with two plots (PNG inside the page): no script, every piece of text
-                         that comes from a submission escaped.
+                         that comes from a submission escaped; and where the last batch's seconds went
+                         (``grader.grading.phases``).
 
 Everything in an autograded notebook is the student's data: it is parsed as JSON (never executed or rendered),
 keys must look like keys, and text is escaped (HTML) or defused (CSV formulas).
@@ -229,7 +230,28 @@ def similar_section(folder: Path, shown: int = 10) -> str:
             f"<table><tr><th>rank</th><th>student</th><th>student</th><th>share that matches</th></tr>{body}</table>")
 
 
-def _html(tasks: list[Task], misconceptions: list[Misconception], students: int, similar: str = "") -> str:
+def phases_section(root: Path) -> str:
+    """Where the last batch's seconds went (``autograded/autograde_phases.csv``, ``grader.grading.phases``): its
+    setup and each phase summed over its students, largest first."""
+    from .phases import PHASES_NAME, SETUP, read_students, read_totals
+    path = root / "autograded" / PHASES_NAME
+    if not path.is_file():
+        return ("<h2>Where the grading time went</h2><p>Not recorded: <code>make autograde</code> writes "
+                f"autograded/{PHASES_NAME} (a batch graded on a cluster or the warm grader times each student in "
+                "autograded/autograde_report.csv only).</p>")
+    summed, students = read_totals(path), read_students(path)
+    total = sum(summed.values()) or 1.0
+    order = [SETUP] + sorted((name for name in summed if name != SETUP), key=lambda name: -summed[name])
+    rows = "".join(f"<tr><td>{html.escape(name)}</td><td>{summed.get(name, 0.0):,.1f} s</td>"
+                   f"<td>{summed.get(name, 0.0) / total:.0%}</td></tr>" for name in order)
+    return (f"<h2>Where the grading time went</h2><p>The last batch ({len(students)} student(s), "
+            f"autograded/{PHASES_NAME}): its setup once, then each phase summed over its students.</p>"
+            f"<table><tr><th>phase</th><th>time</th><th>share</th></tr>{rows}"
+            f"<tr><td>all</td><td>{sum(summed.values()):,.1f} s</td><td>100%</td></tr></table>")
+
+
+def _html(tasks: list[Task], misconceptions: list[Misconception], students: int, similar: str = "",
+          timing: str = "") -> str:
     e = html.escape
     task_rows = "\n".join(
         f"<tr><td>{e(t.notebook)}</td><td>{e(t.name)}</td><td>{len(t.passed)}</td><td>{len(t.failed)}</td>"
@@ -268,6 +290,7 @@ escaped.</p>
 {task_rows}
 </table>
 {similar}
+{timing}
 </body></html>
 """
 
@@ -310,7 +333,8 @@ def write(root: Path, out_dir: Path | None = None) -> list[Path]:
         for i, m in enumerate(order, 1):
             writer.writerow([i if m.kind == "misconception" else "", m.kind, defuse_formula(m.key), defuse_formula(m.description),
                              len(m.students), " ".join(sorted(m.tasks)), defuse_formula(m.example)])
-    (out_dir / "report.html").write_text(_html(tasks, order, students, similar_section(out_dir)), encoding="utf-8")
+    (out_dir / "report.html").write_text(_html(tasks, order, students, similar_section(out_dir), phases_section(root)),
+                                         encoding="utf-8")
     return [out_dir / "tasks.csv", out_dir / "misconceptions.csv", out_dir / "report.html"]
 
 

@@ -3,6 +3,7 @@ students made them (see conftest.py for the course; two more students share bob'
 from __future__ import annotations
 
 import csv
+import html
 import json
 import re
 import shutil
@@ -118,6 +119,18 @@ def test_the_html_page_has_a_plot_no_script_and_escapes_what_students_wrote(repo
     assert re.search(r"<td>1</td><td>3</td><td>a &#x27;keep&#x27; mask of 1s[^<]*</td><td><code>mask.ones</code>", page)
     example = {row["key"]: row["example"] for row in _rows(root / "reports" / "misconceptions.csv")}["mask.ones"]
     assert example in (HOSTILE, "'" + HOSTILE) or example.startswith("the mask for sz=")
+
+
+def test_the_page_says_where_the_last_batch_s_seconds_went(reported):
+    """Issue 53: the phases of the last batch (carol and dave's), summed as the CSV holds them."""
+    from grader.grading import phases
+    root, _ = reported
+    page = (root / "reports" / "report.html").read_text(encoding="utf-8")
+    section = page.split("<h2>Where the grading time went</h2>", 1)[1]
+    assert "The last batch (2 student(s)" in section
+    for name, seconds in phases.read_totals(root / "autograded" / phases.PHASES_NAME).items():
+        assert f"<tr><td>{html.escape(name)}</td><td>{seconds:,.1f} s</td>" in section, name
+    assert section.index(phases.SETUP) < section.index("checks") < section.index("<td>all</td>")
 
 
 def test_a_formula_in_a_student_message_is_defused_in_the_csv(reported, tmp_path):
