@@ -27,7 +27,8 @@ def arguments(parser) -> None:
     parser.add_argument("--force", action="store_true", help="with --cluster: grade students already merged too")
     parser.add_argument("--warm", action="store_true",
                         help="grade on the course's warm grader (started now if none is running, stopped after "
-                             "--idle seconds without work): each later batch skips the grading process's start")
+                             "--idle seconds without work): each later batch skips the grading process's start; "
+                             "one worker, one student at a time (--jobs does not apply)")
     parser.add_argument("--idle", type=float, default=IDLE_S,
                         help=f"with --warm: seconds without work before the warm grader stops (default {IDLE_S})")
     parser.add_argument("--results-dir", type=Path,
