@@ -174,6 +174,18 @@ def _shows_variant(path: Path, student: str) -> None:
     nbformat.write(notebook, path)
 
 
+def still_running(pids) -> set[int]:
+    """Those of ``pids`` still running (a zombie has ended: it only waits for its parent to reap it)."""
+    running = set()
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                running.add(pid)
+        except (OSError, IndexError):
+            pass
+    return running
+
+
 def run_grader(root: Path, *args: str) -> str:
     process = subprocess.run([sys.executable, "-m", "grader", "--root", str(root), *args],
                              text=True, capture_output=True)

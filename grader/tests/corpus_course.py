@@ -56,6 +56,14 @@ def notebook_points(root: Path, student: str) -> dict[str, float]:
             for nb in NOTEBOOKS}
 
 
+def assert_graded_as_the_table_says(root: Path, students: list[str]) -> None:
+    """Each student's points per notebook and flagged notebooks are the table's (what ``make autograde`` gives)."""
+    for name in students:
+        points, flags = table_says(name)
+        assert notebook_points(root, name) == points, f"{name}: scores differ from the table (make autograde's)"
+        assert flagged_notebooks(root, name) == flags, f"{name}: flags differ from the table (make autograde's)"
+
+
 def table_says(case: str) -> tuple[dict[str, float], set[str]]:
     """(points per notebook, flagged notebooks) the table gives ``case``."""
     row = EXPECTED[case]

@@ -17,7 +17,7 @@ from grader.testing import corpus
 from grader.testing.dask_cluster import LocalCluster
 
 from conftest import venv_env
-from corpus_course import batch_report, corpus_course, flagged_notebooks, notebook_points, table_says
+from corpus_course import assert_graded_as_the_table_says, batch_report, corpus_course
 
 pytestmark = pytest.mark.slow
 
@@ -52,13 +52,6 @@ def _until_merged(command: list[str], then, timeout: float = 600) -> tuple[subpr
     return batch, "".join(lines), at
 
 
-def _graded_as_the_table_says(root, students: list[str]) -> None:
-    for name in students:
-        points, flags = table_says(name)
-        assert notebook_points(root, name) == points, f"{name}: scores differ from the table (make autograde's)"
-        assert flagged_notebooks(root, name) == flags, f"{name}: flags differ from the table (make autograde's)"
-
-
 @pytest.fixture(scope="module")
 def by_cluster(tmp_path_factory):
     """The class graded through the cluster; one worker is killed (its whole process group) as soon as the first
@@ -80,7 +73,7 @@ def test_a_class_graded_on_a_dask_cluster_is_graded_fairly_with_a_worker_killed(
     assert killed is not None and killed < len(said.splitlines()), "the worker must die mid-batch: " + said[-2000:]
     assert f"{len(CLUSTER_CLASS)} student(s) sent" in said and f"autograded {len(CLUSTER_CLASS)} student(s)" in said
     assert sorted(batch_report(root)) == CLUSTER_CLASS
-    _graded_as_the_table_says(root, CLUSTER_CLASS)
+    assert_graded_as_the_table_says(root, CLUSTER_CLASS)
     written = [str(p) for p in [root / "pwned_by_student", *corpus.OUTSIDE_TARGETS] if p.exists()]
     assert not written, f"student code wrote {written}"
 
@@ -127,4 +120,4 @@ def test_a_batch_killed_twice_keeps_what_it_merged_and_finishes_when_run_again(i
     assert f"{len(marks[1])} student(s) already merged" in finished, finished[-3000:]
     assert f"{len(INTERRUPTED_CLASS) - len(marks[1])} student(s) sent" in finished, finished[-3000:]
     assert " on 2 worker(s) of tcp://127.0.0.1:" in finished and "--jobs" not in finished, finished[-3000:]
-    _graded_as_the_table_says(root, INTERRUPTED_CLASS)
+    assert_graded_as_the_table_says(root, INTERRUPTED_CLASS)

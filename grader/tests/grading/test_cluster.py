@@ -20,7 +20,7 @@ from grader.testing import corpus
 from translab.contract import ASSIGNMENT, COURSE_ENV
 from translab.paths import REPO_ROOT
 
-from conftest import cell_scores, run_grader, small_course, venv_env
+from conftest import cell_scores, run_grader, small_course, still_running, venv_env
 
 pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
 
@@ -135,13 +135,6 @@ def test_a_student_whose_worker_died_three_times_scores_0_flagged(tmp_path):
     assert scores and all(score == 0 for (score,) in scores)
 
 
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def _zygotes(pid: int) -> set[int]:
     """The pids of the zygotes below process ``pid`` (grader.isolation.zygote)."""
     found, frontier = set(), [pid]
@@ -187,9 +180,9 @@ def test_a_worker_s_grading_process_grades_task_after_task_with_the_same_zygotes
         server.process.stdin.close()
         assert server.process.wait(timeout=60) == 0
         deadline = time.monotonic() + 30
-        while any(_running(pid) for pid in zygotes[0]) and time.monotonic() < deadline:
+        while still_running(zygotes[0]) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not any(_running(pid) for pid in zygotes[0]), "the zygote ends with it"
+        assert not still_running(zygotes[0]), "the zygote ends with it"
     finally:
         server.close()
 

@@ -15,24 +15,12 @@ import pytest
 from grader.grading import warm_grader
 from translab.contract import ASSIGNMENT
 
-from conftest import press_formgrader_button, run_grader, small_course, venv_env
-from corpus_course import flagged_notebooks, notebook_points, table_says
+from conftest import press_formgrader_button, run_grader, small_course, still_running, venv_env
+from corpus_course import assert_graded_as_the_table_says
 
 pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
 
 STANDIN = "translab-standin-" + secrets.token_hex(16)  # what a hub's API token would be in the press's environment
-
-
-def _alive(pids: set[int]) -> set[int]:
-    """Those of ``pids`` still running (a zombie has ended: it waits for init to reap it)."""
-    running = set()
-    for pid in pids:
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                running.add(pid)
-        except OSError:
-            pass
-    return running
 
 
 def _descendants(pids: list[int]) -> set[int]:
@@ -48,13 +36,7 @@ def _descendants(pids: list[int]) -> set[int]:
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
         found |= frontier
-    return _alive(found)
-
-
-def _graded_as_the_table_says(root: Path, students: list[str]) -> None:
-    for name in students:
-        points, flags = table_says(name)
-        assert notebook_points(root, name) == points and flagged_notebooks(root, name) == flags, name
+    return still_running(found)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +65,7 @@ def test_the_first_press_starts_it_and_the_next_finds_it(warm):
     assert "the warm grader started at" in second and "started the warm grader" not in second, second[-2000:]
     assert f"on 1 worker(s) of the warm grader ({between['address']})" in second, second[-2000:]
     assert len(processes) >= 4, "a scheduler, a worker (and its nanny) and the grading process it keeps"
-    _graded_as_the_table_says(root, ["solution_01", "blank_01"])
+    assert_graded_as_the_table_says(root, ["solution_01", "blank_01"])
 
 
 def test_it_runs_without_the_press_s_environment(warm):
@@ -116,8 +98,8 @@ def test_a_grader_whose_worker_died_is_started_again_not_waited_on(warm):
     said = run_grader(root, "autograde", "--warm", "--student", "solution_01")
     assert "started the warm grader" in said, said[-2000:]
     assert warm_grader.running(root)["pgids"] != before["pgids"]
-    assert not _alive(processes), "what was left of the old grader still runs"
-    _graded_as_the_table_says(root, ["solution_01"])
+    assert not still_running(processes), "what was left of the old grader still runs"
+    assert_graded_as_the_table_says(root, ["solution_01"])
 
 
 def test_a_changed_configuration_starts_it_again_and_stop_leaves_nothing(warm):
@@ -130,12 +112,12 @@ def test_a_changed_configuration_starts_it_again_and_stop_leaves_nothing(warm):
     now = warm_grader.running(root)
     assert "changed since the warm grader started: starting it again" in said, said[-2000:]
     assert now and now["pgids"] != before["pgids"] and now["key"] != before["key"]
-    assert not _alive(old), "the warm grader of the old code is still running"
-    _graded_as_the_table_says(root, ["syntax_error"])
+    assert not still_running(old), "the warm grader of the old code is still running"
+    assert_graded_as_the_table_says(root, ["syntax_error"])
     processes = _descendants(now["pgids"])
     assert "stopped the warm grader" in run_grader(root, "warm", "--stop")
     time.sleep(1)
-    assert not _alive(processes), "a process of the warm grader outlived --stop"
+    assert not still_running(processes), "a process of the warm grader outlived --stop"
     assert "no warm grader is running" in run_grader(root, "warm")
 
 
@@ -146,9 +128,9 @@ def test_it_stops_by_itself_when_idle(tmp_path):
         processes = _descendants(warm_grader.state(root)["pgids"])
         assert len(processes) >= 4, processes
         deadline = time.monotonic() + 60
-        while _alive(processes) and time.monotonic() < deadline:
+        while still_running(processes) and time.monotonic() < deadline:
             time.sleep(1)
-        assert not _alive(processes), "the warm grader outlived its idle time by a minute"
+        assert not still_running(processes), "the warm grader outlived its idle time by a minute"
         assert warm_grader.running(root) is None
     finally:
         warm_grader.stop(root)
@@ -163,6 +145,6 @@ def test_the_formgrader_button_grades_on_it_when_the_course_says_so(tmp_path):
         assert pressed["success"], pressed
         assert "started the warm grader" in pressed["log"], pressed["log"][-2000:]
         assert warm_grader.running(root)
-        _graded_as_the_table_says(root, ["solution_01"])
+        assert_graded_as_the_table_says(root, ["solution_01"])
     finally:
         warm_grader.stop(root)

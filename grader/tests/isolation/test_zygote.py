@@ -17,6 +17,8 @@ from grader.tests.isolation.test_sandbox import STUDENT_UID, launch_kernel, sand
 from grader.isolation.zygote import Zygote
 from translab.paths import REPO_ROOT
 
+from conftest import still_running
+
 pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
 
 WAITS = """\
@@ -58,11 +60,7 @@ def _start(sandbox_course, zygote: Path) -> tuple[subprocess.Popen, int]:  # noq
 def process_gone(pid: int, within: float = 10) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return True
-        if state == "Z":
+        if not still_running({pid}):
             return True
         time.sleep(0.05)
     return False
