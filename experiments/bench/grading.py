@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from grader.course import with_venv_bin
+from grader.grading import warm_grader
 from translab.contract import ASSIGNMENT, DATA_DIR_ENV
 from translab.paths import REPO_ROOT
 
@@ -137,7 +138,6 @@ def warm_runs(course: Path, env: dict, timeout: float, repeats: int) -> dict:
     """The same submission on the course's warm grader (``grader.grading.warm_grader``): the press that starts it,
     then ``repeats`` presses that find it, by ``python -m grader autograde --warm`` and by plain ``nbgrader
     autograde`` with ``c.BatchAutogradeExporter.warm`` (the formgrader's path)."""
-    from grader.grading import warm_grader
     runs, by_nbgrader = [], []
     try:
         time.sleep(SETTLE_S)

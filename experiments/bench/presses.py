@@ -7,6 +7,7 @@ import statistics
 import time
 from pathlib import Path
 
+from grader.grading import warm_grader
 from grader.testing.jupyter_server import CHROMIUM, CHROMIUM_ARGS, TOKEN, make_served
 from translab.contract import ASSIGNMENT
 
@@ -20,7 +21,6 @@ def formgrader_presses(students: int = 10, timeout: float = 3600) -> dict:
     grader, and of one ``JOBS=1`` batch of the same complete submissions; null with a reason if it cannot run."""
     if not CHROMIUM.exists():
         return {"seconds": None, "reason": f"Chromium is missing ({CHROMIUM})"}
-    from grader.grading import warm_grader
     with class_course(students=students, full_every=1) as (course, env, _):
         _, reason = timed_autograde(course, env, 1, timeout)  # the gradebook the presses find: every student known
         time.sleep(SETTLE_S)

@@ -32,6 +32,8 @@ from pathlib import Path
 from translab.contract import ASSIGNMENT, untagged
 from translab.diagnosis import NOT_MISCONCEPTIONS, describe, is_valid_key
 
+from .phases import PHASES_NAME, SETUP, read_students, read_totals
+
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 NO_DIAGNOSIS = "(no diagnosis)"
 NOT_RUN = "(no output: not run)"
@@ -233,7 +235,6 @@ def similar_section(folder: Path, shown: int = 10) -> str:
 def phases_section(root: Path) -> str:
     """Where the last batch's seconds went (``autograded/autograde_phases.csv``, ``grader.grading.phases``): its
     setup and each phase summed over its students, largest first."""
-    from .phases import PHASES_NAME, SETUP, read_students, read_totals
     path = root / "autograded" / PHASES_NAME
     if not path.is_file():
         return ("<h2>Where the grading time went</h2><p>Not recorded: <code>make autograde</code> writes "

@@ -34,7 +34,7 @@ from translab.contract import ASSIGNMENT, COURSE_ENV, REFERENCES_ENV
 
 from grader.course import GradingError
 from grader.grading.certificates import certificates
-from grader.grading.cluster import dask_environment
+from grader.grading.cluster import connect, dask_environment
 from grader.grading.result_folders import fingerprint
 from grader.isolation.kernel_environment import kernel_environment
 
@@ -158,7 +158,6 @@ def _start(root: Path, key: str, idle_s: float, say) -> str:
     record = {"spec": str(spec), "address": address, "pgids": [scheduler.pid, worker.pid], "key": key,
               "idle_s": idle_s, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     (place / "state.json").write_text(json.dumps(record), encoding="utf-8")
-    from grader.grading.cluster import connect
     with connect(str(spec)) as client:
         try:
             client.wait_for_workers(1, timeout=START_TIMEOUT_S)
