@@ -14,7 +14,9 @@ import torch
 
 from translab.bert import (BertClassifier, BertEncoder, convert_checkpoint, fine_tune_classifier, load_checkpoint,
                            minilm_tokenizer)
+from translab.budget import FULL
 from translab.data import load_split
+from translab.paths import RESULTS_DIR
 
 
 def fine_tune_run(seed: int, train_size: int, epochs: int, eval_size: int, progress: bool = False) -> dict:
@@ -37,8 +39,6 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     import time
 
-    from translab.budget import FULL
-    from translab.paths import RESULTS_DIR
 
     parser = argparse.ArgumentParser(prog="python -m experiments.bert_finetune", description=main.__doc__)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

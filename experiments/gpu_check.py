@@ -52,6 +52,7 @@ def prepare(folder: Path) -> None:
 
     import nbformat
 
+    # here, not at the top: `run` executes this file on the GPU runtime, which has the standard library alone
     from grader.course import student_release
     from grader.testing.completed import with_solutions
     from grader.course.variants import code_for

@@ -32,9 +32,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from translab import data
-from translab.checkpoint import PRETRAINED_PATH, load_checkpoint
+from translab import bert, data
 from translab.bert import mean_pool
+from translab.checkpoint import PRETRAINED_PATH, load_checkpoint
 from translab.datasets import Batch, bucketed_batches, encode_pairs
 from translab.model import Model, ModelConfig, build_classifier
 from translab.paths import REPO_ROOT, RESULTS_DIR, as_recorded
@@ -215,7 +215,6 @@ def _lab_arm(job: dict, recipe: Recipe):
 
 def _minilm_arm(job: dict, recipe: Recipe):
     """(model, batches) of all-MiniLM-L6-v2 under a fresh head reading the mean of its real tokens."""
-    from translab import bert
 
     if recipe.pooling != "mean":
         raise ValueError("the MiniLM arm pools by the mean (a bidirectional encoder has no 'last' token to read)")
@@ -462,8 +461,7 @@ def minilm_probes(sizes: list[str], seeds: list[int], valid: list[tuple[str, int
     Each distinct sentence is embedded once."""
     import numpy as np
 
-    from translab import bert
-    from .baselines import fit_feature_probe
+    from .baselines import fit_feature_probe  # lazy: scikit-learn, 2 s to import
 
     torch.set_num_threads(threads)
     subsets = {(size, seed): training_pairs(size, seed) for size in sizes for seed in seeds}

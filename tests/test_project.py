@@ -366,6 +366,42 @@ def test_the_grader_s_folders_are_its_roles_and_each_imports_only_those_before_i
     assert packages == set(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
 
 
+def _function_local_imports_of_our_own(tree, lines: list[str]):
+    """(line, says why) for each import of translab, grader or experiments inside a function; a comment on its line
+    or just above the block of imports it sits in says why."""
+    import ast
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            name = node.names[0].name if isinstance(node, ast.Import) else node.module or ""
+            if getattr(node, "level", 0) or name.split(".")[0] in ("translab", "grader", "experiments"):
+                above = node.lineno - 2
+                while above >= 0 and re.match(r"\s*(from|import) ", lines[above]):
+                    above -= 1
+                yield node.lineno, "#" in lines[node.lineno - 1] or lines[above].strip().startswith("#")
+
+
+def test_an_import_of_our_own_inside_a_function_says_why():
+    """The project's modules import each other at the top, where a reader looks (issue 52: 129 sat in functions with
+    no circle to need them); one kept lazy, for speed or for a process that lacks the package, says why beside it."""
+    import ast
+    silent, seen = [], 0
+    for folder in ("translab", "grader", "experiments"):
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(REPO_ROOT).parts
+            if "tests" in parts or "testing" in parts:
+                continue
+            text = path.read_text(encoding="utf-8")
+            for line, says_why in _function_local_imports_of_our_own(ast.parse(text), text.splitlines()):
+                seen += 1
+                if not says_why:
+                    silent.append(f"{path.relative_to(REPO_ROOT)}:{line}")
+    assert seen > 0 and silent == [], f"hoist these to the top, or say why each stays inside its function: {silent}"
+
+
 def test_a_long_module_says_why_it_is_one_file_and_none_is_too_long():
     """A newcomer holds a module of about 400 lines in their head; a longer one says why it stays one file, and none
     of grader/ or translab/ passes 600 lines or has a function over 80 (issue 52; the test tooling aside)."""

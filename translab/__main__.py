@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from . import local
+from .data import DataError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +22,6 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--notebooks", type=Path, default=None,
                              help=f"where your notebooks are (an installed wheel: default ./{local.DEFAULT_NOTEBOOKS})")
     args = parser.parse_args(argv)
-    from .data import DataError
     try:
         if args.command == "setup":
             local.setup(args.part, args.notebooks)

@@ -24,6 +24,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from .data import minilm_dir
+from .model import ModelConfig
+from .params import count_parameters_formula as lm_parameters
+from .paths import ARTIFACTS_DIR
+from .training import model_device, pick_device, to_device
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -399,7 +403,6 @@ def fine_tune_classifier(model: nn.Module, tokenizer: Tokenizer, train_pairs: li
 
     from tqdm.auto import tqdm
 
-    from .training import model_device, pick_device, to_device
 
     torch.manual_seed(seed)
     home, device = model_device(model), pick_device()  # the GPU where there is one; the model comes back home
@@ -464,9 +467,6 @@ def pretraining_comparison(manifest: str | Path | None = None,
     """(what, our language model of parts 3-4, all-MiniLM-L6-v2) rows: ours read from the checkpoint's manifest
     (``artifacts/pretrained_lm.json``, measured by ``make pretrain``), MiniLM's counted in its checkpoint (given, or
     read: ``load_checkpoint``) and taken from its model card (``MINILM_TRAINING``)."""
-    from .paths import ARTIFACTS_DIR
-    from .model import ModelConfig
-    from .params import count_parameters_formula as lm_parameters
 
     ours = json.loads(Path(manifest or ARTIFACTS_DIR / "pretrained_lm.json").read_text(encoding="utf-8"))
     cfg, args = ours["config"], ours["args"]

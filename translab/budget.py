@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from . import paths
 from .contract import FAST_ENV, GRADING_ENV
 
 
@@ -32,9 +33,8 @@ class Budget:
         (``results/bench.json``, per cell), before it starts; returns the seconds, or None if never measured."""
         import json
 
-        from .paths import RESULTS_DIR
         try:
-            bench = json.loads((RESULTS_DIR / "bench.json").read_text(encoding="utf-8"))
+            bench = json.loads((paths.RESULTS_DIR / "bench.json").read_text(encoding="utf-8"))
             notebook = next(v for k, v in bench["notebooks"].items() if k.startswith(f"{part}_"))
             seconds = notebook["cells"]["student" if self.name == "full" else "nbgrader"][cell]
         except (OSError, ValueError, KeyError, StopIteration, TypeError):

@@ -14,10 +14,16 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from grader.course import with_venv_bin
-from grader.grading import warm_grader
 from translab.contract import ASSIGNMENT, DATA_DIR_ENV
 from translab.paths import REPO_ROOT
+
+from grader.course import with_venv_bin
+from grader.course.demos import is_graded, needed
+from grader.course.gradebook import cell_scores
+from grader.grading import phases, warm_grader
+from grader.grading.batch import REPORT_NAME
+from grader.testing import corpus, hub
+from grader.testing.dask_cluster import LocalCluster, gradebook_cells
 
 from .notebooks import as_a_student, nbgrader_execution
 from .tables import GOALS
@@ -70,13 +76,11 @@ def timed_autograde(course: Path, env: dict, jobs: int, timeout: float, *options
 
 def phases_of(course: Path) -> dict:
     """The last batch's phases (``grader.grading.phases``) summed over its students, its setup first."""
-    from grader.grading import phases
     return phases.read_totals(course / "autograded" / phases.PHASES_NAME)
 
 
 def short_of_full_marks(course: Path) -> str:
     """The students whose submission is the solutions but whose checks did not all pass ('' if none)."""
-    from grader.course.gradebook import cell_scores
     solutions = {path.name: path.read_bytes() for path in (course / "solutions" / ASSIGNMENT).glob("*.ipynb")}
     short = []
     for folder in sorted((course / "submitted").glob(f"*/{ASSIGNMENT}")):
@@ -160,7 +164,6 @@ def warm_runs(course: Path, env: dict, timeout: float, repeats: int) -> dict:
 def graded_and_needed(cells) -> list:
     """The answer and test cells of a notebook, with the cells that define a name they use (transitively):
     what grading must run, without the demos, plots and training runs around it."""
-    from grader.course.demos import is_graded, needed
     code = [cell for cell in cells if cell.cell_type == "code"]
     return [cell for cell, run in zip(code, needed(code, [is_graded(cell) for cell in code])) if run]
 
@@ -199,7 +202,6 @@ def grading_floor(timeout: float = 600) -> dict:
 def build_class(submitted: Path, course: Path, students: int, full_every: int = 3) -> dict:
     """``students`` submissions: every ``full_every``-th the complete solutions (every notebook),
     the others the corpus of broken and hostile cases in turn (``grader.testing.corpus``).  Returns the mix."""
-    from grader.testing import corpus
     mix = {"complete_solutions": 0, **{case: 0 for case in _class_cases()}}
     for index, case in enumerate(class_cases(students, full_every)):
         folder = submitted / f"student{index:03d}" / ASSIGNMENT
@@ -212,7 +214,6 @@ def build_class(submitted: Path, course: Path, students: int, full_every: int = 
 
 
 def _class_cases() -> list[str]:
-    from grader.testing import corpus
     return [case for case in corpus.CASES if case not in corpus.SPEND_BUDGET]  # those cost their budget each
 
 
@@ -228,7 +229,6 @@ def seconds_by_case(course: Path, students: int, full_every: int = 3) -> dict:
     a class's time goes), most first."""
     import csv
 
-    from grader.grading.batch import REPORT_NAME
     kind = {f"student{index:03d}": case for index, case in enumerate(class_cases(students, full_every))}
     totals: dict[str, float] = {}
     with open(course / "autograded" / REPORT_NAME, encoding="utf-8") as handle:
@@ -316,7 +316,6 @@ def _class_on_cluster(course: Path, env: dict, students: int, workers: int, time
     """The same class again, from an empty gradebook, through a Dask scheduler and ``workers`` worker processes
     on this machine (``grader.grading.cluster``), against the gradebook the last ``--jobs`` run left; and what a class of
     1,000 would take on more workers, from the measured cost of a student on one worker."""
-    from grader.testing.dask_cluster import LocalCluster, gradebook_cells
     local = gradebook_cells(course / "gradebook.db")
     with tempfile.TemporaryDirectory(prefix="translab-dask-") as logs, \
             LocalCluster(course, workers, env={**env, "PATH": with_venv_bin(env.get("PATH", ""))}, logs=Path(logs)) as cluster:
@@ -363,7 +362,6 @@ def isolation_overhead(students: int = 2, rounds: int = 2, timeout: float = 3600
 
 def hub_cycle(students: int) -> dict:
     """A term on a real JupyterHub for a simulated class, step by step (grader.testing.hub)."""
-    from grader.testing import hub
     reason = _grading_ready() or hub.missing()
     if reason:
         return {"students": students, "reason": reason}

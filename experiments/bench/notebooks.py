@@ -8,6 +8,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 
+from translab import variants
 from translab.contract import ASSIGNMENT, GRADING_ENV
 from translab.paths import REPO_ROOT
 
@@ -29,7 +30,6 @@ def nbgrader_execution(value: str | None):
 def as_a_student() -> None:
     """The kernels this process starts get a student's own configuration for part 2's counts, as the grader or the
     release's table gives one (``translab.variants``)."""
-    from translab import variants
     os.environ.setdefault(variants.VARIANT_ENV, variants.derive_code(b"translab-bench", "student"))
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from grader.course import GradingError
-from grader.grading.batch import STUDENT_BUDGET
-from grader.grading.warm_grader import IDLE_S
+from grader.grading import batch
+from grader.grading.cluster import autograde_on_cluster
+from grader.grading.result_folders import grade_students_to
+from grader.grading.warm_grader import IDLE_S, ensure
 
 HELP = "grade every submission in submitted/"
 PASSES_NBGRADER_OPTIONS = True  # --Class.trait=value options after the command go to nbgrader
@@ -33,17 +35,15 @@ def arguments(parser) -> None:
                         help=f"with --warm: seconds without work before the warm grader stops (default {IDLE_S})")
     parser.add_argument("--results-dir", type=Path,
                         help="grade the --student(s) into this folder instead of gradebook.db (python -m grader merge)")
-    parser.add_argument("--student-timeout", type=float, default=STUDENT_BUDGET,
+    parser.add_argument("--student-timeout", type=float, default=batch.STUDENT_BUDGET,
                         help=f"wall-clock seconds for one student, every notebook and retry included, before grading "
-                             f"stops and the rest scores 0, flagged (default {STUDENT_BUDGET:.0f}; each notebook also "
+                             f"stops and the rest scores 0, flagged (default {batch.STUDENT_BUDGET:.0f}; each notebook also "
                              "has a budget of its own, c.GuardedExecute.notebook_budget)")
 
 
 def run(root: Path, args) -> int:
-    from grader.grading.batch import autograde, print_summary
     sandbox, nbgrader_options = not args.no_sandbox, args.nbgrader_options
     if args.results_dir:
-        from grader.grading.result_folders import grade_students_to
         for folder in grade_students_to(root, args.student, args.results_dir, nbgrader_options, sandbox,
                                         args.student_timeout):
             print(f"graded into {folder} (python -m grader merge {args.results_dir})")
@@ -51,16 +51,13 @@ def run(root: Path, args) -> int:
     if args.warm:
         if args.cluster or args.results_dir:
             raise GradingError("--warm grades on the course's own warm grader: not with --cluster or --results-dir")
-        from grader.grading.cluster import autograde_on_cluster
-        from grader.grading.warm_grader import ensure
         report = autograde_on_cluster(root, ensure(root, args.idle), args.student, True, nbgrader_options, sandbox,
                                       args.student_timeout)
         report.cluster = f"the warm grader ({report.cluster})"  # named in the summary
     elif args.cluster:
-        from grader.grading.cluster import autograde_on_cluster
         report = autograde_on_cluster(root, args.cluster, args.student, args.force, nbgrader_options, sandbox,
                                       args.student_timeout)
     else:
-        report = autograde(root, args.jobs, args.student, nbgrader_options, sandbox=sandbox,
+        report = batch.autograde(root, args.jobs, args.student, nbgrader_options, sandbox=sandbox,
                            student_timeout=args.student_timeout)
-    return print_summary(root, report, args.student_timeout)
+    return batch.print_summary(root, report, args.student_timeout)

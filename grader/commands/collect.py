@@ -5,6 +5,8 @@ from pathlib import Path
 
 from translab.contract import ASSIGNMENT
 
+from grader.course import lms_zip, roster
+
 from ..course import GradingError
 
 HELP = "unpack an LMS zip into submitted/"
@@ -25,7 +27,6 @@ def collect(root: Path, archive: Path) -> list[str]:
     Unsafe or unreadable entries are skipped and reported, not fatal: one odd file must not stop a class.  An
     error only when the file is no zip or nothing in it could be collected (the wrong file, most likely).
     """
-    from grader.course import lms_zip
     try:
         report = lms_zip.collect_zip(root, Path(archive), ASSIGNMENT)
     except lms_zip.CollectError as error:
@@ -34,7 +35,6 @@ def collect(root: Path, archive: Path) -> list[str]:
     if not report.students:
         raise GradingError(f"nothing could be collected from {archive}: every entry was skipped (see above)")
     if report.names:
-        from grader.course import roster
         named = roster.name_from_collect(root, report.names)
         print(f"named {named} student(s) in the gradebook from the zip (students named by a roster keep theirs)")
     return report.students

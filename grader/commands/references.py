@@ -14,10 +14,10 @@ def arguments(parser) -> None:
 
 
 def run(root: Path, args) -> int:
-    from grader import references
+    from grader import references  # lazy: torch (1.2 s), and every command's module is imported for --help
     for name, status in references.write_all():
         print(f"{status:9s} grader/references/{name}.pt")
     if args.margins:
-        from grader.references import margins
+        from grader.references import margins  # lazy, as above
         print(margins.write_table(root / "results" / "reference_margins.json"))
     return 0

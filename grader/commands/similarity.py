@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.grading import similarity
+
 from ..course import GradingError
 
 HELP = "reports/similarity.*: pairs of students whose answers match"
@@ -13,7 +15,6 @@ def arguments(parser) -> None:
 
 
 def run(root: Path, args) -> int:
-    from grader.grading import similarity
     if args.past is not None and not args.past.is_dir():
         raise GradingError(f"--past {args.past}: no such folder (a past year's submitted/, one folder per student)")
     similarity.main(root, args.past)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.course.withheld import LAST_PART
+
 from ..course import GradingError
 
 HELP = "write what students get (no solutions, no hidden tests)"
@@ -25,8 +27,7 @@ def arguments(parser) -> None:
 
 
 def run(root: Path, args) -> int:
-    from grader.course import student_release
-    from grader.course.withheld import LAST_PART
+    from grader.course import student_release  # lazy: torch (1.2 s); --help imports every command
     try:
         written = student_release.write(args.dest, root, until=args.until, package=args.package,
                                         colab=args.colab, wheel=not args.no_wheel)

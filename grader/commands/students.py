@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.course import roster
+
 from ..course import GradingError
 
 HELP = "add the class's names and e-mails from an LMS roster CSV"
@@ -14,7 +16,6 @@ def arguments(parser) -> None:
 
 
 def run(root: Path, args) -> int:
-    from grader.course import roster
     try:
         added, updated = roster.import_roster(root, args.roster)
     except roster.RosterError as error:

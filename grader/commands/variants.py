@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.course import variants
+
 from ..course import GradingError
 
 HELP = ("reports/variants.csv: each student's configuration for part 2's counts; --student ID: one student's code; "
@@ -16,7 +18,6 @@ def arguments(parser) -> None:
 
 
 def run(root: Path, args) -> int:
-    from grader.course import variants
     try:
         variants.main(root, args.student, args.init)
     except variants.SecretMissing as error:

@@ -19,6 +19,9 @@ from pathlib import Path
 
 from translab import variants  # stdlib only: the nbgrader process and the sandbox's launcher import this
 
+from grader.course import students
+from grader.course.gradebook import open_gradebook
+
 SECRET_ENV = "TRANSLAB_COURSE_SECRET"
 SECRET_FILE = ".translab_secret"
 SECRET_FILE_ENV = "TRANSLAB_COURSE_SECRET_FILE"  # where a hub reads it (hub/jupyterhub_config.py)
@@ -79,8 +82,6 @@ def grading_code(student_id: str | None, root: Path) -> str | None:
 
 def known_students(root: Path) -> list[str]:
     """The gradebook's students (``make students``) and those with a submission."""
-    from grader.course import students
-    from grader.course.gradebook import open_gradebook
     found = set(students(root))
     if (Path(root) / "gradebook.db").exists():
         with open_gradebook(Path(root) / "gradebook.db") as book:
@@ -90,7 +91,7 @@ def known_students(root: Path) -> list[str]:
 
 def rows(student_ids: list[str], root: Path) -> list[dict]:
     """One row per student: code, configuration, the terms of the written question and both counts."""
-    from translab import params
+    from translab import params  # lazy: torch (1.2 s), which the batch that imports this module never needs
     secret = require_secret(root)
     table = []
     for sid in student_ids:

@@ -45,9 +45,10 @@ from urllib.parse import urlparse
 
 from translab.contract import COURSE_ENV
 
-from grader.grading.batch import REPORT_NAME
-from grader.course import GradingError, students
-from grader.course.gradebook import add_submission, has_submission, zero_and_flag
+from grader.course import GradingError, course_root, students
+from grader.course.gradebook import add_submission, gradebook_notebooks, has_submission, zero_and_flag
+from grader.grading.batch import BatchReport, REPORT_NAME, StudentResult, ensure_assignment, write_report
+from grader.grading.preflight import preflight, require_data
 from grader.grading.result_folders import (AUTOGRADED, GRADEBOOK, CourseMismatch, fingerprint, merge_folder,
                                            merged_mark, payload, submission)
 
@@ -73,8 +74,6 @@ _ONE_AT_A_TIME = threading.Lock()  # a worker process grades one task at a time,
 
 def remote_task(task: dict) -> dict[str, dict[str, bytes]]:
     """What a Dask worker runs: check the course, grade, return each student's result folder as data."""
-    from grader.course import course_root
-    from grader.grading.preflight import require_data
     course = Path(os.environ.get(COURSE_ENV) or course_root()).resolve()
     here = fingerprint(course)
     if here["digest"] != task["fingerprint"]["digest"]:
@@ -236,8 +235,6 @@ def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None
     from distributed.comm.core import CommClosedError
     from distributed.scheduler import KilledWorker
 
-    from grader.grading.batch import BatchReport, StudentResult, write_report, ensure_assignment
-    from grader.grading.preflight import preflight
     say = say or functools.partial(print, flush=True)
     started = time.perf_counter()
     student_ids, secret = preflight(root, student_ids, data_here=False)  # each worker checks its own data (grade_remote)
@@ -371,7 +368,6 @@ def chunk_sizes(students: int, workers: int) -> list[int]:
 
 
 def _merge_returned(root: Path, name: str, files: dict[str, bytes], course_fingerprint: dict):
-    from grader.grading.batch import StudentResult
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / name
         for relative, content in files.items():
@@ -390,8 +386,6 @@ def _merge_returned(root: Path, name: str, files: dict[str, bytes], course_finge
 def worker_died(root: Path, student: str):
     """The scheduler gave up on the student's task (its workers died after ``ALLOWED_FAILURES`` retries): every
     notebook at 0, flagged with the reason, as the batch does with notebooks nbgrader cannot run."""
-    from grader.grading.batch import StudentResult
-    from grader.course.gradebook import gradebook_notebooks
     db = root / GRADEBOOK
     if not has_submission(db, student):
         add_submission(db, student)

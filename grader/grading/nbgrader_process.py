@@ -14,6 +14,7 @@ from pathlib import Path
 from translab.contract import GRADER_RUN_ENV, GRADING_ENV, HOME_ENV
 
 from grader.course import GradingError, with_venv_bin
+from grader.grading.verdicts import CHECKER_IMPORTS
 
 
 FATAL_LOG_LINES = ("Exception while loading config", "[ERROR]", "[CRITICAL]")
@@ -72,7 +73,6 @@ def fork_server(checker_imports: bool = False):
         import multiprocessing
         from multiprocessing import forkserver
         context = multiprocessing.get_context("forkserver")
-        from grader.grading.verdicts import CHECKER_IMPORTS
         context.set_forkserver_preload(WARM_IMPORTS + (list(CHECKER_IMPORTS) if checker_imports else []))
         forkserver.ensure_running()
         _forks = context

@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from translab.contract import ASSIGNMENT, DATA_DIR_ENV
+from translab.data import FIX_HINT, missing
 
 from grader.course import GradingError, students
+from grader.course.variants import SecretMissing, require_secret
 
 
 def students_to_grade(root: Path, student_ids: list[str] | None) -> list[str]:
@@ -29,7 +31,6 @@ def students_to_grade(root: Path, student_ids: list[str] | None) -> list[str]:
 
 def require_data(where: str = "this machine") -> None:
     """The lab's data is where the students' notebooks run: without it every cell that reads it loses its points."""
-    from translab.data import FIX_HINT, missing
     absent = missing()
     if absent:
         raise GradingError(f"the lab's data is not on {where} ({', '.join(map(str, absent[:3]))}"
@@ -40,7 +41,6 @@ def require_data(where: str = "this machine") -> None:
 
 def course_secret(root: Path) -> bytes:
     """The course secret: part 2's stated counts are judged against each student's variant, derived from it."""
-    from grader.course.variants import SecretMissing, require_secret
     try:
         return require_secret(root)
     except SecretMissing as error:

@@ -32,6 +32,8 @@ from pathlib import Path
 from translab.contract import ASSIGNMENT, untagged
 from translab.diagnosis import NOT_MISCONCEPTIONS, describe, is_valid_key
 
+from grader.course.gradebook import open_gradebook
+
 from .phases import PHASES_NAME, SETUP, read_students, read_totals
 
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
@@ -124,7 +126,6 @@ def collect(root: Path) -> tuple[list[Task], dict[str, Misconception]]:
     """Tasks (autograded test cells) with each student's score and diagnosed misconceptions."""
     from nbgrader.api import MissingEntry
 
-    from grader.course.gradebook import open_gradebook
     db = root / "gradebook.db"
     if not db.exists():
         raise FileNotFoundError("no gradebook.db yet: run `make autograde` first")

@@ -27,10 +27,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import translab
 from translab.contract import ASSIGNMENT
 
+import grader
 from grader.course import GradingError
 from grader.course.gradebook import merge_student, sqlite_copy
+from grader.course.variants import SECRET_FILE
+from grader.grading import batch
+from grader.grading.nbgrader_process import fork_server
+from grader.grading.plain_copies import copy_plain_files
+from grader.grading.preflight import preflight
 
 RESULT = "result.json"
 GRADEBOOK = "gradebook.db"
@@ -51,8 +58,6 @@ class CourseMismatch(RuntimeError):
 def fingerprint(root: Path) -> dict:
     """A digest of the course's configuration and solutions and of the grader and translab code that runs, with
     the commit for the message (empty outside git)."""
-    import grader
-    import translab
     digest = hashlib.sha256()
     files = [root / name for name in FINGERPRINTED]
     files += [Path(package.__file__).parent for package in (translab, grader)]
@@ -74,7 +79,6 @@ def fingerprint(root: Path) -> dict:
 def submission(root: Path, student: str) -> tuple[dict[str, bytes], list[str], str]:
     """(plain files by relative path, refused entries, digest) of a student's submission, read through the same
     plain copies as the batch (a symlink, a device, a fifo is refused, never followed)."""
-    from grader.grading.plain_copies import copy_plain_files
     with tempfile.TemporaryDirectory() as scratch:
         copied = Path(scratch) / "s"
         refused = copy_plain_files(root / "submitted" / student / ASSIGNMENT, copied, top=root / "submitted")
@@ -115,16 +119,15 @@ def grade_to_folders(course: Path, payload: dict, out: Path, session=None) -> li
     """Grade ``payload``'s students with the batch of ``make autograde`` (its zygotes for them all), in a scratch
     course beside ``course`` (or in ``session``'s, a ``grader.grading.batch.GradingSession`` kept between tasks), and
     write a result folder for each, ``out/<student>``: result.json, gradebook.db, autograded/."""
-    from grader.grading.batch import STUDENT_BUDGET, grade_batch
     if session is not None:
         student_ids = _load_task(session.root, payload)
-        report = session.grade(student_ids, 1, tuple(payload["args"]), payload["student_timeout"] or STUDENT_BUDGET)
+        report = session.grade(student_ids, 1, tuple(payload["args"]), payload["student_timeout"] or batch.STUDENT_BUDGET)
         return _result_folders(session.root, report, payload, out)
     with tempfile.TemporaryDirectory(prefix="translab-task-") as scratch:
         root = scratch_course(course, Path(scratch) / "course")
         student_ids = _load_task(root, payload)
-        report = grade_batch(root, student_ids, jobs=1, extra_args=tuple(payload["args"]), sandbox=payload["sandbox"],
-                             student_timeout=payload["student_timeout"] or STUDENT_BUDGET)
+        report = batch.grade_batch(root, student_ids, jobs=1, extra_args=tuple(payload["args"]), sandbox=payload["sandbox"],
+                                   student_timeout=payload["student_timeout"] or batch.STUDENT_BUDGET)
         return _result_folders(root, report, payload, out)
 
 
@@ -141,7 +144,6 @@ def scratch_course(course: Path, root: Path) -> Path:
 def _load_task(root: Path, payload: dict) -> list[str]:
     """Put a task into the scratch course ``root``: its gradebook, the secret, the students' files; what an
     earlier task left there goes first."""
-    from grader.course.variants import SECRET_FILE
     student_ids = [sent["student"] for sent in payload["students"]]
     for student in student_ids:
         if Path(student).name != student or student.startswith("."):
@@ -202,8 +204,6 @@ def serve(course: Path) -> int:
     between its tasks so that its zygotes and one fork server serve every student it grades.  Reads one request a
     line on stdin ({"payload": path, "out": path}), answers one line on stdout ({"ok": true} or {"error": ...});
     what grading prints goes to stderr.  Ends when stdin does (the worker is gone)."""
-    from grader.grading.batch import GradingSession
-    from grader.grading.nbgrader_process import fork_server
     answers = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # prints, ours and the batch's, go to the log, never into the answers
     session = None
@@ -217,7 +217,7 @@ def serve(course: Path) -> int:
                         session.room() < len(payload["students"]) + 1:
                     stack.close()
                     fork_server(checker_imports=not payload["sandbox"])
-                    session = stack.enter_context(GradingSession(root, payload["sandbox"]))
+                    session = stack.enter_context(batch.GradingSession(root, payload["sandbox"]))
                 grade_to_folders(course, payload, Path(request["out"]), session=session)
                 answer = {"ok": True}
             except GradingError as error:
@@ -288,12 +288,10 @@ def grade_students_to(root: Path, student_ids: list[str] | None, out: Path, extr
                       sandbox: bool = True, student_timeout: float | None = None) -> list[Path]:
     """``autograde --student ID --results-dir DIR``: result folders for ``merge``, the gradebook untouched (one
     job of a Slurm array, a Kubernetes Job: the course's checkout is where it runs)."""
-    from grader.grading.batch import ensure_assignment
-    from grader.grading.preflight import preflight
     if not student_ids:
         raise GradingError("--results-dir grades the students named with --student (one or more)")
     student_ids, secret = preflight(root, student_ids)
-    ensure_assignment(root)
+    batch.ensure_assignment(root)
     chunk = [(name, submission(root, name)) for name in student_ids]
     given = payload(root, chunk, fingerprint(root), secret, extra_args, sandbox, student_timeout)
     return grade_to_folders(root, given, out)

@@ -30,6 +30,8 @@ from pathlib import Path
 
 from translab.contract import ASSIGNMENT
 
+from grader.course.withheld import IMPLEMENTS, definitions
+
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 NOISE = 25       # matches shorter than this many filtered characters are noise (copydetect's noise threshold)
 GUARANTEE = 30   # matches this long are always found (its guarantee threshold: the winnowing window follows)
@@ -104,7 +106,6 @@ def reference_answers(root: Path) -> list[Answer]:
     """translab's own implementation of each task (``grader.course.withheld.IMPLEMENTS``), from the course's copy: an
     answer that matches it was copied from the library (a released stage, or a classmate's checkout)."""
     import ast
-    from grader.course.withheld import IMPLEMENTS, definitions
     found, modules = [], {}
     for task, names in IMPLEMENTS.items():
         parts = []
@@ -199,7 +200,7 @@ def compare(root: Path, past: Path | None = None, common_share: float = 0.5) -> 
 
 
 def write(root: Path, pairs: list[Pair], seconds: float) -> tuple[Path, Path]:
-    from grader.grading.report import defuse_formula
+    from grader.grading.report import defuse_formula  # lazy: the report imports torch and the diagnosis (3.7 s)
     folder = root / "reports"
     folder.mkdir(exist_ok=True)
     table = folder / "similarity.csv"

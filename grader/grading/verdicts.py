@@ -37,6 +37,9 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from grader.course import withheld
+from grader.isolation.kernel_environment import checker_environment
+from grader.isolation.zygote import fork_checker
 
 
 SOCKET_NAME = "checker"
@@ -185,7 +188,7 @@ class Checker:
                         self._connection = None
 
     def _session(self, connection: socket.socket) -> None:
-        from translab import wire
+        from translab import wire  # lazy: torch (1.2 s); only the checker's process talks to a kernel
         header, buffers = wire.recv(connection)
         if header.get("op") != "begin":
             return
@@ -240,8 +243,6 @@ class ForkedChecker:
     or with the zygote."""
 
     def __init__(self, zygote: str | os.PathLike, folder: str | os.PathLike, timeout: float = 60.0):
-        from grader.isolation.kernel_environment import checker_environment
-        from grader.isolation.zygote import fork_checker
         self.folder = Path(folder)
         self.path = self.folder / SOCKET_NAME
         self._timeout = timeout
@@ -295,7 +296,7 @@ def serve_forked(control: socket.socket, folder: str) -> None:
     to stop or until the other end goes."""
     # A kernel's address space at most (what a solution's kernel needs, with room): what the kernel sends is bounded
     # per message (translab.wire), and no message may make the checker take the machine's memory.
-    from grader.isolation.sandbox import Limits
+    from grader.isolation.sandbox import Limits  # here, in the checker's process: the batch needs no sandbox
     resource.setrlimit(resource.RLIMIT_AS, (Limits.address_space, Limits.address_space))
     checker = Checker(folder)
     checker.warm_up()
@@ -356,8 +357,7 @@ def run_check(call: Call, header: dict, buffers: list[bytes], connection: socket
     """Run ``translab.checks.<call.check>`` here, on the student's objects in the kernel, whose translab is
     ``stage`` (what it holds back, the check hands it no object of): (passed, ok lines, failure message, diagnosis
     key)."""
-    from translab import checks, stages, wire
-    from grader.course import withheld
+    from translab import checks, stages, wire  # lazy: torch (1.2 s), for the checker's process alone
     if call.check not in checks.__all__ or not call.check.startswith("check_"):
         return False, [], f"there is no check {call.check}", "checker_error"
     held = [] if stage is None else [f"{module}:{name}" for module, names in withheld.withheld(stage).items()

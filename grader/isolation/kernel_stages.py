@@ -25,6 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from translab.paths import PACKAGE_DIR
+
 from grader.course import withheld
 
 STAGE_ENV = "TRANSLAB_KERNEL_STAGE"  # set by GuardedExecute for the launcher: the part of the notebook it grades
@@ -71,7 +73,6 @@ def build(source: Path, work: Path) -> Path:
 def library_folders(root: Path) -> list[Path]:
     """Every folder a grading kernel could import a full ``translab`` from: the one this process imported, one on
     the interpreter's path (an installed copy), the course's own.  Each is covered by the notebook's stage."""
-    from translab.paths import PACKAGE_DIR
     candidates = [PACKAGE_DIR, Path(root) / LIBRARY] + [Path(entry or ".") / LIBRARY for entry in sys.path]
     found = []
     for folder in candidates:

@@ -23,15 +23,16 @@ import tempfile
 from pathlib import Path
 
 from translab.contract import SANDBOX_STATUS_ENV
+from translab.paths import LAB_HOME, cache_dir, data_dir
 
+from grader.isolation import cgroups, kernel_stages
+from grader.isolation.kernel_environment import kernel_environment, launcher_environment
 from grader.isolation.processes import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, MS_BIND,
                                         MS_NOATIME, MS_NODEV, MS_NODIRATIME, MS_NOEXEC, MS_NOSUID, MS_PRIVATE,
                                         MS_RDONLY, MS_REC, MS_RELATIME, MS_REMOUNT, MS_STRICTATIME,
                                         PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, enter_pid_namespace, prctl)
-from grader.isolation import kernel_stages
-from grader.isolation.kernel_environment import kernel_environment, launcher_environment
 from grader.isolation.sandbox import LAUNCH_RECORDS, PRIVATE_SIZE, UID_BASE, Limits, hidden_paths, others_can_reach
-from grader.isolation.zygote import FONT_LISTS, font_list_folder, zygote_folder
+from grader.isolation.zygote import FONT_LISTS, font_list_folder, run_through, zygote_folder
 
 _libc = None
 # The mount namespace this process started in (the machine's, or the container's).  Compared with
@@ -202,7 +203,6 @@ def _private_views(home: Path, sockets: Path | None, course: Path, cwd: Path) ->
     are then unreachable without anyone having to name them.  /tmp, /var/tmp and /dev/shm are private to the kernel
     and writable (a world-writable /tmp is the one place outside its HOME an unprivileged uid could leave files for
     the instructor)."""
-    from translab.paths import LAB_HOME, cache_dir, data_dir
     interpreter = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(__file__).resolve().parents[2]}
     needed = interpreter | {course.resolve(), LAB_HOME, data_dir(), cache_dir(), *_mapped_folders()}
     needed = {path.resolve() for path in needed if path.exists()} | {p for p in (home, sockets, cwd) if p}
@@ -287,7 +287,6 @@ def _isolate(args: argparse.Namespace, kernel: list[str], settings: dict, env: d
         empty.touch(mode=0o444)
     root = os.geteuid() == 0
     uid = int(settings.get("TRANSLAB_SANDBOX_UID", UID_BASE)) if root else os.getuid()
-    from grader.isolation import cgroups
     group = cgroups.join(settings)  # first: its children inherit it, and /sys/fs/cgroup is read-only below
     stage = settings.get(kernel_stages.STAGE_ENV)
     index = kernel.index("-f") + 1
@@ -418,7 +417,6 @@ def launch(argv: list[str], launcher: int | None = None) -> None:
     args = parser.parse_args(argv)
     kernel = args.kernel[1:] if args.kernel[:1] == ["--"] else args.kernel
     if args.zygote is not None and launcher is None:
-        from grader.isolation.zygote import run_through
         here = ["--root", str(args.root), "--work", str(args.work), "--limits", args.limits, "--", *kernel]
         code = run_through(args.zygote, here, launcher_environment(os.environ))
         if code is not None:

@@ -53,8 +53,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from translab.contract import CHECKER_DIR_ENV, SANDBOX_STATUS_ENV
+from translab.paths import GRADER_DIR, LAB_HOME, PACKAGE_DIR, REPO_ROOT, exchange_root
 
 from grader.isolation import kernel_stages
+from grader.isolation.cgroups import folders_of, kill
 from grader.isolation.kernel_environment import kernel_environment
 
 
@@ -130,7 +132,6 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None, zygote:
     if len(str(socket_prefix(work, 999))) > SOCKET_PATH_MAX - 8:
         raise OSError(f"{work} is too long a path for the kernels' Unix sockets ({SOCKET_PATH_MAX} bytes at most): "
                       "point TMPDIR at a short folder (/tmp)")
-    from translab.paths import PACKAGE_DIR
     kernel_stages.build(PACKAGE_DIR, work)
     kernels = work / "jupyter" / "kernels" / KERNEL_NAME
     kernels.mkdir(parents=True, exist_ok=True)
@@ -322,7 +323,6 @@ def kill_leftovers(env: dict) -> None:
     The student's uid is its own, so everything running as that uid is the student's: a child that
     becomes the uid and calls ``kill(-1, SIGKILL)`` ends all of it at once, however fast it forks.
     Root only (an ordinary user has no uid of the student's to aim at)."""
-    from grader.isolation.cgroups import folders_of, kill
     kill(folders_of(env))  # the student's group: everything in it, whatever uid or session it took
     uid = env.get("TRANSLAB_SANDBOX_UID")
     if not uid or os.geteuid() != 0:
@@ -358,7 +358,7 @@ def load_ipython_extension(ip) -> None:
     import builtins
     import importlib
 
-    from translab import checks
+    from translab import checks  # lazy: torch (1.2 s); this runs in the kernel, and the batch imports this module
     modules = {name: importlib.import_module(name) for name in GUARDED}
     pristine = [(checks, dict(vars(checks)))]
     pristine += [(modules[name], {attr: getattr(modules[name], attr) for attr in attrs}) for name, attrs in GUARDED.items()]
@@ -381,8 +381,7 @@ def hidden_paths(root: Path, student: str | None) -> list[Path]:
     """What a student's kernel must not read: the gradebook (hidden tests, everyone's grades), the course
     secret (everyone's variant), the solutions, the checks' references (the checker outside the kernel reads them), other students'
     submissions, results and feedback, nbgrader's exchange, and the checkout's tests and experiments."""
-    from translab.paths import GRADER_DIR, LAB_HOME, REPO_ROOT, exchange_root
-    from grader.course.variants import SECRET_FILE  # every student's code
+    from grader.course.variants import SECRET_FILE  # lazy: keeps hashlib and sqlite3 out of every kernel's launcher
     private = ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback", "downloaded", ".git",
                "grader/references", "references", SECRET_FILE,
                # what a checkout holds beside the library that no kernel needs: its tests, experiments and the

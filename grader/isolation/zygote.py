@@ -37,6 +37,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from grader.isolation.cgroups import join
+from grader.isolation.kernel_environment import checker_environment, kernel_environment
 from grader.isolation.processes import PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, exit_code, pass_on, pass_signals_to, prctl
 
 # What a grading kernel imports before its first cell (ipykernel, and the sandbox extension's snapshot)...  Never
@@ -93,7 +95,6 @@ class Zygote:
         otherwise import them again), a checkers' one ``CHECKER_PRELOAD``.  ``env`` is
         the batch's: the zygote gets the allow-listed part of it (``grader.isolation.sandbox``), whose memory every kernel
         it forks starts from."""
-        from grader.isolation.kernel_environment import checker_environment, kernel_environment
         if role not in ROLES:
             raise ValueError(f"a zygote for {role!r}")
         folder = zygote_folder(work)  # root's or the instructor's alone; outside every kernel's view
@@ -338,7 +339,6 @@ def _become_checker(request: dict, fds: list[int]) -> int:
     os.close(null)
     _fresh_process(request)
     prctl(*PR_SET_DEATHSIG_KILL)
-    from grader.isolation.cgroups import join
     try:  # with the student's kernels: it shares their CPU share and memory limit, and goes with their kill
         join(os.environ, "checker")
     except OSError as error:

@@ -28,8 +28,10 @@ from traitlets import Bool, Float, Int
 
 from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 
-from ..course import students
 from grader.grading.nbgrader_selection import listed, refusal, run_by_translab
+
+from ..course import students
+from .guarded_execute import GuardedExecute
 
 # options of the nbgrader command line the batch passes on to its own nbgrader processes (the rest it sets itself)
 PASSED_ON = ("Execute", "GuardedExecute", "ExecutePreprocessor", "LimitOutput")
@@ -51,7 +53,6 @@ class BatchAutogradeExporter(NotebookExporter):
         converter = self.parent
         if not isinstance(converter, Autograde) or run_by_translab() or os.environ.get(UNSANDBOXED_ENV) == "1":
             return
-        from .guarded_execute import GuardedExecute
         if not GuardedExecute(parent=converter).enabled:
             raise refusal(self.log, "--no-execute would score the outputs saved in the submissions, which a student "
                           "can write at will: translab scores only what its checker saw run. Nothing was graded; "

@@ -48,12 +48,14 @@ from jupyter_client.manager import KernelManager
 
 from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, VARIANT_ENV, tagged
 
-from grader.isolation import kernel_stages
 from grader.course.demos import NOT_RUN, left_out
-from .clear_outputs_after_hidden_tests import is_hidden_test, is_test
-from grader.course.variants import SECRET_ENVS
+from grader.course.variants import SECRET_ENVS, SHOWN_KEY, grading_code, mismatch
 from grader.grading import phases
 from grader.grading.verdicts import Checker, ForkedChecker, expected_calls, suspicious
+from grader.isolation import kernel_stages
+
+from ..course import course_root
+from .clear_outputs_after_hidden_tests import is_hidden_test, is_test
 
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short (read by FlagIncidents)
 
@@ -102,8 +104,6 @@ class GuardedExecute(Execute):
         self._stopped: str | None = None  # why the remaining cells are not run
         self._left_out = left_out(nb.cells) if self.skip_demos else set()
         resources = resources if resources is not None else {}
-        from ..course import course_root
-        from grader.course.variants import SHOWN_KEY, grading_code, mismatch
         self._variant = grading_code((resources.get("nbgrader") or {}).get("student"), course_root())
         shown = (nb.metadata.get("translab") or {}).pop(SHOWN_KEY, None)  # RecordVariantShown's, before ClearOutput
         why = mismatch(shown if isinstance(shown, str) else None, self._variant)

@@ -23,11 +23,9 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from translab import model as M
-from translab import params as P
-from translab.data import EOS_ID, PAD_ID
+from translab import attention as A, model as M, params as P
+from translab.data import EOS_ID, PAD_ID, load_tokenizer, normalize
 from translab.paths import GRADER_DIR
-from translab import attention as A
 from translab.checks import part1, part2, part3, part5
 from translab.checks.harness import mistaken_outputs
 from translab.references import EXACT, NAMES, Tolerance, tolerance
@@ -35,6 +33,11 @@ from translab.references import EXACT, NAMES, Tolerance, tolerance
 # notebook 06's builders: BUILDERS below finds them by name, and the tests read BERT_SENTENCES here
 from grader.references.bert import (BERT_SENTENCES, build_bert_base, build_bert_classifier, build_bert_mapping,  # noqa: F401
                               build_bert_parameters, state_copy)
+from translab.generation import greedy_generate_ids, next_token_probs
+from translab.tokens import LEFT_OUT, WORD_START, pieces_to_text
+from translab.datasets import Batch
+from translab.training import evaluate_accuracy
+from translab.mlm import mask_tokens, mlm_loss
 
 MASK_SIZES = {"visible": [5], "hidden": [1, 7, 13]}
 PE_CONFIGS = {"visible": [(16, 50)], "hidden": [(6, 11), (48, 100)]}
@@ -219,7 +222,7 @@ PARAMETER_VARIANTS = ("no_biases", "no_layer_norms", "one_layer_norm", "no_out_p
 def _variants(cfg: dict) -> dict:
     """The parameter count and its usual wrong versions, by name: the mistakes of ``translab.diagnosis`` applied to
     the terms of ``translab.params`` (the checks diagnose by probing; these stay for the instructor's eyes)."""
-    from translab.diagnosis import mistaken_count
+    from translab.diagnosis import mistaken_count  # lazy: builds a model on import (0.8 s); checkers import this module
     right = P.count_parameters_formula(*P.split_config(cfg))
     return {"expected": right, **{name: int(round(mistaken_count(cfg, f"count.{name}"))) for name in PARAMETER_VARIANTS}}
 
@@ -256,7 +259,6 @@ def build_lm_loss() -> dict:
 
 @torch.no_grad()
 def build_greedy() -> dict:
-    from translab.generation import greedy_generate_ids
     out = {}
     for split, (cfg, seed) in {"visible": (dict(ntoken=50, nhid=16, nlayers=2, nhead=2), 1100),
                                "hidden": (dict(ntoken=23, nhid=8, nlayers=1, nhead=2), 1101)}.items():
@@ -311,7 +313,6 @@ def _filtered(logits: torch.Tensor, temperature: float, top_k, top_p, *, exactly
 
 
 def _decoding_case(kind: str, logits: torch.Tensor, temperature: float, top_k, top_p, seed: int = 0) -> dict:
-    from translab.generation import next_token_probs
     variants = {"temperature_after_softmax": _filtered(logits, 1.0, top_k, top_p),
                 "temperature_multiplied": _filtered(logits, 1.0 / temperature, top_k, top_p),
                 "top_k_ties": _filtered(logits, temperature, top_k, top_p, exactly_k=True),
@@ -375,7 +376,6 @@ TOKEN_SENTENCES = {"visible": [("The acting is superb.", 0, None), ("an unbeliev
 
 def _pieces_variants(pieces: list[str]) -> dict[str, str]:
     """pieces_to_text's usual mistakes (``translab.checks.part3.TOKEN_MISTAKES``) on one case."""
-    from translab.tokens import LEFT_OUT, WORD_START
     kept = [piece for piece in pieces if piece not in LEFT_OUT]
     return {"marker_kept": "".join(kept).strip(),
             "pieces_as_words": " ".join(piece.replace(WORD_START, "") for piece in kept),
@@ -384,8 +384,6 @@ def _pieces_variants(pieces: list[str]) -> dict[str, str]:
 
 
 def build_tokenization() -> dict:
-    from translab.data import load_tokenizer, normalize
-    from translab.tokens import pieces_to_text
     tokenizer = load_tokenizer()
     out = {}
     for split, sentences in TOKEN_SENTENCES.items():
@@ -407,8 +405,6 @@ def _accuracy_case(cfg: dict, seed: int) -> dict:
         src, padding = _padded_batch(cfg["ntoken"], seed + 10 + b, lengths=[7, 2, 5, 7, 4][: 3 + b])
         labels = torch.randint(0, cfg["nclasses"], (src.size(0),), generator=torch.Generator().manual_seed(seed + b))
         batches.append({"inputs": src, "padding_mask": padding, "targets": labels})
-    from translab.datasets import Batch
-    from translab.training import evaluate_accuracy
     expected = evaluate_accuracy(clf, [Batch(**b) for b in batches])
     clf.eval()
     with torch.no_grad():
@@ -439,7 +435,6 @@ LENGTHS_HIDDEN_MLM = [12, 6, 2, 4]
 
 @torch.no_grad()
 def build_mlm_loss() -> dict:
-    from translab.mlm import mask_tokens, mlm_loss
     out = {}
     # the hidden batch is mostly padding: there a model run without its padding mask is far from the right loss
     for split, (cfg, seed, lengths) in {"visible": (dict(ntoken=60, nhid=16, nlayers=2, nhead=2), 1600, [12, 9, 5, 12]),

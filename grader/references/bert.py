@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from translab.bert import (BertClassifier, BertConfig, BertEncoder, load_checkpoint, load_minilm, to_checkpoint,
+                           tokenize, weight_mapping)
 from translab.checks import part6
 from translab.checks.harness import mistaken_outputs
 
@@ -44,14 +46,12 @@ BERT_MAX_LENGTH = 64
 
 
 def _bert_config(fields: dict):
-    from translab.bert import BertConfig
     return BertConfig(**fields)
 
 
 def _random_bert(config, seed: int):
     """A BertEncoder with random weights, LayerNorms included (else a forgotten or swapped LayerNorm, still at
     weight 1 and bias 0, could not be told from the right one), at a scale where every mistake shows."""
-    from translab.bert import BertEncoder
     torch.manual_seed(seed)
     model = BertEncoder(replace_config(config, initializer_range=0.2))
     with torch.no_grad():
@@ -102,7 +102,6 @@ def build_bert_mapping() -> dict:
     and, hidden, a small checkpoint of another shape with its outputs.  Only token ids are stored, and for the real
     checkpoint each parameter's sources by digest (``sources``: what the check uses where the mapping is held back;
     a file's bytes, the same on every CPU, unlike the synthetic checkpoint's draws, which only the grader reads)."""
-    from translab.bert import load_checkpoint, load_minilm, tokenize, to_checkpoint, weight_mapping
     minilm, tokenizer = load_minilm(max_length=BERT_MAX_LENGTH)
     real_config, real_checkpoint = load_checkpoint()
     real_sources = part6.source_digests(real_checkpoint, weight_mapping(real_config))
@@ -152,7 +151,6 @@ def build_bert_parameters() -> dict:
 
 @torch.no_grad()
 def build_bert_classifier() -> dict:
-    from translab.bert import BertClassifier
     out = {}
     for split, configs in BERT_CONFIGS.items():
         out[split] = []

@@ -31,10 +31,12 @@ from pathlib import Path
 
 import torch
 
-from grader import references as R
 from translab import model as M
+from translab.checks import part1, part2, part3, part4, part5, part6
 from translab.paths import GRADER_DIR
 from translab.references import NAMES, tolerance
+
+from grader import references as R
 
 REQUIRED_MARGIN = 10.0
 
@@ -91,7 +93,6 @@ def decisions(name: str, built: dict) -> list[tuple[torch.Tensor, torch.Tensor]]
     stopped early stopped because the next argmax was eos.  accuracy: each sentence's prediction, with and
     without the padding mask (both are compared)."""
     rows, chosen = [], []
-    from translab.checks import part4
     if name == "greedy":
         for split in built.values():
             lm = M.build_language_model(M.ModelConfig.pick(split["config"], dropout=0.5))
@@ -161,7 +162,6 @@ def _decision_margin(baseline: list, others: list[list]) -> dict:
 
 # Each reference's known mistakes, stored beside its right answer: (the check's mistakes, the right answer's key).
 def _mistakes() -> dict[str, tuple[dict, str]]:
-    from translab.checks import part1, part2, part3, part5, part6
     return {"attention": (part1.ATTENTION_MISTAKES, "expected"), "multi_head_attention": (part1.MHA_MISTAKES, "expected"),
             "transformer": (part2.TRANSFORMER_MISTAKES, "expected"),
             "heads": (part2.CLASSIFICATION_HEAD_MISTAKES, "cls_expected"),

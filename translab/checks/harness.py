@@ -18,8 +18,9 @@ from typing import Callable, NamedTuple, NoReturn
 
 import torch
 
-from .. import references, wire
+from .. import model, references, wire
 from ..contract import CheckFailed  # noqa: F401 - the checks raise it; named here for them
+from ..relations import measured, output_relation
 
 
 # "visible" or "hidden": the split of the check that is running (set by ``checked``).  A hidden check's message
@@ -125,7 +126,6 @@ def fail_measured(what: str, found, expected: torch.Tensor, tol: references.Tole
     """Fail a wrong output with what it measurably is (``translab.relations``): a transformation of the right one
     (softmax, log-softmax, scaled, shifted, transposed, moved; ``why`` adds a reason per key), or else what was
     measured (row sums, correlation, which positions are right) before ``recipe``."""
-    from ..relations import measured, output_relation
 
     def same(a, b):
         return matches_reference(a, b, tol)
@@ -149,7 +149,6 @@ def fail_if_related(what: str, found, expected: torch.Tensor, tol: references.To
     """A wrong output that measurably is a transformation of the right one (``translab.relations``; ``only``: of
     these kinds) is named so, with ``why``'s hint for its key (or the relation alone); otherwise nothing happens and
     the caller goes on."""
-    from ..relations import output_relation
     finding = output_relation(found, expected, lambda a, b: matches_reference(a, b, tol), names=names)
     if finding is not None and (only is None or finding.key in only):
         fail(f"{what}: {finding.text}.", hint=why.get(finding.key), key=finding.key, keep=True)
@@ -509,7 +508,6 @@ def give_parameters_like(module, state: dict) -> None:
 
 
 def lab_model_module():
-    from .. import model
     return model
 
 

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from .. import references
+from ..attention import merge_heads, multi_head_attention, scaled_dot_product_attention, split_heads
 from ..relations import scale_finding, softmax_scale
 from .harness import (CheckFailed, OutputMistake, attempt_again, call_student, checked, fail, fail_if_transposed,
                       fail_measured, forbid, kind_of, lab_model_module, matches_reference, report_ok, require_tensor,
@@ -156,10 +157,9 @@ def check_attention_demo(weights: torch.Tensor) -> None:
 # ----------------------------------------------------------------- attention by hand
 
 def _forbid_attention():
-    from .. import attention
     from torch.nn import functional
-    return forbid(attention.scaled_dot_product_attention, attention.multi_head_attention, attention.split_heads,
-                  attention.merge_heads, functional.multi_head_attention_forward, nn.MultiheadAttention)
+    return forbid(scaled_dot_product_attention, multi_head_attention, split_heads, merge_heads,
+                  functional.multi_head_attention_forward, nn.MultiheadAttention)
 
 
 def _attend(q, k, v, mask, scale: float | None = None, softmax_dim: int = -1, use_mask: bool = True) -> torch.Tensor:
@@ -348,7 +348,6 @@ def check_attention(scaled_dot_product_attention: Callable, split: str = "visibl
 def _mha(p, order: str = "qkv", split: str = "right", merge: str = "right", head_scale: bool = True,
          out_proj: bool = True, in_bias: bool = True) -> torch.Tensor:
     """Multi-head self-attention where the mistakes of ``MHA_MISTAKES`` change one piece."""
-    from ..attention import merge_heads, split_heads
     projected = torch.nn.functional.linear(p.x, p.in_proj_weight, p.in_proj_bias if in_bias else None)
     chunks = dict(zip(order, projected.chunk(3, dim=-1)))
     batch, seq, d_model = p.x.shape

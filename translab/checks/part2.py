@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import math
 import warnings
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Callable
 
 import torch
 from torch import nn
 
-from .. import references
+from .. import params, references, variants
 from ..stages import held_in_kernel
 from .harness import (CheckFailed, OutputMistake, as_number, attempt_again, call_student, checked, fail,
                       fail_if_transposed, fail_measured, forbid, give_parameters_like, held_parameters,
                       in_hidden_check, kind_of, lab_model_module, matches_reference, report_ok, require_tensor,
                       shorten, twin_mistakes, variant_matches)
+
+
+def _diagnosis() -> ModuleType:
+    """``translab.diagnosis``, imported when a count is checked: it builds a model to write its formulas (0.8 s with
+    torch loaded), which every other notebook's ``import translab.checks`` would pay for nothing."""
+    from .. import diagnosis  # lazy for speed: the docstring says why
+    return diagnosis
 
 
 def _load_state(module: nn.Module, state: dict, what: str, cfg: dict | None = None) -> None:
@@ -37,7 +44,7 @@ def _load_state(module: nn.Module, state: dict, what: str, cfg: dict | None = No
                 [f"missing {name}" for name in missing if name in parameters]
                 + [f"unexpected {name}" for name in unexpected]))
     except RuntimeError as error:
-        from ..diagnosis import state_mismatch
+        state_mismatch = _diagnosis().state_mismatch
         # PyTorch's error lists what does not fit; read as causes, each size named after where it comes from
         sizes = {2048: "nn.TransformerEncoderLayer's default dim_feedforward (the lab uses dim_feedforward=nhid)",
                  5000: "max_len"}
@@ -417,7 +424,7 @@ def _count_recipe() -> str:
 
 def _probe_counts(count_parameters: Callable) -> tuple[list[dict], list[float]]:
     """The student's count at ``diagnosis.PROBES``, where it runs and returns a number (translab's formula off)."""
-    from .. import diagnosis, params
+    diagnosis = _diagnosis()
     configs, values = [], []
     with forbid(*params.FORMULA_FUNCTIONS), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -432,7 +439,6 @@ def _probe_counts(count_parameters: Callable) -> tuple[list[dict], list[float]]:
 
 
 def _count_at(count_parameters: Callable) -> Callable:
-    from .. import params
 
     def count(cfg):
         try:
@@ -445,7 +451,7 @@ def _count_at(count_parameters: Callable) -> Callable:
 
 
 def _explain(configs: list[dict], values: list[float]) -> tuple[str, str]:
-    from .. import diagnosis
+    diagnosis = _diagnosis()
     explanations, total = diagnosis.explain_counts(configs, values, limit=4)
     return diagnosis.describe_explanations(explanations, total)
 
@@ -453,7 +459,7 @@ def _explain(configs: list[dict], values: list[float]) -> tuple[str, str]:
 def _diagnose_formula(count_parameters: Callable, cfg: dict, value: int) -> tuple[str, str]:
     """(hint, keys) for a wrong count_parameters: the combination of mistakes that gives exactly its numbers at the
     failing configuration and at ``diagnosis.PROBES``; else whether it depends on nhead and where the error lies."""
-    from .. import diagnosis
+    diagnosis = _diagnosis()
     configs, values = _probe_counts(count_parameters)
     hint, keys = _explain(configs + [cfg], values + [value])
     if hint:
@@ -494,7 +500,6 @@ def _diagnose_formula(count_parameters: Callable, cfg: dict, value: int) -> tupl
 
 @checked
 def check_parameter_formula(count_parameters: Callable, split: str = "visible") -> None:
-    from .. import params
     visible = split == "visible"
     cases = references.load("parameters")[split]
     for case in cases:
@@ -514,7 +519,7 @@ def check_parameter_formula(count_parameters: Callable, split: str = "visible") 
              f"{what} is wrong (other ntoken, nhid, nlayers, nhead, dim_feedforward or head than the notebook's).",
              f"{expected:,}", f"{value:,}", hint, key=keys)
     if visible:  # right at the notebook's sizes is not enough: the hidden test tries others, and so does this one
-        from .. import diagnosis
+        diagnosis = _diagnosis()
         configs, values = _probe_counts(count_parameters)
         for cfg, value in zip(configs, values):
             if value != diagnosis.right_count(cfg):
@@ -535,7 +540,7 @@ def check_stated_counts(n_params_lm, n_params_classifier, variant: str | None = 
     """The two numbers for the student's own configuration (``translab.variants``).  ``variant`` is the code: in the
     lab, this kernel's own; while grading, the checker sets it from the id nbgrader records (what the kernel passes
     is ignored), so numbers copied from another student are another configuration's, and the message says so."""
-    from .. import diagnosis, variants
+    diagnosis = _diagnosis()
     if variant == "":
         fail("The grader has no variant for you: this course grades without its secret (grader.course.variants).",
              "your variant's counts", "no variant", "ask your instructor: the course secret is missing on the grading "
@@ -571,7 +576,7 @@ def check_stated_counts(n_params_lm, n_params_classifier, variant: str | None = 
 
 def _explain_stated(wrong: list[tuple[str, float, dict]]) -> tuple[str, str]:
     """(hint, keys) for stated numbers that are no configuration's counts: the mistakes that give them."""
-    from .. import diagnosis
+    diagnosis = _diagnosis()
     configs, values = [case["config"] for _, _, case in wrong], [value for _, value, _ in wrong]
     hint, keys = _explain(configs, values)
     if hint:

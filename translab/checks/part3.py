@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .. import references
+from .. import datasets, generation, references, tokens, training
 from ..data import PAD_ID
 from .harness import (CheckFailed, OutputMistake, as_number, attempt_again, call_student, checked, equal_elementwise,
                       fail, forbid, in_hidden_check, kind_of, lab_model_module, matches_reference, report_ok,
@@ -36,7 +36,6 @@ def _name_a_misplaced_shift(ids: torch.Tensor, inputs, targets) -> None:
 
 @checked
 def check_lm_targets(make_lm_targets: Callable, split: str = "visible") -> None:
-    from .. import datasets
     visible = split == "visible"
     case = references.load("lm_targets")[split]
     ids = case["ids"]
@@ -125,7 +124,6 @@ def check_lm_loss(lm_loss: Callable, split: str = "visible") -> None:
 
 
 def _loss_forbidden():
-    from .. import training
     return (training.batch_loss,)
 
 
@@ -153,7 +151,6 @@ AGAIN = 5  # calls that look for a second answer before generation is judged det
 
 @checked
 def check_greedy(greedy_generate_ids: Callable, split: str = "visible") -> None:
-    from .. import generation
     m = lab_model_module()
     visible = split == "visible"
     case = references.load("greedy")[split]
@@ -247,7 +244,6 @@ def _decoding_label(case: dict, visible: bool) -> str:
 @checked
 def check_decoding(next_token_probs: Callable, split: str = "visible") -> None:
     """next_token_probs(logits, temperature, top_k, top_p): the distribution, against the reference."""
-    from .. import generation
     visible = split == "visible"
     cases = [case for case in references.load("decoding")[split] if case["kind"] == "probs"]
     tol = references.tolerance("decoding")
@@ -333,7 +329,6 @@ def _sampling_ids(found, label: str, vocab: int) -> torch.Tensor:
 def check_sampling(sample_next_token: Callable, split: str = "visible") -> None:
     """sample_next_token(logits, temperature, top_k, top_p, generator): judged by the frequencies of many draws,
     never by a seeded sequence (a right answer may use the random generator in any way)."""
-    from .. import generation
     visible = split == "visible"
     cases = [case for case in references.load("decoding")[split] if case["kind"] == "sampling"]
     for case in cases:
@@ -403,7 +398,6 @@ TOKEN_MISTAKES = {
 @checked
 def check_pieces_to_text(pieces_to_text: Callable, split: str = "visible") -> None:
     """pieces_to_text(pieces): the text, against the reference, each usual mistake named."""
-    from .. import tokens
     visible = split == "visible"
     cases = references.load("tokenization")[split]
     for case in cases:

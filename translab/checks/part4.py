@@ -7,7 +7,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .. import references, wire
+from .. import references, training, wire
+from ..datasets import Batch
 from .harness import (as_number, call_student, checked, equal_elementwise, fail, forbid, held_parameters,
                       in_hidden_check, kind_of, lab_model_module, matches_reference, report_ok, require_tensor)
 
@@ -23,8 +24,6 @@ def reference_classifier(case: dict):
 
 @checked
 def check_accuracy(evaluate_accuracy: Callable, split: str = "visible") -> None:
-    from .. import training
-    from ..datasets import Batch
     case = references.load("accuracy")[split]
     tol = references.tolerance("accuracy")
     model = reference_classifier(case).train()

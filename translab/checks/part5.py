@@ -6,8 +6,9 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .. import references
+from .. import mlm, references
 from ..data import BOS_ID, EOS_ID, MASK_ID, PAD_ID
+from ..mlm import FIRST_REGULAR_ID
 from .harness import (OutputMistake, call_student, checked, fail, forbid, in_hidden_check, kind_of, lab_model_module,
                       matches_reference, report_ok, require_tensor, shorten, twin_mistakes, variant_matches)
 
@@ -32,7 +33,6 @@ def _masking_batch(vocab_size: int, shape: tuple, seed: int) -> torch.Tensor:
 
 
 def _run_masking(mask_tokens, ids, vocab_size, seed, probability):
-    from .. import mlm
     generator = torch.Generator().manual_seed(seed)
     original = ids.clone()
     call = (f"mask_tokens(ids, vocab_size={vocab_size}, generator, mlm_probability={probability})" if not in_hidden_check()
@@ -61,7 +61,6 @@ def _run_masking(mask_tokens, ids, vocab_size, seed, probability):
 def _check_random_ids_are_regular(mask_tokens: Callable, seed: int) -> None:
     """Random replacements must be regular tokens: with a vocabulary of 8 ids, 5 of them special, a draw from the
     whole vocabulary hits a special id more often than not, which a large vocabulary hides."""
-    from ..mlm import FIRST_REGULAR_ID
     vocab_size = FIRST_REGULAR_ID + 3
     ids = _masking_batch(vocab_size, (64, 64), seed)
     inputs, labels = _run_masking(mask_tokens, ids, vocab_size, seed, 0.5)
@@ -212,7 +211,6 @@ MLM_LOSS_MISTAKES = {
 
 @checked
 def check_mlm_loss(mlm_loss: Callable, split: str = "visible") -> None:
-    from .. import mlm
     m = lab_model_module()
     case = references.load("mlm_loss")[split]
     tol = references.tolerance("mlm_loss")

@@ -13,14 +13,13 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .. import references, wire
+from .. import bert, params, references, wire
 from ..stages import held_in_kernel
 from .harness import (OutputMistake, call_student, checked, fail, fail_if_related, forbid, give_parameters_like,
                       report_ok, shorten)
 
 
 def bert_module():
-    from .. import bert
     return bert
 
 
@@ -327,7 +326,6 @@ BERT_PROBES = (dict(vocab_size=1009, hidden_size=48, num_hidden_layers=3, num_at
 @checked
 def check_bert_parameter_count(count_bert_parameters: Callable, split: str = "visible") -> None:
     """count_bert_parameters(config, pooler=False) by formula: all-MiniLM-L6-v2 (visible), other shapes (hidden)."""
-    from .. import params
     b = bert_module()
     visible = split == "visible"
     stored = references.load("bert_parameters")[split]
