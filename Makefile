@@ -20,7 +20,7 @@ ARGS     ?=
 PORT     ?= 8888
 HOST     ?= 127.0.0.1
 
-.PHONY: help setup secret hub-proxy variants browser slurm data test test-fast test-exhaustive lab formgrader release students student-release references autograde merge feedback grades report similarity collect \
+.PHONY: help setup secret hub-proxy variants browser slurm data test test-fast test-exhaustive lab formgrader release students student-release references autograde merge feedback grades report similarity interviews collect \
         pretrain tokenizer experiment decoding outside-corpus corpus demo-class bench hub-demo clean
 
 help: ## list the targets
@@ -108,6 +108,9 @@ report: $(INSTALLED) ## what to re-teach: reports/ (per task passed, misconcepti
 
 similarity: $(INSTALLED) ## pairs of students whose answers match: reports/similarity.{csv,html} (PAST=last year's submitted/)
 	$(PY) -m grader similarity $(if $(PAST),--past $(PAST))
+
+interviews: $(INSTALLED) ## reports/interviews/: a page of questions on their own code per student to interview (SAMPLE=5 at random, besides those the submissions point to)
+	$(PY) -m grader interviews $(if $(SAMPLE),--sample $(SAMPLE)) $(ARGS)
 
 students: $(INSTALLED) ## names and e-mails from an LMS roster: make students ROSTER=participants.csv
 	@test -n "$(ROSTER)" || { echo "usage: make students ROSTER=file.csv (columns: id, first name, last name, e-mail)"; exit 2; }

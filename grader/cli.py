@@ -19,7 +19,7 @@ from .course import GradingError, course_root
 
 # in the order a term runs them; each is the module of its name in grader/commands/ (student-release: student_release)
 COMMANDS = ("release", "references", "students", "variants", "student-release", "collect", "autograde", "warm", "merge",
-            "feedback", "grades", "report", "similarity")
+            "feedback", "grades", "report", "similarity", "interviews")
 
 
 def command_module(command: str) -> ModuleType:

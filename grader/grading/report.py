@@ -33,6 +33,7 @@ from translab.contract import ASSIGNMENT, untagged
 from translab.diagnosis import NOT_MISCONCEPTIONS, describe, is_valid_key
 
 from grader.course.gradebook import open_gradebook
+from grader.course.spreadsheet import defuse_formula
 
 from .phases import PHASES_NAME, SETUP, read_students, read_totals
 
@@ -76,12 +77,6 @@ class Misconception:
 
 def is_other(key: str) -> bool:
     return key.startswith(("(", "error")) or key in NOT_MISCONCEPTIONS
-
-
-def defuse_formula(text: str) -> str:
-    """A CSV cell a spreadsheet will not evaluate."""
-    text = str(text)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def causes_of(output: dict) -> tuple[list[str], str]:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from translab.contract import ASSIGNMENT
 
+from grader.course.spreadsheet import defuse_formula
 from grader.course.withheld import IMPLEMENTS, definitions
 
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
@@ -71,16 +72,21 @@ class Pair:
         return sum(min(m.overlap, m.length) for m in self.matches) / total if total else 0.0
 
 
-def answer_cells(path: Path) -> dict[str, str]:
-    """grade_id -> source of each answer cell of a notebook (empty when unreadable: the report goes on)."""
+def read_notebook(path: Path) -> dict | None:
+    """A submitted notebook as JSON (never run), or None when it is too large or unreadable: the report goes on."""
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            return {}
+            return None
         notebook = json.loads(path.read_text(encoding="utf-8", errors="replace"))
     except (OSError, ValueError):
-        return {}
+        return None
+    return notebook if isinstance(notebook, dict) and isinstance(notebook.get("cells"), list) else None
+
+
+def answer_cells_of(notebook: dict | None) -> dict[str, str]:
+    """grade_id -> source of each answer cell (an nbgrader solution code cell) of a notebook read as JSON."""
     cells = {}
-    for cell in notebook.get("cells", []) if isinstance(notebook, dict) else []:
+    for cell in (notebook or {}).get("cells", []):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         meta = (cell.get("metadata") or {}).get("nbgrader") or {}
@@ -88,6 +94,26 @@ def answer_cells(path: Path) -> dict[str, str]:
             source = cell.get("source", "")
             cells[meta["grade_id"]] = "".join(source) if isinstance(source, list) else str(source)
     return cells
+
+
+def answer_cells(path: Path) -> dict[str, str]:
+    """grade_id -> source of each answer cell of a notebook (empty when unreadable: the report goes on)."""
+    return answer_cells_of(read_notebook(path))
+
+
+def released_notebooks(root: Path) -> list[Path]:
+    """What every student was given: the course's release, else the repository's student notebooks."""
+    return sorted((root / "release" / ASSIGNMENT).glob("*.ipynb")) or sorted(
+        (root / "notebooks" / ASSIGNMENT).glob("*.ipynb"))
+
+
+def released_stubs(root: Path) -> dict[str, str]:
+    """task -> the released stub of each answer cell."""
+    stubs = {}
+    for path in released_notebooks(root):
+        for grade_id, source in answer_cells(path).items():
+            stubs[f"{path.stem}/{grade_id}"] = source
+    return stubs
 
 
 def _answers(folder: Path, prefix: str = "") -> list[Answer]:
@@ -125,7 +151,7 @@ def reference_answers(root: Path) -> list[Answer]:
     return found
 
 
-def _extra(student: str) -> bool:
+def is_extra(student: str) -> bool:
     """Compared with each student, never counted as one: a past year's, translab's own code."""
     return student.startswith("past:") or student == REFERENCE
 
@@ -155,11 +181,7 @@ def compare(root: Path, past: Path | None = None, common_share: float = 0.5) -> 
     from copydetect import compare_files
     answers = _answers(root / "submitted")
     past_answers = (_answers(past, "past:") if past else []) + reference_answers(root)
-    stubs = {}
-    for path in sorted((root / "release" / ASSIGNMENT).glob("*.ipynb")) or sorted(
-            (root / "notebooks" / ASSIGNMENT).glob("*.ipynb")):
-        for grade_id, source in answer_cells(path).items():
-            stubs[f"{path.stem}/{grade_id}"] = source
+    stubs = released_stubs(root)
     by_task: dict[str, list[Answer]] = {}
     for answer in answers + past_answers:
         by_task.setdefault(answer.task, []).append(answer)
@@ -172,7 +194,7 @@ def compare(root: Path, past: Path | None = None, common_share: float = 0.5) -> 
             answer.fingerprint = _fingerprint(answer.source, np.array(sorted(stub), dtype=np.int64))
         counts: dict[int, int] = {}
         for answer in group:
-            if not _extra(answer.student):
+            if not is_extra(answer.student):
                 for value in answer.fingerprint.hashes:
                     counts[value] = counts.get(value, 0) + 1
         shared = np.array(sorted(stub | {h for h, n in counts.items() if n >= common}), dtype=np.int64)
@@ -181,7 +203,7 @@ def compare(root: Path, past: Path | None = None, common_share: float = 0.5) -> 
                 answer.fingerprint = _fingerprint(answer.source, shared)
         for i, first in enumerate(group):
             for second in group[i + 1:]:
-                if _extra(first.student) and _extra(second.student):
+                if is_extra(first.student) and is_extra(second.student):
                     continue
                 if not first.fingerprint.hashes or not second.fingerprint.hashes:
                     continue
@@ -200,7 +222,6 @@ def compare(root: Path, past: Path | None = None, common_share: float = 0.5) -> 
 
 
 def write(root: Path, pairs: list[Pair], seconds: float) -> tuple[Path, Path]:
-    from grader.grading.report import defuse_formula  # lazy: the report imports torch and the diagnosis (3.7 s)
     folder = root / "reports"
     folder.mkdir(exist_ok=True)
     table = folder / "similarity.csv"
