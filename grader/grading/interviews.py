@@ -145,7 +145,8 @@ def _similarity_reasons(root: Path) -> dict[str, list[str]]:
     for rank, pair in enumerate(similarity.compare(root)[:TOP_PAIRS], 1):
         if pair.score < SIMILAR:
             continue
-        tasks = ", ".join(sorted({match.task for match in pair.matches}))
+        matched = sorted({match.task for match in pair.matches})
+        tasks = ", ".join(matched[:4]) + (f" and {len(matched) - 4} more" if len(matched) > 4 else "")
         for me, other in ((pair.a, pair.b), (pair.b, pair.a)):
             if not similarity.is_extra(me):
                 found.setdefault(me, []).append(f"make similarity, pair {rank}: {pair.score:.0%} of their answers "

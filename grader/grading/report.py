@@ -268,7 +268,7 @@ def _html(tasks: list[Task], misconceptions: list[Misconception], students: int,
 <title>translab: what to re-teach</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:80em}}table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}}th{{background:#eee}}</style>
-</head><body>
+</head><body><main>
 <h1>{e(ASSIGNMENT)}: what the class got wrong</h1>
 <p>{students} students graded. Misconceptions are counted once per student, ranked by how many students made
 them; the checks name them in each failing test's message (translab.diagnosis). Text quoted from submissions is
@@ -288,7 +288,7 @@ escaped.</p>
 </table>
 {similar}
 {timing}
-</body></html>
+</main></body></html>
 """
 
 

@@ -263,16 +263,17 @@ def _html(pairs: list[Pair], seconds: float) -> str:
         sections.append(f"<h2 id='pair-{rank}'>{rank}. {html.escape(pair.a)} and {html.escape(pair.b)}: "
                         f"{pair.score:.0%} of their answers match</h2>" + "".join(blocks))
     return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'\">"
         "<title>Similar answers</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:2px 8px}.side{display:flex;gap:1em}.side pre{flex:1;background:#f6f6f6;"
-        "padding:.5em;overflow:auto;white-space:pre-wrap}mark{background:#ffd54f}</style></head><body>"
+        "td,th{border:1px solid #767676;padding:2px 8px;overflow-wrap:anywhere}.side{display:flex;flex-wrap:wrap;gap:1em}"
+        ".side pre{flex:1 1 20em;min-width:0;background:#f6f6f6;padding:.5em;white-space:pre-wrap;overflow-wrap:anywhere}"
+        "mark{background:#ffd54f}</style></head><body><main>"
         f"<h1>Similar answers</h1><p>{len(pairs)} pairs with matching code, ranked by the share of their answers that "
         f"match (each task weighed by its length; the released stub and code half the class shares left out). "
         f"Computed in {seconds:.1f} s. A match is a reason to look, not a verdict.</p>"
         f"<table><tr><th>rank</th><th>student</th><th>student</th><th>match</th><th>tasks</th></tr>{rows}</table>"
-        + "".join(sections) + "</body></html>")
+        + "".join(sections) + "</main></body></html>")
 
 
 def main(root: Path, past: Path | None = None) -> int:

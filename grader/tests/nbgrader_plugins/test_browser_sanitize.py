@@ -331,7 +331,7 @@ def test_the_feedback_page_shows_the_answer_and_runs_none_of_it(jupyter, browser
         page.wait_for_load_state("networkidle")
         _click_the_links(page)
         state = page.evaluate(PAGE_STATE)
-        assert "Written response" in page.inner_text("#toc"), "not nbgrader's feedback"
+        assert "Written answer" in page.inner_text("nav"), "not the feedback page (grader/templates/feedback)"
         _assert_shows_the_submission(page, state, _plots(jupyter.root, before_hidden_tests=True))
         _assert_nothing_ran(state, requests, jupyter.root)
 
