@@ -75,3 +75,73 @@ def test_one_map_per_head():
     axes = plots.plot_attention_heads(weights, title="layer 0")
     _rendered(axes[0])
     assert [ax.get_title() for ax in axes] == ["layer 0 head 0", "layer 0 head 1", "layer 0 head 2"]
+
+
+# ----------------------------------------------------------------- what each figure says in words (issue 55)
+
+def test_each_figure_says_in_words_what_its_data_shows(capsys):
+    mask_ax = plots.plot_mask(_mask(5))
+    assert "5 x 5, 0 on and below the diagonal, -inf above it" in plots.summary(mask_ax)
+    not_causal = plots.plot_mask(torch.zeros(3, 3))
+    assert "0 of 9 entries -inf" in plots.summary(not_causal)
+    weights = torch.softmax(torch.tensor([[5.0, 0, 0], [0, 5, 0], [5, 0, 0]]) + _mask(3), dim=-1)
+    attention = plots.plot_attention(weights, tokens=["a", "b", "c"], title="t")
+    assert "no weight on later keys" in plots.summary(attention) and "largest weight is on key a, b, a" in \
+        plots.summary(attention)
+    losses = [4.0, 3.0, 2.5, 2.0, 1.0]
+    loss_ax = plots.plot_loss_curve(losses, window=2, title="run")
+    assert "4.00 at step 1 and 1.00 at step 5" in plots.summary(loss_ax) and "lowest 1.50" in plots.summary(loss_ax)
+    history = {"epoch": [1, 2, 3], "valid_accuracy": [0.55, 0.71, 0.64], "best_epoch": 2}
+    curves = plots.plot_accuracy_curves({"pretrained": history}, second_key=None, title="acc")
+    assert "highest 71.0% after epoch 2, kept epoch 2" in plots.summary(curves)
+    rows = scaling_demo(dims=(4, 256), seed=0)
+    axes = plots.plot_attention_scaling(rows)
+    assert f"{rows[-1]['spread_raw']:.2f} as q.k" in plots.summary(axes)
+    printed = capsys.readouterr().out
+    assert plots.summary(loss_ax) in printed and plots.summary(mask_ax) in printed  # under the figure, for everyone
+
+
+def _series(ax) -> list:
+    return [line for line in ax.get_lines() if len(line.get_xdata()) > 2]  # curves, not reference lines
+
+
+@pytest.mark.parametrize("draw", ["scaling", "dimensions", "loss", "accuracy"])
+def test_no_two_series_differ_by_colour_alone(draw):
+    history = {"epoch": [1, 2, 3], "valid_accuracy": [0.5, 0.6, 0.7], "test_accuracy": [0.5, 0.55, 0.6]}
+    table = torch.sin(torch.arange(30.0).unsqueeze(1) / torch.tensor([1.0, 3.0, 9.0, 27.0]))
+    made = {"scaling": lambda: plots.plot_attention_scaling(scaling_demo(dims=(4, 16, 64), seed=0))[0],
+            "dimensions": lambda: plots.plot_encoding_dimensions(table, dims=(0, 1, 2, 3)),
+            "loss": lambda: plots.plot_loss_curve([3.0, 2.5, 2.0, 1.5, 1.2], window=2),
+            "accuracy": lambda: plots.plot_accuracy_curves({"pretrained": history, "scratch": history})}[draw]()
+    lines = _series(made)
+    assert len(lines) >= 2
+    looks = [(line.get_marker(), line.get_linestyle()) for line in lines]
+    assert len(set(looks)) == len(looks), looks
+    assert all(matplotlib.colors.to_hex(line.get_color()).upper() in plots.PALETTE for line in lines)
+
+
+def test_in_a_notebook_the_image_carries_its_words_as_alt():
+    ax = plots.plot_loss_curve([2.0, 1.0, 0.5], window=2, title="run")
+    png, metadata = plots.png_with_alt(ax.figure)
+    assert png.startswith(b"\x89PNG") and metadata == {"alt": plots.summary(ax)}
+    import nbformat
+    from nbconvert import HTMLExporter
+    cell = nbformat.v4.new_code_cell("plots.plot_loss_curve(losses)", outputs=[nbformat.v4.new_output(
+        "display_data", data={"image/png": "iVBORw0KGgo="}, metadata=metadata)])
+    page, _ = HTMLExporter(template_name="classic").from_notebook_node(nbformat.v4.new_notebook(cells=[cell]))
+    assert f'alt="{plots.summary(ax)}"' in page
+
+
+@pytest.mark.slow  # starts a kernel
+def test_a_figure_drawn_in_a_kernel_keeps_its_words_in_the_notebook():
+    """The inline backend sets its own PNG formatter when it draws the first figure; the figure's words must still
+    reach the saved output, as the image's alt and as text under the cell."""
+    import nbformat
+    from nbclient import NotebookClient
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from translab import plots\nplots.plot_loss_curve([3.0, 2.0, 1.0], window=2, title='run');")])
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    said = next(output.text for output in outputs if output.output_type == "stream").strip()
+    image = next(output for output in outputs if output.output_type == "display_data")
+    assert said.startswith("run: loss 3.00 at step 1") and image.metadata["image/png"]["alt"] == said

@@ -1,10 +1,16 @@
 """The lab's figures: masks, positional encodings, attention, loss and accuracy curves.
 
 Each function draws on ``ax`` if given (else a new figure) and returns the axes, so notebooks
-can compose them and tests can inspect them without a display.
+can compose them and tests can inspect them without a display.  Each also writes what the figure shows in one line,
+read from the same data: it prints it (a reader who cannot see the plot reads it there), keeps it on the axes
+(``summary``), and in a notebook the figure's image carries it as its text alternative (``alt``), which the feedback
+page's ``<img>`` shows.  Series differ by marker and line style as well as colour, in the Okabe-Ito palette, so
+no one needs to tell colours apart.
 """
 from __future__ import annotations
 
+import builtins
+import io
 import json
 from pathlib import Path
 
@@ -13,6 +19,53 @@ import numpy as np
 import torch
 
 from .results import ARMS
+
+# Okabe and Ito's colour-blind-safe palette; the first five have a contrast of 3:1 or more on white (WCAG 1.4.11)
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00", "#56B4E9")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+LINESTYLES = ("-", "--", "-.", ":")
+SUMMARY = "translab_summary"  # the attribute of an Axes that holds what it shows
+
+
+def series_style(index: int) -> dict:
+    """The colour, marker and line style of a figure's ``index``-th series: any two differ in more than colour."""
+    return {"color": PALETTE[index % len(PALETTE)], "marker": MARKERS[index % len(MARKERS)],
+            "linestyle": LINESTYLES[index % len(LINESTYLES)]}
+
+
+def _says(ax, text: str):
+    """Keep ``text`` as what ``ax`` shows, and print it, under the figure's cell, for those who cannot see it."""
+    setattr(ax, SUMMARY, text)
+    print(text)
+    _give_figures_their_text()  # now: the inline backend sets its own PNG formatter when it draws the first figure
+    return ax
+
+
+def summary(figure_or_axes) -> str:
+    """What a figure (or one of its axes, or an array of them) shows, in words: its axes' lines, in order."""
+    if hasattr(figure_or_axes, "get_axes"):
+        axes = figure_or_axes.get_axes()
+    else:
+        axes = list(np.ravel(np.asarray(figure_or_axes, dtype=object)))
+    return " ".join(getattr(ax, SUMMARY) for ax in axes if getattr(ax, SUMMARY, None))
+
+
+def png_with_alt(figure):
+    """The PNG of ``figure`` as the inline backend shows it, with its summary as the image's text alternative."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight", facecolor=figure.get_facecolor())
+    text = summary(figure)
+    return (buffer.getvalue(), {"alt": text}) if text else buffer.getvalue()
+
+
+def _give_figures_their_text() -> None:
+    """In a notebook kernel (IPython puts ``get_ipython`` in the builtins), the PNGs of figures carry ``alt``, which
+    nbconvert writes into ``<img alt>``."""
+    shell = getattr(builtins, "get_ipython", lambda: None)()
+    formatters = getattr(getattr(shell, "display_formatter", None), "formatters", {})
+    if "image/png" in formatters:
+        from matplotlib.figure import Figure
+        formatters["image/png"].for_type(Figure, png_with_alt)
 
 
 def _axes(ax, figsize=(4.5, 4)):
@@ -42,7 +95,11 @@ def plot_mask(mask, ax=None, title: str = "causal mask (added to the scores)"):
                     color="white" if np.isneginf(value) else "black")
     cbar = ax.figure.colorbar(image, ax=ax, ticks=[-1, 0, 1], fraction=0.046)
     cbar.ax.set_yticklabels(["-inf", "0", "1"])
-    return ax
+    size = values.shape[0]
+    causal = np.array_equal(np.isneginf(values), np.triu(np.ones_like(values, dtype=bool), k=1))
+    shape = ("0 on and below the diagonal, -inf above it: no query sees a later key" if causal else
+             f"{int(np.isneginf(values).sum())} of {values.size} entries -inf")
+    return _says(ax, f"{title}: {size} x {values.shape[1]}, {shape}.")
 
 
 def plot_attention(weights, ax=None, title: str = "attention weights after softmax", tokens=None):
@@ -56,7 +113,12 @@ def plot_attention(weights, ax=None, title: str = "attention weights after softm
         ax.set_yticks(range(len(tokens)), tokens)
     ax.set_title(title)
     ax.figure.colorbar(image, ax=ax, fraction=0.046)
-    return ax
+    labels = tokens if tokens is not None else range(values.shape[1])
+    strongest = [str(list(labels)[j]) for j in values.argmax(axis=1)[:12]]
+    later = float(np.triu(values, k=1).sum()) if values.shape[0] == values.shape[1] else None
+    ahead = "" if later is None else (" no weight on later keys;" if later == 0 else f" weight on later keys {later:.2f};")
+    return _says(ax, f"{title}: {values.shape[0]} queries x {values.shape[1]} keys;{ahead} each query's largest "
+                     f"weight is on key {', '.join(strongest)}{' ...' if values.shape[0] > 12 else ''}.")
 
 
 def plot_attention_scaling(rows: list[dict], axes=None):
@@ -64,15 +126,21 @@ def plot_attention_scaling(rows: list[dict], axes=None):
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     dims = [row["d"] for row in rows]
-    for name, label in (("raw", "q.k"), ("scaled", "q.k / sqrt(d)")):
-        axes[0].plot(dims, [row[f"spread_{name}"] for row in rows], "o-", label=label)
-        axes[1].plot(dims, [row[f"entropy_{name}"] for row in rows], "o-", label=label)
+    for index, (name, label) in enumerate((("raw", "q.k"), ("scaled", "q.k / sqrt(d)"))):
+        axes[0].plot(dims, [row[f"spread_{name}"] for row in rows], label=label, **series_style(index))
+        axes[1].plot(dims, [row[f"entropy_{name}"] for row in rows], label=label, **series_style(index))
     axes[0].set(xscale="log", yscale="log", xlabel="d", ylabel="standard deviation of the scores",
                 title="the spread of the scores")
     axes[1].set(xscale="log", ylim=(0, 1.05), xlabel="d", ylabel="entropy / log(keys)",
                 title="how evenly the softmax spreads its weight")
     for ax in axes:
         ax.legend()
+    last = rows[-1]
+    _says(axes[0], f"At d = {last['d']}, the scores' standard deviation is {last['spread_raw']:.2f} as q.k and "
+                   f"{last['spread_scaled']:.2f} divided by sqrt(d) (at d = {rows[0]['d']}: {rows[0]['spread_raw']:.2f} "
+                   f"and {rows[0]['spread_scaled']:.2f}).")
+    _says(axes[1], f"The softmax's entropy (1 = even) at d = {last['d']}: {last['entropy_raw']:.2f} as q.k, "
+                   f"{last['entropy_scaled']:.2f} scaled.")
     return axes
 
 
@@ -96,20 +164,26 @@ def plot_positional_encoding(table, ax=None, title: str = "sinusoidal positional
     ax.set_ylabel("position")
     ax.set_title(title)
     ax.figure.colorbar(image, ax=ax, fraction=0.046)
-    return ax
+    changes = np.count_nonzero(np.diff(np.sign(values), axis=0), axis=0)
+    return _says(ax, f"{title}: {values.shape[0]} positions x {values.shape[1]} dimensions, values from "
+                     f"{values.min():.2f} to {values.max():.2f}; dimension 0 changes sign {changes[0]} times over the "
+                     f"positions, the last dimension {changes[-1]} times: fast waves first, slow ones last.")
 
 
 def plot_encoding_dimensions(table, dims=(0, 1, 4, 5, 10), ax=None):
     """A few columns of the table as curves over positions: fast and slow waves."""
     ax = _axes(ax, figsize=(7, 3))
     values = _numpy(table)
-    for dim in dims:
-        if dim < values.shape[1]:
-            ax.plot(values[:, dim], label=f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'})")
+    shown = [dim for dim in dims if dim < values.shape[1]]
+    for index, dim in enumerate(shown):
+        ax.plot(values[:, dim], label=f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'})", markevery=max(1, len(values) // 12),
+                **series_style(index))
     ax.set_xlabel("position")
     ax.set_ylabel("value")
     ax.legend(fontsize=8, ncol=len(dims))
-    return ax
+    changes = np.count_nonzero(np.diff(np.sign(values[:, shown]), axis=0), axis=0)
+    return _says(ax, f"Dimensions over {values.shape[0]} positions, sign changes: " + ", ".join(
+        f"dim {dim} {count}" for dim, count in zip(shown, changes)) + ".")
 
 
 def smooth(values, window: int = 10) -> np.ndarray:
@@ -125,33 +199,42 @@ def smooth(values, window: int = 10) -> np.ndarray:
 def plot_loss_curve(losses, ax=None, window: int = 10, title: str = "training loss", label: str = "loss"):
     ax = _axes(ax, figsize=(6, 3.5))
     steps = np.arange(1, len(losses) + 1)
-    ax.plot(steps, _numpy(losses), alpha=0.3, label=f"{label} per step")
-    ax.plot(steps, smooth(losses, window), label=f"{label}, mean of {window}")
+    values, smoothed = _numpy(losses), smooth(losses, window)
+    ax.plot(steps, values, alpha=0.35, label=f"{label} per step", **{**series_style(0), "marker": None, "linestyle": ":"})
+    ax.plot(steps, smoothed, label=f"{label}, mean of {window}", markevery=max(1, len(steps) // 10), **series_style(1))
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy")
     ax.set_title(title)
     ax.legend()
-    return ax
+    if len(values) == 0:
+        return _says(ax, f"{title}: no steps.")
+    return _says(ax, f"{title}: {label} {values[0]:.2f} at step 1 and {values[-1]:.2f} at step {len(values)}; its mean "
+                     f"of {window} went from {smoothed[0]:.2f} to {smoothed[-1]:.2f} (lowest {smoothed.min():.2f}).")
 
 
 def plot_accuracy_curves(histories: dict, ax=None, title: str = "accuracy per epoch", key: str = "valid_accuracy",
                          second_key: str | None = "test_accuracy"):
     """``histories``: name -> history dict from ``translab.training.fine_tune``."""
     ax = _axes(ax, figsize=(6, 4))
+    said = []
     for index, (name, history) in enumerate(histories.items()):
-        color = f"C{index}"
-        ax.plot(history["epoch"], history[key], "o-", color=color, label=f"{name}, {key.split('_')[0]}")
+        style = series_style(index)
+        ax.plot(history["epoch"], history[key], label=f"{name}, {key.split('_')[0]}", **style)
         if second_key and history.get(second_key):
-            ax.plot(history["epoch"], history[second_key], "s--", color=color, alpha=0.6,
-                    label=f"{name}, {second_key.split('_')[0]}")
+            ax.plot(history["epoch"], history[second_key], alpha=0.6, label=f"{name}, {second_key.split('_')[0]}",
+                    **{**style, "marker": MARKERS[(index + 3) % len(MARKERS)], "linestyle": ":"})
         if "best_epoch" in history:
-            ax.axvline(history["best_epoch"], color=color, lw=0.8, ls=":")
-    ax.axhline(0.5, color="gray", lw=0.8, ls="--", label="chance")
+            ax.axvline(history["best_epoch"], color=style["color"], lw=0.8, ls=":")
+        best = int(np.argmax(history[key]))
+        said.append(f"{name}: {key.split('_')[0]} {history[key][0]:.1%} after epoch {history['epoch'][0]}, highest "
+                    f"{history[key][best]:.1%} after epoch {history['epoch'][best]}"
+                    + (f", kept epoch {history['best_epoch']}" if "best_epoch" in history else ""))
+    ax.axhline(0.5, color="#595959", lw=0.8, ls="--", label="chance")
     ax.set_xlabel("epoch")
     ax.set_ylabel("accuracy")
     ax.set_title(title)
     ax.legend(fontsize=8)
-    return ax
+    return _says(ax, f"{title}: " + "; ".join(said) + " (chance: 50.0%).")
 
 
 def load_results(path: Path) -> dict | None:
@@ -189,10 +272,10 @@ def plot_bert_beside_part4(history: dict, n_train: int, results: dict | None, re
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     left, right = axes
-    styles = {"pretrained": ("C0", "o", "part 4: pretrained Transformer"),
-              "scratch": ("C1", "s", "part 4: Transformer from scratch"),
-              "naive_bayes": ("C2", "", "part 4: naive Bayes (bag of words)"),
-              "minilm": ("C4", "D", "full experiment: this BERT, 3 seeds per size")}
+    styles = {"pretrained": (PALETTE[0], "o", "part 4: pretrained Transformer"),
+              "scratch": (PALETTE[1], "s", "part 4: Transformer from scratch"),
+              "naive_bayes": (PALETTE[2], "", "part 4: naive Bayes (bag of words)"),
+              "minilm": (PALETTE[3], "D", "full experiment: this BERT, 3 seeds per size")}
     best = history["valid_accuracy"][history["best_epoch"] - 1] if history.get("best_epoch") else None
     if results is not None:
         rows = validation_by_size(results)
@@ -212,13 +295,13 @@ def plot_bert_beside_part4(history: dict, n_train: int, results: dict | None, re
     if reference_runs:
         for i, run in enumerate(reference_runs):
             kept = run["valid_accuracy"][run["best_epoch"] - 1]
-            left.plot([n_train], [100 * kept], "x", color="gray", label=f"BERT, same recipe, {len(reference_runs)} seeds" if i == 0 else None)
+            left.plot([n_train], [100 * kept], "x", color="#595959", label=f"BERT, same recipe, {len(reference_runs)} seeds" if i == 0 else None)
     if best is not None:
-        left.plot([n_train], [100 * best], "*", color="C3", markersize=14, label=name)
-    right.plot(history["seen"], [100 * a for a in history["valid_accuracy"]], "*-", color="C3", markersize=10,
+        left.plot([n_train], [100 * best], "*", color=PALETTE[4], markersize=14, label=name)
+    right.plot(history["seen"], [100 * a for a in history["valid_accuracy"]], "*-", color=PALETTE[4], markersize=10,
                label=f"{name}, {n_train} labels")
     for ax, xlabel in ((left, "labeled training sentences"), (right, "training sentences seen (epochs x labels)")):
-        ax.axhline(50, color="gray", lw=0.8, ls=":", label="chance")
+        ax.axhline(50, color="#595959", lw=0.8, ls=":", label="chance")
         ax.set_xscale("log")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("validation accuracy (%)")
@@ -226,4 +309,13 @@ def plot_bert_beside_part4(history: dict, n_train: int, results: dict | None, re
         ax.legend(fontsize=7)
     left.set_title("after fine-tuning (kept epoch)")
     right.set_title("during fine-tuning")
+    mine = (f"{name}: {best:.1%} validation accuracy with {n_train} labels (kept epoch {history['best_epoch']})"
+            if best is not None else f"{name}: no kept epoch")
+    if results is not None:
+        row = min(validation_by_size(results), key=lambda r: abs(r["n_train"] - n_train))
+        mine += f"; part 4 with {row['n_train']} labels: " + ", ".join(
+            f"{styles[key][2].split(': ')[1]} {row[key][0]:.1%}" for key in styles if key in row)
+    _says(left, mine + ".")
+    _says(right, f"During fine-tuning, your run's validation accuracy by epoch: "
+                 + ", ".join(f"{a:.1%}" for a in history["valid_accuracy"]) + ".")
     return axes

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from translab.contract import ASSIGNMENT, untagged
 from translab.diagnosis import NOT_MISCONCEPTIONS, describe, is_valid_key
+from translab.plots import PALETTE
 
 from grader.course.gradebook import open_gradebook
 from grader.course.spreadsheet import defuse_formula
@@ -181,8 +182,9 @@ def ranked(misconceptions: dict[str, Misconception]) -> list[Misconception]:
     return sorted(misconceptions.values(), key=lambda m: (m.kind != "misconception", -len(m.students), m.key))
 
 
-def _plot(tasks: list[Task], top: list[Misconception]) -> str:
-    """Two horizontal bar charts as a PNG in base64: pass rate per task, students per misconception."""
+def _plot(tasks: list[Task], top: list[Misconception]) -> tuple[str, str]:
+    """Two horizontal bar charts as a PNG in base64, pass rate per task and students per misconception, and what
+    they show in words (the image's alt): failed bars are hatched as well as coloured."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -190,15 +192,15 @@ def _plot(tasks: list[Task], top: list[Misconception]) -> str:
     rows_tasks, rows_mis = max(len(tasks), 1), max(len(top), 1)
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 0.28 * max(rows_tasks, rows_mis) + 1.6))
     names = [f"{t.notebook[:2]} {t.name}" for t in tasks]
-    left.barh(names, [len(t.passed) for t in tasks], color="#4c9f70", label="passed")
-    left.barh(names, [len(t.failed) for t in tasks], left=[len(t.passed) for t in tasks], color="#d9534f",
-              label="failed")
+    left.barh(names, [len(t.passed) for t in tasks], color=PALETTE[0], label="passed")
+    left.barh(names, [len(t.failed) for t in tasks], left=[len(t.passed) for t in tasks], color=PALETTE[1],
+              hatch="//", edgecolor="white", label="failed")
     left.invert_yaxis()
     left.set_xlabel("students")
     left.set_title("per task")
     left.legend(loc="lower right", fontsize=8)
     labels = [(m.description if len(m.description) <= 48 else m.description[:45] + "...") for m in top]
-    right.barh(labels or ["(none)"], [len(m.students) for m in top] or [0], color="#5b7db1")
+    right.barh(labels or ["(none)"], [len(m.students) for m in top] or [0], color=PALETTE[2])
     right.invert_yaxis()
     right.set_xlabel("students")
     right.set_title("diagnosed misconceptions")
@@ -209,7 +211,13 @@ def _plot(tasks: list[Task], top: list[Misconception]) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90)
     plt.close(figure)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    hardest = max(tasks, key=lambda t: len(t.failed), default=None)
+    words = f"Bar charts: students who passed and failed each of {len(tasks)} tasks"
+    if hardest is not None and hardest.failed:
+        words += f" (most failed: {hardest.notebook[:2]} {hardest.name}, {len(hardest.failed)} of {len(hardest.scores)})"
+    words += f"; students per diagnosed misconception ({len(top)} shown"
+    words += f", the most common: {top[0].description}, {len(top[0].students)} students)" if top else ")"
+    return base64.b64encode(buffer.getvalue()).decode("ascii"), words + ". The tables below give every number."
 
 
 def similar_section(folder: Path, shown: int = 10) -> str:
@@ -261,7 +269,7 @@ def _html(tasks: list[Task], misconceptions: list[Misconception], students: int,
     other_rows = "\n".join(
         f"<tr><td>{len(m.students)}</td><td>{e(m.description)}</td><td><code>{e(m.key)}</code></td>"
         f"<td>{e(', '.join(sorted(m.tasks)))}</td></tr>" for m in other)
-    image = _plot(tasks, real[:20])
+    image, image_text = _plot(tasks, real[:20])
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'">
@@ -273,7 +281,7 @@ td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:t
 <p>{students} students graded. Misconceptions are counted once per student, ranked by how many students made
 them; the checks name them in each failing test's message (translab.diagnosis). Text quoted from submissions is
 escaped.</p>
-<img alt="students who passed and failed each task; students per misconception" src="data:image/png;base64,{image}">
+<img alt="{e(image_text)}" src="data:image/png;base64,{image}">
 <h2>Misconceptions, most common first</h2>
 <table><tr><th>rank</th><th>students</th><th>misconception</th><th>key</th><th>tasks</th><th>example message</th></tr>
 {mis_rows}
