@@ -95,6 +95,7 @@ def tex_to_mathml(tex: str, display: bool) -> str | None:
         return None
     if len(mathml) > MAX_MATHML or not _allowed(root):
         return None
+    root.set("alttext", tex.strip())  # the formula's source, its text alternative (escaped as any attribute value)
     return ElementTree.tostring(root, encoding="unicode", short_empty_elements=True)
 
 

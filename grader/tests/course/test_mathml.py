@@ -121,3 +121,10 @@ def test_the_lab_s_formulas_are_far_inside_every_bound():
     per_cell = [sum(len(mathml) for _, mathml in cell) for cell in cells]
     assert max(per_cell) * 10 < mathml_module.CELL_MATHML  # the richest cell of the lab
     assert sum(len(m) for m in rendered) < mathml_module.CELL_MATHML  # all of the lab's formulas in one cell
+
+
+def test_each_formula_carries_its_source_as_its_text_alternative():
+    """Issue 55: a screen reader without MathML support reads the TeX; a quote in it stays inside the attribute."""
+    mathml = tex_to_mathml(r'\sqrt{d} \text{" onmouseover="x}', False)
+    root = ElementTree.fromstring(mathml)
+    assert root.get("alttext") == r'\sqrt{d} \text{" onmouseover="x}' and set(root.attrib) == {"display", "alttext"}
