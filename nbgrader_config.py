@@ -14,6 +14,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
 from grader.course.mathml import NBGRADER_TEMPLATES, TEMPLATES
 from grader.nbgrader_plugins.batch_autograde_exporter import BatchAutogradeExporter
 from grader.nbgrader_plugins.clear_outputs_after_hidden_tests import ClearOutputsAfterHiddenTests
+from grader.nbgrader_plugins.demote_headings import DemoteHeadings
 from grader.nbgrader_plugins.feedback_gate_exporter import FeedbackGateExporter
 from grader.nbgrader_plugins.flag_incidents import FlagIncidents
 from grader.nbgrader_plugins.guarded_execute import GuardedExecute
@@ -86,7 +87,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # that ran after one printed (it could show the hidden inputs; the instructor still sees it).  Nor live student HTML:
 # SanitizeStudentContent again, for notebooks autograded before it was in the pipeline above.
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearOutputsAfterHiddenTests, ClearHiddenTests,
-                                    SanitizeStudentContent, ShowAfterGrading, CSSHTMLHeaderPreprocessor]
+                                    SanitizeStudentContent, ShowAfterGrading, DemoteHeadings, CSSHTMLHeaderPreprocessor]
 # Nor an answer still awaiting its manual grade, shown as 0: plain `nbgrader generate_feedback` and the formgrader's
 # Generate Feedback buttons refuse, naming whose, as `make feedback` does (grader/course/feedback_rule.py).  "graded-only"
 # releases the fully graded students, "force" everyone.

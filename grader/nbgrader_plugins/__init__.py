@@ -12,5 +12,5 @@ Release (``c.GenerateAssignment.preprocessors``):
 Feedback (``c.GenerateFeedback.*``):
     ``feedback_gate_exporter``    the exporter: no ungraded answer released as 0 unless the instructor says so
     ``hide_hidden_test_tracebacks``, ``clear_outputs_after_hidden_tests``, ``sanitize_student_content``,
-    ``show_after_grading``
+    ``show_after_grading``, ``demote_headings`` (the page's one h1 is its score)
 """
