@@ -19,8 +19,11 @@ from grader.nbgrader_plugins.feedback_gate_exporter import FeedbackGateExporter
 from grader.nbgrader_plugins.flag_incidents import FlagIncidents
 from grader.nbgrader_plugins.guarded_execute import GuardedExecute
 from grader.nbgrader_plugins.hide_hidden_test_tracebacks import HideHiddenTestTracebacks
+from grader.nbgrader_plugins.note_own_run import NoteOwnRun
+from grader.nbgrader_plugins.record_submitted_figures import RecordSubmittedFigures
 from grader.nbgrader_plugins.record_variant_shown import RecordVariantShown
 from grader.nbgrader_plugins.remove_after_grading import RemoveAfterGrading
+from grader.nbgrader_plugins.remove_grader_notes import RemoveGraderNotes
 from grader.nbgrader_plugins.sanitize_student_content import SanitizeStudentContent
 from grader.nbgrader_plugins.show_after_grading import ShowAfterGrading
 from translab.paths import exchange_root
@@ -59,13 +62,15 @@ c.Execute.shutdown_kernel = "immediate"
 # under grading, and what shows them) are not run while grading, unless a cell that runs reads a name they define
 # (grader/course/demos.py); each says so in its output.  False runs every cell, as the lab does.
 c.GuardedExecute.skip_demos = True
-c.Autograde.autograde_preprocessors = [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+c.Autograde.autograde_preprocessors = [GuardedExecute, NoteOwnRun, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, FlagIncidents, AssignLatePenalties, CheckCellMetadata,
                                        SanitizeStudentContent]  # last: no live student HTML on disk
 
 # Before ClearOutput empties them: the variant code the submission's outputs show (part 2's configuration), which
-# GuardedExecute compares with the one it derives from the student's id (a mismatch is flagged, never scored).
-c.Autograde.sanitize_preprocessors = [RecordVariantShown, ClearOutput, DeduplicateIds, OverwriteKernelspec,
+# GuardedExecute compares with the one it derives from the student's id (a mismatch is flagged, never scored), and
+# the figures of an own-run notebook's outputs, which NoteOwnRun sets beside the written answer after the re-run
+# (grader/course/own_run.py; RemoveGraderNotes keeps that note out of the feedback).
+c.Autograde.sanitize_preprocessors = [RecordVariantShown, RecordSubmittedFigures, ClearOutput, DeduplicateIds, OverwriteKernelspec,
                                       OverwriteCells, CheckCellMetadata]
 
 # Student code runs only in grader.isolation.sandbox's kernel.  The formgrader's Autograde button and plain `nbgrader autograde`
@@ -86,7 +91,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # Feedback never shows hidden tests: neither their code, nor the tracebacks that quote it, nor what a student's cell
 # that ran after one printed (it could show the hidden inputs; the instructor still sees it).  Nor live student HTML:
 # SanitizeStudentContent again, for notebooks autograded before it was in the pipeline above.
-c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearOutputsAfterHiddenTests, ClearHiddenTests,
+c.GenerateFeedback.preprocessors = [RemoveGraderNotes, GetGrades, HideHiddenTestTracebacks, ClearOutputsAfterHiddenTests, ClearHiddenTests,
                                     SanitizeStudentContent, ShowAfterGrading, DemoteHeadings, CSSHTMLHeaderPreprocessor]
 # Nor an answer still awaiting its manual grade, shown as 0: plain `nbgrader generate_feedback` and the formgrader's
 # Generate Feedback buttons refuse, naming whose, as `make feedback` does (grader/course/feedback_rule.py).  "graded-only"

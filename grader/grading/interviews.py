@@ -28,6 +28,7 @@ from translab import variants as lab_variants
 from translab.contract import ASSIGNMENT
 
 from grader.course import GradingError, students
+from grader.course.own_run import figures, outputs_text, shown
 from grader.course.spreadsheet import defuse_formula
 from grader.course.variants import mismatch, require_secret, rows, variant_in_outputs
 from grader.grading import similarity
@@ -38,8 +39,6 @@ TOP_PAIRS = 3            # the similarity report's pairs whose students are pick
 SIMILAR = 0.5            # ... when at least this share of their answers match
 FOLDER = "interviews"    # under reports/
 TABLE = "interviews.csv"
-# a figure worth comparing: 4 digits or more (thousands separators allowed), or 3 decimals or more
-FIGURE = re.compile(r"(?<![\w.])(\d{1,3}(?:[,\u202f\u00a0' _]\d{3})+|\d{4,}|\d+\.\d{3,})(?![\d])")
 MARKERS = re.compile(r"#+\s*(BEGIN|END) SOLUTION|raise NotImplementedError|^\s*(pass|\.\.\.)\s*$")
 
 
@@ -68,28 +67,11 @@ def _notebooks(root: Path, student: str) -> list[tuple[str, dict]]:
     return found
 
 
-def _text(value) -> str:
-    return "".join(value) if isinstance(value, list) else str(value or "")
-
-
-def _outputs_text(notebook: dict) -> str:
-    parts = []
-    for cell in notebook["cells"]:
-        for output in cell.get("outputs", []) if isinstance(cell, dict) else []:
-            if isinstance(output, dict):
-                parts.append(_text(output.get("text")) + _text((output.get("data") or {}).get("text/plain")))
-    return "\n".join(parts)[:1_000_000]
-
-
 def _written_answers(notebook: dict) -> list[str]:
     """The student's written answers: markdown cells nbgrader marks as a solution."""
-    return [_text(cell.get("source")) for cell in notebook["cells"] if isinstance(cell, dict)
+    return ["".join(cell.get("source")) if isinstance(cell.get("source"), list) else str(cell.get("source") or "")
+            for cell in notebook["cells"] if isinstance(cell, dict)
             and cell.get("cell_type") == "markdown" and ((cell.get("metadata") or {}).get("nbgrader") or {}).get("solution")]
-
-
-def figures(text: str) -> set[str]:
-    """The figures worth comparing in ``text``, written one way (no separators): 1,008,100 and 1008100 are one."""
-    return {re.sub(r"[,\u202f\u00a0' _]", "", found) for found in FIGURE.findall(text)}
 
 
 def own_lines(answer: str, stub: str) -> list[tuple[int, str]]:
@@ -162,7 +144,7 @@ def _borrowed_figures(root: Path, class_ids: list[str], notebooks: dict[str, lis
         public |= figures(path.read_text(encoding="utf-8", errors="replace"))
     table = {row["student"]: row for row in rows(class_ids, root)}
     counts = {student: {str(value) for value in row.values() if isinstance(value, int)} for student, row in table.items()}
-    own = {student: figures("\n".join(_outputs_text(notebook) for _, notebook in notebooks[student]))
+    own = {student: figures("\n".join(outputs_text(notebook) for _, notebook in notebooks[student]))
            | counts.get(student, set()) for student in class_ids}
     found: dict[str, list[str]] = {}
     for student in class_ids:
@@ -175,9 +157,8 @@ def _borrowed_figures(root: Path, class_ids: list[str], notebooks: dict[str, lis
                 theirs = (f" (their own counts: {mine['n_params_lm']:,} with the LM head, "
                           f"{mine['n_params_classifier']:,} with the classifier)"
                           if any(figure in counts.get(other, ()) for other in whose) and mine else "")
-                shown = f"{int(figure):,}" if figure.isdigit() else figure
                 others = ", ".join(whose[:3]) + (" and others" if len(whose) > 3 else "")
-                found.setdefault(student, []).append(f"{stem}: a written answer states {shown}, which none of their "
+                found.setdefault(student, []).append(f"{stem}: a written answer states {shown(figure)}, which none of their "
                                                      f"outputs or counts shows{theirs}; it is in the work of {others}")
     return found
 

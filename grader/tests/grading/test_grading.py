@@ -139,6 +139,25 @@ def test_feedback_shows_each_model_answer_after_the_students_own(course):
     assert ungraded.count("loss would collapse by copying") == 1
 
 
+def test_the_grader_sees_a_note_under_each_own_run_answer_and_the_student_does_not(course):
+    """Issue 54: the autograded notebook (what the formgrader shows) has the grader's note right under each written
+    answer that quotes the student's own run; the feedback page has none."""
+    from grader.course.own_run import NOTE_MARK, OWN_RUN, is_note
+    for student in ("alice", BOB_ID, "mallory"):
+        for notebook, (grade_id, deterministic) in OWN_RUN.items():
+            path = course / "autograded" / student / ASSIGNMENT / f"{notebook}.ipynb"
+            if not path.exists():
+                continue
+            cells = nbformat.read(path, as_version=4).cells
+            notes = [index for index, cell in enumerate(cells) if is_note(cell)]
+            answer = next(index for index, cell in enumerate(cells)
+                          if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+            assert notes == [answer + 1], (student, notebook, notes, answer)
+            assert ("must agree" in cells[answer + 1].source) == deterministic
+            feedback = course / "feedback" / student / ASSIGNMENT / f"{notebook}.html"
+            assert NOTE_MARK.strip("*") not in page_text(feedback), (student, notebook)
+
+
 def test_hidden_tests_defeat_calling_translab_and_hard_coding(course):
     root = course
     scores = cell_scores(root, "mallory")

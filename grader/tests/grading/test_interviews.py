@@ -14,6 +14,7 @@ import pytest
 
 from grader import cli
 from grader.course import GradingError
+from grader.course import own_run
 from grader.course.variants import rows
 from grader.grading import interviews
 from grader.grading.interview_questions import FALLBACK, MASK, PROBES
@@ -155,7 +156,7 @@ def test_questions_follow_the_probes_and_fall_back_on_the_longest_own_line():
 
 
 def test_figures_are_read_however_they_are_written():
-    assert interviews.figures("1,008,100 or 1008100 or 1 008 100, 0.8312, 12 and 3.5") == {"1008100", "0.8312"}
+    assert own_run.figures("1,008,100 or 1008100 or 1 008 100, 0.8312, 12 and 3.5") == {"1008100", "0.8312"}
 
 
 def test_a_class_without_submissions_says_what_to_do(tmp_path):
