@@ -6,6 +6,8 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
@@ -690,3 +692,16 @@ def test_every_link_between_the_pages_resolves():
                                              and anchor not in _anchors(destination)):
                 broken.append((page.relative_to(REPO_ROOT).as_posix(), target))
     assert links > 10 and broken == [], broken
+
+
+def test_no_file_of_the_code_is_hidden_by_gitignore():
+    """A course's working folders are git-ignored by name (feedback/, reports/ ...); a folder of the code with such a
+    name was ignored with them once (grader/templates/feedback): committed tests, no template, a clean clone failed."""
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--", "translab",
+                             "grader", "experiments", "tests", "solutions", "notebooks", "hub"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
+    hidden = [path for path in listed if "__pycache__" not in path and not path.endswith((".pyc", ".egg-info"))
+              and "/node_modules/" not in f"/{path}" and ".egg-info/" not in path]
+    assert hidden == [], f"code that git ignores (a clean clone lacks it): {hidden[:10]}"
