@@ -202,6 +202,18 @@ def test_each_case_scores_what_the_table_says(graded, name):
     assert flagged == fair_flags, f"{name}: flagged {flagged}"
 
 
+def test_a_forged_grader_note_is_dropped_and_the_grader_s_own_stands_under_the_answer(graded):
+    """Issue 54: what the formgrader shows under an own-run answer is the grader's, never the student's."""
+    from grader.course.own_run import is_note
+    root = graded[0]
+    cells = nbformat.read(root / "autograded" / "forged_grader_note" / ASSIGNMENT / "02_model_and_parameters.ipynb",
+                          as_version=4).cells
+    notes = [index for index, cell in enumerate(cells) if is_note(cell)]
+    answer = next(index for index, cell in enumerate(cells)
+                  if cell.metadata.get("nbgrader", {}).get("grade_id") == "written_parameters")
+    assert notes == [answer + 1] and "2,183,963" not in cells[answer + 1].source
+
+
 def test_every_submitted_file_is_byte_identical_afterwards(graded):
     root, _, before, _, _ = graded
     assert _hashes(root / "submitted") == before["submitted"]
