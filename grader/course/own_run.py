@@ -28,7 +28,8 @@ def figures(text: str) -> set[str]:
     return {re.sub(r"[,\u202f\u00a0' _]", "", found) for found in FIGURE.findall(text)}
 
 
-def _text(value) -> str:
+def text_of(value) -> str:
+    """A notebook's text field as one string (nbformat allows a list of lines)."""
     return "".join(value) if isinstance(value, list) else str(value or "")
 
 
@@ -38,7 +39,7 @@ def outputs_text(notebook: dict) -> str:
     for cell in notebook.get("cells", []):
         for output in cell.get("outputs", []) if isinstance(cell, dict) else []:
             if isinstance(output, dict):
-                parts.append(_text(output.get("text")) + _text((output.get("data") or {}).get("text/plain")))
+                parts.append(text_of(output.get("text")) + text_of((output.get("data") or {}).get("text/plain")))
     return "\n".join(parts)[:1_000_000]
 
 
@@ -67,4 +68,4 @@ def note(stated: set[str], submitted: set[str], rerun: set[str], deterministic: 
 def is_note(cell) -> bool:
     """A grader's note: never a graded cell, whatever its text (a written answer that starts like one stays)."""
     return (cell.get("cell_type") == "markdown" and not (cell.get("metadata") or {}).get("nbgrader")
-            and _text(cell.get("source")).startswith(NOTE_MARK))
+            and text_of(cell.get("source")).startswith(NOTE_MARK))

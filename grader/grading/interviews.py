@@ -28,7 +28,7 @@ from translab import variants as lab_variants
 from translab.contract import ASSIGNMENT
 
 from grader.course import GradingError, students
-from grader.course.own_run import figures, outputs_text, shown
+from grader.course.own_run import figures, outputs_text, shown, text_of
 from grader.course.spreadsheet import defuse_formula
 from grader.course.variants import mismatch, require_secret, rows, variant_in_outputs
 from grader.grading import similarity
@@ -69,8 +69,7 @@ def _notebooks(root: Path, student: str) -> list[tuple[str, dict]]:
 
 def _written_answers(notebook: dict) -> list[str]:
     """The student's written answers: markdown cells nbgrader marks as a solution."""
-    return ["".join(cell.get("source")) if isinstance(cell.get("source"), list) else str(cell.get("source") or "")
-            for cell in notebook["cells"] if isinstance(cell, dict)
+    return [text_of(cell.get("source")) for cell in notebook["cells"] if isinstance(cell, dict)
             and cell.get("cell_type") == "markdown" and ((cell.get("metadata") or {}).get("nbgrader") or {}).get("solution")]
 
 
