@@ -4,6 +4,7 @@ student's variant, what a release withholds, the LMS's zips in and grade files o
 role: this module imports nothing else of the grader, and the folder's modules no other role."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -26,6 +27,21 @@ def students(root: Path) -> list[str]:
     """The students with a submission of the assignment in ``submitted/``."""
     submitted = root / "submitted"
     return sorted(p.parent.name for p in submitted.glob(f"*/{ASSIGNMENT}") if p.is_dir())
+
+
+MAX_READ_NOTEBOOK_BYTES = 50 * 1024 * 1024  # a notebook the reports read as JSON: larger ones are left out
+
+
+def read_notebook_json(path: Path) -> dict | None:
+    """A course's notebook (a submission, an autograded copy) read as JSON, never run; None for a link, a missing or
+    too large file, or one that is not a notebook, so the report reading it goes on without it."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_READ_NOTEBOOK_BYTES:
+            return None
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return notebook if isinstance(notebook, dict) and isinstance(notebook.get("cells"), list) else None
 
 
 def with_venv_bin(path: str) -> str:

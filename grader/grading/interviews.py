@@ -27,7 +27,7 @@ from pathlib import Path
 from translab import variants as lab_variants
 from translab.contract import ASSIGNMENT
 
-from grader.course import GradingError, students
+from grader.course import GradingError, read_notebook_json, students
 from grader.course.own_run import figures, outputs_text, shown, text_of
 from grader.course.spreadsheet import defuse_formula
 from grader.course.variants import mismatch, require_secret, rows, variant_in_outputs
@@ -61,7 +61,7 @@ def _notebooks(root: Path, student: str) -> list[tuple[str, dict]]:
     """(notebook stem, notebook) of each readable submitted notebook; an unreadable one is left out."""
     found = []
     for path in sorted((root / "submitted" / student / ASSIGNMENT).glob("*.ipynb")):
-        notebook = similarity.read_notebook(path)
+        notebook = read_notebook_json(path)
         if notebook is not None:
             found.append((path.stem, notebook))
     return found

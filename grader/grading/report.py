@@ -23,7 +23,6 @@ import base64
 import csv
 import html
 import io
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -33,12 +32,12 @@ from translab.contract import ASSIGNMENT, untagged
 from translab.diagnosis import NOT_MISCONCEPTIONS, describe, is_valid_key
 from translab.plots import PALETTE
 
+from grader.course import read_notebook_json
 from grader.course.gradebook import open_gradebook
 from grader.course.spreadsheet import defuse_formula
 
 from .phases import PHASES_NAME, SETUP, read_students, read_totals
 
-MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 NO_DIAGNOSIS = "(no diagnosis)"
 NOT_RUN = "(no output: not run)"
 NOT_SUBMITTED = "(notebook not submitted)"
@@ -95,16 +94,6 @@ def causes_of(output: dict) -> tuple[list[str], str]:
     return keys or [NO_DIAGNOSIS], first
 
 
-def _read_notebook(path: Path) -> dict | None:
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            return None
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-        return notebook if isinstance(notebook, dict) and isinstance(notebook.get("cells"), list) else None
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-
-
 def _test_cell_outputs(notebook: dict) -> dict:
     """{grade_id: outputs} of the autograded code test cells of a notebook (JSON as stored)."""
     out = {}
@@ -147,7 +136,7 @@ def collect(root: Path) -> tuple[list[Task], dict[str, Misconception]]:
     for notebook in sorted({nb for nb, _ in tasks}):
         for student in sorted({s for t in tasks.values() for s in t.scores}):
             safe = re.fullmatch(r"[A-Za-z0-9_.@+-]{1,128}", student) and student not in (".", "..")
-            document = _read_notebook(root / "autograded" / student / ASSIGNMENT / f"{notebook}.ipynb") if safe else None
+            document = read_notebook_json(root / "autograded" / student / ASSIGNMENT / f"{notebook}.ipynb") if safe else None
             outputs = _test_cell_outputs(document) if document else {}
             for (nb, name), task in tasks.items():
                 if nb != notebook or student not in task.failed:

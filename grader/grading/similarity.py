@@ -23,17 +23,16 @@ from __future__ import annotations
 import csv
 import html
 import io
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from translab.contract import ASSIGNMENT
 
+from grader.course import read_notebook_json
 from grader.course.spreadsheet import defuse_formula
 from grader.course.withheld import IMPLEMENTS, definitions
 
-MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 NOISE = 25       # matches shorter than this many filtered characters are noise (copydetect's noise threshold)
 GUARANTEE = 30   # matches this long are always found (its guarantee threshold: the winnowing window follows)
 TOP_PAIRS = 30   # pairs shown side by side in the HTML page
@@ -72,17 +71,6 @@ class Pair:
         return sum(min(m.overlap, m.length) for m in self.matches) / total if total else 0.0
 
 
-def read_notebook(path: Path) -> dict | None:
-    """A submitted notebook as JSON (never run), or None when it is too large or unreadable: the report goes on."""
-    try:
-        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            return None
-        notebook = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError):
-        return None
-    return notebook if isinstance(notebook, dict) and isinstance(notebook.get("cells"), list) else None
-
-
 def answer_cells_of(notebook: dict | None) -> dict[str, str]:
     """grade_id -> source of each answer cell (an nbgrader solution code cell) of a notebook read as JSON."""
     cells = {}
@@ -98,7 +86,7 @@ def answer_cells_of(notebook: dict | None) -> dict[str, str]:
 
 def answer_cells(path: Path) -> dict[str, str]:
     """grade_id -> source of each answer cell of a notebook (empty when unreadable: the report goes on)."""
-    return answer_cells_of(read_notebook(path))
+    return answer_cells_of(read_notebook_json(path))
 
 
 def released_notebooks(root: Path) -> list[Path]:

@@ -162,3 +162,15 @@ def test_figures_are_read_however_they_are_written():
 def test_a_class_without_submissions_says_what_to_do(tmp_path):
     with pytest.raises(GradingError, match="make collect"):
         interviews.pick(tmp_path, sample=3, seed=0)
+
+
+def test_a_submitted_link_is_never_followed(tmp_path):
+    """A submission that links to the instructor's solution (the corpus's `symlinks` case) must not put the solution
+    into the similarity or interview pages as the student's answers."""
+    from grader.course import read_notebook_json
+    folder = tmp_path / "submitted" / "zoe" / "transfer_learning"
+    folder.mkdir(parents=True)
+    solution = REPO_ROOT / "solutions" / "transfer_learning" / f"{NB1}.ipynb"
+    (folder / f"{NB1}.ipynb").symlink_to(solution)
+    assert read_notebook_json(solution) is not None and read_notebook_json(folder / f"{NB1}.ipynb") is None
+    assert interviews.similarity.answer_cells(folder / f"{NB1}.ipynb") == {}
