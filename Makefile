@@ -20,7 +20,7 @@ ARGS     ?=
 PORT     ?= 8888
 HOST     ?= 127.0.0.1
 
-.PHONY: help setup secret hub-proxy variants browser slurm data test test-fast test-exhaustive lab formgrader release students student-release references autograde merge feedback grades report similarity interviews collect \
+.PHONY: help setup secret hub-proxy axe variants browser slurm data test test-fast test-exhaustive lab formgrader release students student-release references autograde merge feedback grades report similarity interviews collect \
         pretrain tokenizer experiment decoding outside-corpus corpus demo-class bench hub-demo clean
 
 help: ## list the targets
@@ -31,7 +31,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[distributed,hub-kubernetes]"
 	touch $@
 
-setup: $(INSTALLED) data browser slurm hub-proxy secret ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
+setup: $(INSTALLED) data browser slurm hub-proxy axe secret ## create .venv, install pinned dependencies, fetch and prepare the data (idempotent)
 
 secret: $(INSTALLED) ## the course secret each student's variant is derived from (made once, never replaced)
 	$(PY) -m grader variants --init
@@ -45,6 +45,16 @@ hub-proxy: ## JupyterHub's proxy for make hub-demo (npm; make setup skips it whe
 hub/node_modules/.installed: hub/package.json hub/package-lock.json
 	@command -v npm >/dev/null || { echo "npm is missing for JupyterHub's proxy (make hub-demo, its test): install Node.js >= 20 with npm, e.g. sudo apt-get install -y nodejs npm, then make hub-proxy"; exit 1; }
 	npm ci --prefix hub --no-audit --no-fund --loglevel=error
+	touch $@
+
+# axe-core for the pages' accessibility audit (grader/tests/test_accessibility.py), pinned with its sha512 in
+# grader/testing/axe/package-lock.json: a release with WCAG 2.2's rules.  Only the tests use it.
+axe: ## axe-core for the accessibility audit (npm; make setup skips it where npm is missing)
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory grader/testing/axe/node_modules/.installed; \
+	else echo "skipped: axe-core for the accessibility audit (no npm); grader/tests/test_accessibility.py needs it: install Node.js >= 20 with npm (e.g. sudo apt-get install -y nodejs npm), then make axe"; fi
+
+grader/testing/axe/node_modules/.installed: grader/testing/axe/package.json grader/testing/axe/package-lock.json
+	npm ci --prefix grader/testing/axe --no-audit --no-fund --loglevel=error
 	touch $@
 
 browser: ## Debian's Chromium for the browser tests (installed as root; otherwise prints the command)

@@ -103,3 +103,6 @@ c.FeedbackGateExporter.release = "complete"
 # both read right offline (grader/course/mathml.py).  nbgrader's own templates stay second in the search path.
 c.HTMLExporter.filters = {"markdown2html": "grader.course.mathml.markdown2html"}
 c.HTMLExporter.extra_template_basedirs = [TEMPLATES, NBGRADER_TEMPLATES]
+# The formgrader's Manual Grading page is our grader/templates/formgrade, which extends nbgrader's own by its full name
+# ('formgrade/index.html.j2' under nbgrader's templates folder, which only this path reaches).
+c.HTMLExporter.extra_template_paths = [NBGRADER_TEMPLATES]

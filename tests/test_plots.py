@@ -94,6 +94,8 @@ def test_each_figure_says_in_words_what_its_data_shows(capsys):
     history = {"epoch": [1, 2, 3], "valid_accuracy": [0.55, 0.71, 0.64], "best_epoch": 2}
     curves = plots.plot_accuracy_curves({"pretrained": history}, second_key=None, title="acc")
     assert "highest 71.0% after epoch 2, kept epoch 2" in plots.summary(curves)
+    epoch_losses = plots.plot_epoch_losses({"pretrained": {"epoch": [1, 2, 3], "train_loss": [0.69, 0.41, 0.45]}})
+    assert "0.690 after epoch 1, 0.450 after epoch 3 (lowest 0.410, epoch 2)" in plots.summary(epoch_losses)
     rows = scaling_demo(dims=(4, 256), seed=0)
     axes = plots.plot_attention_scaling(rows)
     assert f"{rows[-1]['spread_raw']:.2f} as q.k" in plots.summary(axes)
@@ -105,14 +107,16 @@ def _series(ax) -> list:
     return [line for line in ax.get_lines() if len(line.get_xdata()) > 2]  # curves, not reference lines
 
 
-@pytest.mark.parametrize("draw", ["scaling", "dimensions", "loss", "accuracy"])
+@pytest.mark.parametrize("draw", ["scaling", "dimensions", "loss", "accuracy", "epoch losses"])
 def test_no_two_series_differ_by_colour_alone(draw):
     history = {"epoch": [1, 2, 3], "valid_accuracy": [0.5, 0.6, 0.7], "test_accuracy": [0.5, 0.55, 0.6]}
     table = torch.sin(torch.arange(30.0).unsqueeze(1) / torch.tensor([1.0, 3.0, 9.0, 27.0]))
     made = {"scaling": lambda: plots.plot_attention_scaling(scaling_demo(dims=(4, 16, 64), seed=0))[0],
             "dimensions": lambda: plots.plot_encoding_dimensions(table, dims=(0, 1, 2, 3)),
             "loss": lambda: plots.plot_loss_curve([3.0, 2.5, 2.0, 1.5, 1.2], window=2),
-            "accuracy": lambda: plots.plot_accuracy_curves({"pretrained": history, "scratch": history})}[draw]()
+            "accuracy": lambda: plots.plot_accuracy_curves({"pretrained": history, "scratch": history}),
+            "epoch losses": lambda: plots.plot_epoch_losses({name: {"epoch": [1, 2, 3], "train_loss": [0.7, 0.5, 0.4]}
+                                                             for name in ("pretrained", "scratch")})}[draw]()
     lines = _series(made)
     assert len(lines) >= 2
     looks = [(line.get_marker(), line.get_linestyle()) for line in lines]

@@ -212,6 +212,21 @@ def plot_loss_curve(losses, ax=None, window: int = 10, title: str = "training lo
                      f"of {window} went from {smoothed[0]:.2f} to {smoothed[-1]:.2f} (lowest {smoothed.min():.2f}).")
 
 
+def plot_epoch_losses(histories: dict, ax=None, key: str = "train_loss", title: str = "training loss per epoch"):
+    """``histories``: name -> history dict from ``translab.training.fine_tune``: each arm's mean loss per epoch."""
+    ax = _axes(ax, figsize=(6, 4))
+    said = []
+    for index, (name, history) in enumerate(histories.items()):
+        ax.plot(history["epoch"], history[key], label=name, **series_style(index))
+        values = _numpy(history[key])
+        lowest = int(np.argmin(values))
+        said.append(f"{name}: {values[0]:.3f} after epoch {history['epoch'][0]}, {values[-1]:.3f} after epoch "
+                    f"{history['epoch'][-1]} (lowest {values[lowest]:.3f}, epoch {history['epoch'][lowest]})")
+    ax.set(xlabel="epoch", ylabel="mean training loss", title=title)
+    ax.legend(fontsize=8)
+    return _says(ax, f"{title}: " + "; ".join(said) + ".")
+
+
 def plot_accuracy_curves(histories: dict, ax=None, title: str = "accuracy per epoch", key: str = "valid_accuracy",
                          second_key: str | None = "test_accuracy"):
     """``histories``: name -> history dict from ``translab.training.fine_tune``."""

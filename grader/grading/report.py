@@ -264,7 +264,8 @@ def _html(tasks: list[Task], misconceptions: list[Misconception], students: int,
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'">
 <title>translab: what to re-teach</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:80em}}table{{border-collapse:collapse;margin:1em 0}}
-td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}}th{{background:#eee}}</style>
+td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:anywhere}}th{{background:#eee}}
+img{{max-width:100%;height:auto}}</style>
 </head><body><main>
 <h1>{e(ASSIGNMENT)}: what the class got wrong</h1>
 <p>{students} students graded. Misconceptions are counted once per student, ranked by how many students made
