@@ -119,8 +119,8 @@ report: $(INSTALLED) ## what to re-teach: reports/ (per task passed, misconcepti
 similarity: $(INSTALLED) ## pairs of students whose answers match: reports/similarity.{csv,html} (PAST=last year's submitted/)
 	$(PY) -m grader similarity $(if $(PAST),--past $(PAST))
 
-interviews: $(INSTALLED) ## reports/interviews/: a page of questions on their own code per student to interview (SAMPLE=5 at random, besides those the submissions point to)
-	$(PY) -m grader interviews $(if $(SAMPLE),--sample $(SAMPLE)) $(ARGS)
+interviews: $(INSTALLED) ## reports/interviews/: a page of questions on their own code per student to interview (SAMPLE=5 at random, besides those the submissions point to); RECORD=file.csv: their points into the gradebook
+	$(PY) -m grader interviews $(if $(SAMPLE),--sample $(SAMPLE)) $(if $(RECORD),--record $(RECORD)) $(ARGS)
 
 students: $(INSTALLED) ## names and e-mails from an LMS roster: make students ROSTER=participants.csv
 	@test -n "$(ROSTER)" || { echo "usage: make students ROSTER=file.csv (columns: id, first name, last name, e-mail)"; exit 2; }

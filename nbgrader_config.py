@@ -12,6 +12,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     OverwriteKernelspec, SaveAutoGrades)
 
 from grader.course.mathml import NBGRADER_TEMPLATES, TEMPLATES
+from grader.nbgrader_plugins.add_code_interview import AddCodeInterview
 from grader.nbgrader_plugins.batch_autograde_exporter import BatchAutogradeExporter
 from grader.nbgrader_plugins.clear_outputs_after_hidden_tests import ClearOutputsAfterHiddenTests
 from grader.nbgrader_plugins.demote_headings import DemoteHeadings
@@ -84,9 +85,18 @@ c.BatchAutogradeExporter.jobs = 1
 # written answer away (summaries) and the self-check answers are not released; the feedback shows them
 # (grader/course/after_grading.py).
 from nbgrader.converters import GenerateAssignment  # noqa: E402 - its defaults, with ours first
-c.GenerateAssignment.preprocessors = [RemoveAfterGrading, *GenerateAssignment.class_traits()["preprocessors"].default()]
+c.GenerateAssignment.preprocessors = [RemoveAfterGrading, AddCodeInterview,
+                                      *GenerateAssignment.class_traits()["preprocessors"].default()]
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# The code interview as a grade (grader/course/code_interview.py; `make interviews` picks whom to ask, and
+# `make interviews RECORD=file.csv` records the outcomes).  Above 0 points, the release adds a manually graded task cell
+# "code_interview" at the end of the last notebook (or of CodeInterview.notebook).  Decide before the students submit:
+# nbgrader refuses to add a graded cell to a notebook that has submissions.  not_interviewed: "full" gives a student
+# nobody interviewed the points in full when RECORD runs; "grade" leaves them to the formgrader.
+c.CodeInterview.points = 0
+c.CodeInterview.not_interviewed = "full"
 
 # Feedback never shows hidden tests: neither their code, nor the tracebacks that quote it, nor what a student's cell
 # that ran after one printed (it could show the hidden inputs; the instructor still sees it).  Nor live student HTML:

@@ -65,7 +65,7 @@ def grades(root: Path, out: Path | None = None, form: str = "csv", canvas_column
         assignment = gradebook.find_assignment(ASSIGNMENT)
         notebooks = sorted(nb.name for nb in assignment.notebooks)
         tasks = [(nb.name, cell) for nb in sorted(assignment.notebooks, key=lambda nb: nb.name)
-                 for cell in task_order(nb.name, [c.name for c in nb.grade_cells])]
+                 for cell in task_order(nb.name, [c.name for c in (*nb.grade_cells, *nb.task_cells)])]
         rows = []
         for person in sorted(gradebook.students, key=lambda s: s.id):
             student = person.id

@@ -10,7 +10,8 @@ students cannot work it out), and those the submissions point to:
 
 Each picked student gets one page, ``reports/interviews/<student>.html``: why they were picked, and three or four
 questions, each quoting one line of their own answer cells (``grader.grading.interview_questions``) with what a
-good reply mentions.  ``reports/interviews.csv`` lists them, with the column the instructor fills in.  Everything
+good reply mentions.  ``reports/interviews.csv`` lists them, with the points and comment the instructor fills in
+and ``make interviews RECORD=reports/interviews.csv`` records (``grader.course.code_interview``).  Everything
 a submission holds is the student's data: read as JSON (never run), escaped in HTML, defused in CSV.
 """
 from __future__ import annotations
@@ -247,10 +248,10 @@ def write(root: Path, picks: list[Pick]) -> tuple[Path, Path]:
     table = root / "reports" / TABLE
     with open(table, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student", "page", "reasons", "points"])
+        writer.writerow(["student", "page", "reasons", "points", "comment"])  # the last two: RECORD reads them
         for chosen in picks:
             writer.writerow([defuse_formula(chosen.student), f"{FOLDER}/{page_name(chosen.student)}",
-                             defuse_formula("; ".join(chosen.reasons)), ""])
+                             defuse_formula("; ".join(chosen.reasons)), "", ""])
     return table, folder / "index.html"
 
 

@@ -11,6 +11,8 @@ Autograde (``c.Autograde.*``):
     ``sanitize_student_content``  last: no live student HTML on disk (again before feedback)
 Release (``c.GenerateAssignment.preprocessors``):
     ``remove_after_grading``      cells shown only after grading are not released (``grader.course.after_grading``)
+    ``add_code_interview``        the code interview's task cell, where the course gives it points
+                                  (``grader.course.code_interview``)
 Feedback (``c.GenerateFeedback.*``):
     ``feedback_gate_exporter``    the exporter: no ungraded answer released as 0 unless the instructor says so
     ``remove_grader_notes``       first: the grader's notes are not the student's
