@@ -56,6 +56,7 @@ from grader.isolation import kernel_stages
 
 from ..course import course_root
 from .clear_outputs_after_hidden_tests import is_hidden_test, is_test
+from .prompt_kernel_client import PromptKernelClient
 
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short (read by FlagIncidents)
 
@@ -133,6 +134,12 @@ class GuardedExecute(Execute):
                                        self._seconds)
         self._put_back_outputs(nb)
         return nb, resources
+
+    def create_kernel_manager(self):
+        """nbclient's, with a client that is ready as soon as the kernel is (``PromptKernelClient``)."""
+        km = super().create_kernel_manager()
+        km.client_class = f"{PromptKernelClient.__module__}.{PromptKernelClient.__name__}"
+        return km
 
     def _timed(self, phase: str) -> None:
         """Add the seconds since the last phase ended to ``phase``."""
