@@ -51,12 +51,12 @@ from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, VARIANT_ENV, tagged
 from grader.course.demos import NOT_RUN, left_out
 from grader.course.variants import SECRET_ENVS, SHOWN_KEY, grading_code, mismatch
 from grader.grading import phases
+from grader.grading.prompt_kernel_client import PromptKernelClient
 from grader.grading.verdicts import Checker, ForkedChecker, expected_calls, suspicious
 from grader.isolation import kernel_stages
 
 from ..course import course_root
 from .clear_outputs_after_hidden_tests import is_hidden_test, is_test
-from .prompt_kernel_client import PromptKernelClient
 
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short (read by FlagIncidents)
 

@@ -1,4 +1,4 @@
-"""The grading kernels' client (grader.nbgrader_plugins.prompt_kernel_client): ready once its handshake's idle status
+"""The grading kernels' client (grader.grading.prompt_kernel_client): ready once its handshake's idle status
 arrives, for a kernel that answers at once and for one still starting, which is asked several times (the first
 version waited for the idle of a request whose status it had already read, until the start-up timeout)."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
 from grader.nbgrader_plugins.guarded_execute import GuardedExecute
-from grader.nbgrader_plugins.prompt_kernel_client import SHELL_WAIT, PromptKernelClient
+from grader.grading.prompt_kernel_client import SHELL_WAIT, PromptKernelClient
 
 pytestmark = pytest.mark.slow  # starts kernels
 printed: list = []  # what the kernel's IOPub brought while a cell ran
@@ -106,7 +106,7 @@ class _LateSubscriber(PromptKernelClient):
 
 
 def test_ready_when_iopub_lost_the_first_idle_status(monkeypatch):
-    monkeypatch.setattr("grader.nbgrader_plugins.prompt_kernel_client.SHELL_WAIT", 0.01)
+    monkeypatch.setattr("grader.grading.prompt_kernel_client.SHELL_WAIT", 0.01)
     client = _LateSubscriber()
     asyncio.run(client.wait_for_ready(timeout=5))
     assert client.ready == "r1" and client.sent == 3, (client.sent, getattr(client, "ready", None))
