@@ -4,7 +4,9 @@ A kernel started as a new Python imports ipykernel, torch and the checks (1.7 s 
 during the notebooks, what torch and the lab load lazily: matplotlib (0.4 s), ``torch._dynamo`` at the first
 optimiser step (0.85 s), sympy at the first key padding mask outside attention's fast path (0.4 s): the same 3.4
 CPU-seconds for every student.  So a batch starts one *zygote*: a process that imports all of that once
-(``STARTUP`` and ``LATER``) and then forks one kernel per launch.
+(``STARTUP`` and ``LATER``) and then forks one kernel per launch.  A launch that comes while it still imports
+``LATER`` is forked between two of those imports: the batch's first notebook does not wait for what only later ones
+use.
 
 * It holds nothing but imported modules: no submission, reference, gradebook or hidden test ever enters it (it
   reads no file of the course), and it is not dumpable, so no process of the instructor's uid can read its memory.
@@ -209,9 +211,11 @@ def fork_checker(path: Path, folder: str, control: socket.socket, env: dict) -> 
 
 # ----------------------------------------------------------------- the zygote
 
-def serve(path: Path, preload: tuple[str, ...], role: str = "kernel") -> None:
+def serve(path: Path, preload: tuple[str, ...], role: str = "kernel", later: tuple[str, ...] = ()) -> None:
     """Listen at ``path``, import ``preload``, then fork a child of ``role`` for each request, until stdin
-    closes."""
+    closes.  ``later`` is imported after ``preload``, one module at a time, with the requests that came meanwhile
+    served between two: a batch's first kernel, asked for while the zygote still imports what only later notebooks
+    need, does not wait for it (it imports what it needs of it itself)."""
     prctl(PR_SET_DUMPABLE, 0)
     prctl(*PR_SET_DEATHSIG_KILL)  # the batch gone: so is the zygote
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -220,14 +224,15 @@ def serve(path: Path, preload: tuple[str, ...], role: str = "kernel") -> None:
     listener.listen(128)
     os.write(1, b"listening\n")
     for name in preload:
-        try:
-            importlib.import_module(name)
-        except Exception as error:  # noqa: BLE001 - a module this lab does not have: the kernel imports it itself
-            print(f"[zygote] not preloaded: {name}: {error!r}", file=sys.stderr, flush=True)
+        _preload(name)
     importlib.import_module(TARGETS[role].partition(":")[0])  # what the children become, loaded once
     sys.stdout.flush()
     sys.stderr.flush()
     kernels: dict[socket.socket, int] = {}  # a requester's connection -> the pid of its kernel (or checker)
+    for name in later:
+        while select.select([listener], [], [], 0)[0]:
+            _fork_child(listener, kernels, role)
+        _preload(name)
     while True:
         readable, _, _ = select.select([listener, sys.stdin, *kernels], [], [], 0.2)
         if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1024):
@@ -242,6 +247,13 @@ def serve(path: Path, preload: tuple[str, ...], role: str = "kernel") -> None:
         _end(kernels, connection)
     _reap(kernels)
     os.write(1, b"closed\n")
+
+
+def _preload(name: str) -> None:
+    try:
+        importlib.import_module(name)
+    except Exception as error:  # noqa: BLE001 - a module this lab does not have: the kernel imports it itself
+        print(f"[zygote] not preloaded: {name}: {error!r}", file=sys.stderr, flush=True)
 
 
 def _fork_child(listener: socket.socket, kernels: dict, role: str) -> None:
@@ -383,8 +395,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--socket", type=Path, required=True)
     parser.add_argument("--role", choices=ROLES, default="kernel", help="fork kernels, or checkers")
     args = parser.parse_args(argv)
-    preload = CHECKER_PRELOAD if args.role == "checker" else STARTUP + LATER
-    serve(args.socket, preload, args.role)
+    if args.role == "checker":
+        serve(args.socket, CHECKER_PRELOAD, args.role)
+    else:
+        serve(args.socket, STARTUP, args.role, later=LATER)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # its kernels are gone: no interpreter teardown of torch and the rest (0.3 s the batch waits for)
