@@ -30,7 +30,8 @@ def run(root: Path, args) -> int:
         print(f"  full points, not interviewed (c.CodeInterview.not_interviewed = 'full'): {len(done['full'])} "
               f"student(s)")
     if done["left"]:
-        print(f"  still to grade (c.CodeInterview.not_interviewed = 'grade'): {', '.join(done['left'][:20])}"
-              f"{' ...' if len(done['left']) > 20 else ''}: the formgrader, or a later RECORD")
+        print(f"  still to grade (listed without points, or not interviewed where c.CodeInterview.not_interviewed = "
+              f"'grade'): {', '.join(done['left'][:20])}{' ...' if len(done['left']) > 20 else ''}: the formgrader, or "
+              "a later RECORD")
     print("  `make grades` and `make feedback` now carry them")
     return 0

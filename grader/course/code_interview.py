@@ -24,6 +24,7 @@ from pathlib import Path
 
 from traitlets import Enum, Float, Unicode
 from traitlets.config import Configurable
+from traitlets.config.loader import PyFileConfigLoader
 
 from translab.contract import ASSIGNMENT
 
@@ -33,6 +34,7 @@ from grader.course.spreadsheet import undefused
 
 GRADE_ID = "code_interview"
 NOT_PICKED = "Not picked for a code interview: full points, by the course's policy."
+INTERVIEWED = "Code interview."  # the comment of an interview recorded without one
 COMMENT_PREFIX = "Code interview: "
 STUDENT_COLUMNS = ("student", "student_id")  # make interviews writes "student"; nbgrader's own files "student_id"
 MAX_ROWS = 10_000
@@ -61,7 +63,6 @@ def cell_text(points: float, not_interviewed: str) -> str:
 
 def settings(root: Path) -> CodeInterview:
     """The course's settings, read from its nbgrader_config.py (the instructor's own file, loaded as nbgrader does)."""
-    from traitlets.config.loader import PyFileConfigLoader
     path = root / "nbgrader_config.py"
     if not path.exists():
         return CodeInterview()
@@ -135,15 +136,15 @@ def record(root: Path, path: Path) -> dict[str, list[str]]:
                 "nbgrader_config.py and run `make release` before the students submit (nbgrader refuses to add a "
                 "graded cell to a notebook that has submissions); nothing was recorded")
         max_points = gradebook.find_task_cell(GRADE_ID, notebook.name, ASSIGNMENT).max_score
-        grades = {submitted.student.id: submitted for submitted in notebook.submissions}
-        outcomes, pending = read_outcomes(path, set(grades), max_points)
+        graded = {submitted.student.id for submitted in notebook.submissions}
+        outcomes, pending = read_outcomes(path, graded, max_points)
         done = {"recorded": [], "full": [], "left": []}
         for outcome in outcomes:
             _grade(gradebook, notebook.name, outcome.student, outcome.points,
-                   COMMENT_PREFIX + outcome.comment if outcome.comment else COMMENT_PREFIX.rstrip(": ") + ".")
+                   COMMENT_PREFIX + outcome.comment if outcome.comment else INTERVIEWED)
             done["recorded"].append(outcome.student)
         listed = {outcome.student for outcome in outcomes} | pending  # pending: picked, not interviewed yet
-        for student in sorted(set(grades) - listed):
+        for student in sorted(graded - listed):
             grade = gradebook.find_grade(GRADE_ID, notebook.name, ASSIGNMENT, student)
             comment = gradebook.find_comment(GRADE_ID, notebook.name, ASSIGNMENT, student)
             never_graded = grade.manual_score is None or comment.manual_comment == NOT_PICKED
@@ -152,7 +153,7 @@ def record(root: Path, path: Path) -> dict[str, list[str]]:
                 done["full"].append(student)
             elif grade.manual_score is None:
                 done["left"].append(student)
-        for student in sorted(pending & set(grades)):  # picked since an earlier RECORD gave full points: to grade
+        for student in sorted(pending & graded):  # picked since an earlier RECORD gave full points: to grade
             comment = gradebook.find_comment(GRADE_ID, notebook.name, ASSIGNMENT, student)
             if comment.manual_comment == NOT_PICKED:
                 grade = gradebook.find_grade(GRADE_ID, notebook.name, ASSIGNMENT, student)

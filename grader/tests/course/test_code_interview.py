@@ -18,7 +18,7 @@ import pytest
 from conftest import run_grader
 from grader.commands.grades import grades
 from grader.course import GradingError, roster
-from grader.course.code_interview import GRADE_ID, NOT_PICKED, read_outcomes, record
+from grader.course.code_interview import GRADE_ID, INTERVIEWED, NOT_PICKED, read_outcomes, record
 from grader.course.gradebook import open_gradebook
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
@@ -101,7 +101,7 @@ def test_record_puts_the_points_into_the_gradebook_and_grades_csv(tmp_path):
     assert rows["smithjohn"]["needs_manual_grade"] == "True"
     # a later round: smithjohn interviewed; the earlier grades stay
     record(root, _interviews(root, [("smithjohn", "1,5", "")], "round2.csv"))
-    assert _interview_grade(root, "smithjohn") == (1.5, "Code interview.", False)
+    assert _interview_grade(root, "smithjohn") == (1.5, INTERVIEWED, False)
     assert _interview_grade(root, "doejane")[0] == 3.0 and _interview_grade(root, "roeann")[0] == 4.0
     # a student given full points as not picked, then picked: back to be graded, then graded
     record(root, _interviews(root, [("roeann", "", "")], "round3.csv"))
