@@ -11,6 +11,8 @@ AXE_FOLDER = Path(__file__).with_name("axe")
 AXE_SCRIPT = AXE_FOLDER / "node_modules" / "axe-core" / "axe.min.js"
 RULE_TAGS = ("wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22a", "wcag22aa", "best-practice")
 BLOCKING = ("critical", "serious", "moderate")  # the impacts a page must have none of; "minor" is reported only
+# 200 % zoom of a 1280-pixel window: 640 CSS pixels at two device pixels each (Playwright's new_context options)
+ZOOM_200 = {"viewport": {"width": 640, "height": 800}, "device_scale_factor": 2}
 
 
 class AxeMissing(RuntimeError):
@@ -47,3 +49,8 @@ def audit(page) -> dict:
 
 def blocking(found: dict) -> list[tuple]:
     return [violation for violation in found["violations"] if violation[1] in BLOCKING]
+
+
+def sideways(page) -> int:
+    """How many CSS pixels the page is wider than its window: more than 1 needs a horizontal scroll."""
+    return page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")

@@ -29,6 +29,7 @@ from translab.contract import ASSIGNMENT
 from grader.course import with_venv_bin
 from grader.course.gradebook import cell_scores  # noqa: F401 - the tests import it from here
 from grader.course.variants import SECRET_ENV
+from grader.testing.accessibility import AxeMissing, axe_script
 from grader.testing.jupyter_server import CHROMIUM, CHROMIUM_ARGS
 from translab import diagnosis, variants
 from translab.paths import REPO_ROOT
@@ -343,6 +344,18 @@ def chromium() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def axe() -> None:
+    """The pinned axe-core (``make axe``) for the accessibility audits: missing where npm is, a failure; on a machine
+    without npm, a skip."""
+    try:
+        axe_script()
+    except AxeMissing as missing:
+        if shutil.which("npm") or os.environ.get("CI") == "true":
+            pytest.fail(str(missing))
+        pytest.skip(str(missing))
 
 
 @pytest.fixture(scope="module")

@@ -6,28 +6,16 @@ with a skip link to the notebook, and focus is visible."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import pytest
 
 from conftest import ARTIFACTS, BOB_ID, page_of, run_grader
-from grader.testing.accessibility import RULE_TAGS, AxeMissing, audit, axe_script, blocking
+from grader.testing.accessibility import RULE_TAGS, ZOOM_200, audit, blocking, sideways
 from translab.contract import ASSIGNMENT
 
 pytestmark = pytest.mark.slow
 STUDENTS = {"complete": "alice", "failing": BOB_ID}
-
-
-@pytest.fixture(scope="module")
-def axe() -> None:
-    """The pinned axe-core (``make axe``): missing where npm is, a failure; on a machine without npm, a skip."""
-    try:
-        axe_script()
-    except AxeMissing as missing:
-        if shutil.which("npm") or os.environ.get("CI") == "true":
-            pytest.fail(str(missing))
-        pytest.skip(str(missing))
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +54,8 @@ def test_no_page_has_a_critical_serious_or_moderate_violation(axe, pages, browse
 
 
 def test_at_200_percent_zoom_nothing_scrolls_sideways(pages, browser):
-    """200 % zoom of a 1280-pixel window: 640 CSS pixels at two device pixels each; every page, a screenshot each."""
-    context = browser.new_context(viewport={"width": 640, "height": 800}, device_scale_factor=2)
+    """Every page at 200 % zoom (``ZOOM_200``), a screenshot each."""
+    context = browser.new_context(**ZOOM_200)
     wide = {}
     try:
         page = context.new_page()
@@ -75,7 +63,7 @@ def test_at_200_percent_zoom_nothing_scrolls_sideways(pages, browser):
         for name, path in pages.items():
             page.goto(path.as_uri())
             page.screenshot(path=str(ARTIFACTS / f"zoom-200-{name.replace(' ', '-')}.png"))
-            wide[name] = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            wide[name] = sideways(page)
     finally:
         context.close()
     assert {name: pixels for name, pixels in wide.items() if pixels > 1} == {}, "CSS pixels wider than the window"

@@ -11,8 +11,7 @@ import pytest
 
 from conftest import ARTIFACTS, add_release, course_copy, page_of, run_grader, submission_id
 from grader.course.own_run import NOTE_MARK, OWN_RUN
-from grader.testing.accessibility import audit, blocking
-from test_accessibility import axe  # noqa: F401 - the fixture: the pinned axe-core, or why not
+from grader.testing.accessibility import ZOOM_200, audit, blocking, sideways
 from test_lab_servers import TOKEN, served
 from translab.contract import ASSIGNMENT
 
@@ -63,7 +62,7 @@ def test_the_grader_s_note_is_right_under_the_own_run_answer(graded, browser):
         assert "deterministic" in text
 
 
-def test_the_manual_grading_page_passes_the_audit(axe, graded, browser):  # noqa: F811 - the fixture above
+def test_the_manual_grading_page_passes_the_audit(axe, graded, browser):
     root, base = graded
     with page_of(browser, "formgrader_audit") as page:
         _open_submission(page, root, base)
@@ -75,13 +74,13 @@ def test_the_manual_grading_page_passes_the_audit(axe, graded, browser):  # noqa
 
 def test_the_manual_grading_page_at_200_percent_zoom(graded, browser):
     root, base = graded
-    context = browser.new_context(viewport={"width": 640, "height": 800}, device_scale_factor=2)
+    context = browser.new_context(**ZOOM_200)
     try:
         page = context.new_page()
         _open_submission(page, root, base)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "zoom-200-formgrader-manual-grading.png"))
-        wide = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        wide = sideways(page)
         assert wide <= 1, f"{wide} CSS pixels wider than the window at 200 % zoom"
     finally:
         context.close()
