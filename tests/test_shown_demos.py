@@ -68,3 +68,41 @@ def test_the_reversal_run_learns_the_anti_diagonal_only_from_a_small_embedding()
     assert torch.allclose(maps.sum(-1), torch.ones(256, LENGTH), atol=1e-5)
     loss, right, maps = found[False]
     assert loss > 2.0 and right < 0.3 and anti_diagonal_weight(maps) < 0.15, found[False][:2]
+
+
+def test_each_variant_code_draws_its_own_mlm_demo_sentence_and_seed():
+    """Issue 54, part 5: the demo is the student's own (another sentence or seed than a classmate's) and the same in
+    the grader's re-run (the same code, the same draw)."""
+    from translab.mlm import DEMO_WORDS, demo_sentence
+    sentences = [" ".join(["word"] * (n % 4 + 5)) + f" {n} ." for n in range(50)]  # 6 to 9 words
+    draws = {code: demo_sentence(code, sentences) for code in ("ABCDE12345", "ZZZZZ00000", "Q1W2E3R4T5", "0000000001")}
+    assert draws["ABCDE12345"] == demo_sentence("ABCDE12345", list(reversed(sentences))), "not the order given"
+    assert len({seed for _, seed in draws.values()}) == 4 and len({text for text, _ in draws.values()}) > 1
+    assert all(DEMO_WORDS[0] <= len(text.split()) <= DEMO_WORDS[1] for text, _ in draws.values())
+    with pytest.raises(ValueError, match="no sentence of"):
+        demo_sentence("ABCDE12345", ["too short ."])
+
+
+def test_the_mlm_demo_says_what_became_of_each_chosen_token_and_the_guesses_there(tokenizer):
+    from translab.contract import MLM_DEMO_PREFIX, MLM_GUESSES
+    from translab.data import MASK_ID
+    from translab.datasets import encode, pad_sequences
+    from translab.mlm import IGNORE_INDEX, guess_lines, masking_lines
+    ids, _ = pad_sequences([encode(tokenizer, "the film is a total waste of time .")])
+    inputs, labels = ids.clone(), torch.full_like(ids, IGNORE_INDEX)
+    labels[0, [2, 3, 5]] = ids[0, [2, 3, 5]]
+    inputs[0, 2], inputs[0, 5] = MASK_ID, ids[0, 1]  # 2 masked, 3 unchanged, 5 a random token (the first word's)
+    piece = tokenizer.id_to_piece
+    lines = masking_lines(tokenizer, ids, inputs, labels)
+    assert all(line.startswith(MLM_DEMO_PREFIX) for line in lines) and len(lines) == 5
+    assert lines[1] == f"{MLM_DEMO_PREFIX}, your masking  : " + " ".join(piece(int(t)) for t in inputs[0])
+    assert lines[2:] == [f"{MLM_DEMO_PREFIX}, position 2: {piece(int(ids[0, 2]))!r} -> the mask token",
+                         f"{MLM_DEMO_PREFIX}, position 3: {piece(int(ids[0, 3]))!r} -> unchanged",
+                         f"{MLM_DEMO_PREFIX}, position 5: {piece(int(ids[0, 5]))!r} -> random token {piece(int(ids[0, 1]))!r}"]
+    assert masking_lines(tokenizer, ids, ids, torch.full_like(ids, IGNORE_INDEX))[-1].endswith(
+        "your mask_tokens chose no token of this sentence")
+    probabilities = torch.full((1, ids.shape[1], tokenizer.get_piece_size()), 1e-6)
+    probabilities[0, :, ids[0, 1]], probabilities[0, :, ids[0, 2]] = 0.5, 0.25
+    guesses = guess_lines(tokenizer, labels, probabilities, k=2)
+    assert guesses == [f"{MLM_GUESSES} at position {p}: {piece(int(ids[0, 1]))!r} 0.500, {piece(int(ids[0, 2]))!r} 0.250"
+                       for p in (2, 3, 5)]

@@ -31,6 +31,14 @@ UNSANDBOXED_ENV = "TRANSLAB_UNSANDBOXED"       # "1": grading without the sandbo
 GRADER_RUN_ENV = "TRANSLAB_GRADER_RUN"       # "1": an nbgrader process translab's own commands started
 COURSE_ENV = "TRANSLAB_COURSE"                 # a Dask worker's checkout of the course (grader.grading.cluster)
 
+# --- output lines the grader reads back from a submission's own run
+
+# each line part 5's MLM demo prints starts with it (translab.mlm.masking_lines and guess_lines); the grader's note
+# quotes those lines as submitted and as re-run beside the own-run answer (grader.course.own_run).  The masking's
+# lines are deterministic, the guesses' lines (which start with MLM_GUESSES) come from training.
+MLM_DEMO_PREFIX = "MLM demo"
+MLM_GUESSES = MLM_DEMO_PREFIX + ", guesses"
+
 # --- the diagnosis tag: a failed check's error value ends with the keys of the misconceptions it named
 
 _TAG = re.compile(r"\n?\[diagnosis: ([^\]\n]{1,600})\]\s*$")

@@ -6,9 +6,12 @@ Conventions (shared with the rest of translab): ids below ``FIRST_REGULAR_ID`` a
 """
 from __future__ import annotations
 
+import hashlib
+
 import torch
 from torch import nn
 
+from .contract import MLM_DEMO_PREFIX, MLM_GUESSES
 from .data import BOS_ID, EOS_ID, MASK_ID, PAD_ID, UNK_ID
 from .datasets import pad_sequences, encode
 
@@ -64,3 +67,52 @@ def mlm_batch(tokenizer, texts: list[str], generator: torch.Generator | None = N
     ids, padding_mask = pad_sequences([encode(tokenizer, text, max_len) for text in texts])
     inputs, labels = mask_fn(ids, tokenizer.get_piece_size(), generator)
     return inputs, labels, padding_mask, ids
+
+
+# ----------------------------------------------------------------- the demo on the student's own sentence
+
+DEMO_WORDS = (6, 16)      # the length, in words, of the sentences a demo draws from
+DEMO_PROBABILITY = 0.25   # higher than training's 15 %: a short sentence should show a few chosen tokens
+
+
+def demo_sentence(code: str, sentences: list[str]) -> tuple[str, int]:
+    """A sentence and a generator seed of the variant ``code``'s own (issue 54): each student's demo masks another
+    sentence, the same one on the student's machine and in the grader's re-run."""
+    fitting = sorted({s for s in sentences if DEMO_WORDS[0] <= len(s.split()) <= DEMO_WORDS[1]})
+    if not fitting:
+        raise ValueError(f"no sentence of {DEMO_WORDS[0]} to {DEMO_WORDS[1]} words to draw a demo from")
+    digest = hashlib.sha256(f"translab mlm demo {code}".encode()).digest()
+    return fitting[int.from_bytes(digest[:8], "big") % len(fitting)], int.from_bytes(digest[8:12], "big")
+
+
+def _piece(tokenizer, token) -> str:
+    return tokenizer.id_to_piece(int(token))
+
+
+def _chosen(labels: torch.Tensor) -> list[int]:
+    return [int(i) for i in (labels[0] != IGNORE_INDEX).nonzero().flatten()]
+
+
+def masking_lines(tokenizer, ids: torch.Tensor, inputs: torch.Tensor, labels: torch.Tensor) -> list[str]:
+    """What the demo prints of the masking of one sentence (row 0): the sentence, what the masking made of it and what
+    became of each chosen token.  Deterministic: the grader's re-run prints the same lines."""
+    lines = [f"{MLM_DEMO_PREFIX}, your sentence : {' '.join(_piece(tokenizer, t) for t in ids[0])}",
+             f"{MLM_DEMO_PREFIX}, your masking  : {' '.join(_piece(tokenizer, t) for t in inputs[0])}"]
+    if not _chosen(labels):
+        return lines + [f"{MLM_DEMO_PREFIX}: your mask_tokens chose no token of this sentence"]
+    for position in _chosen(labels):
+        original, became = int(ids[0, position]), int(inputs[0, position])
+        what = ("the mask token" if became == MASK_ID else "unchanged" if became == original
+                else f"random token {_piece(tokenizer, became)!r}")
+        lines.append(f"{MLM_DEMO_PREFIX}, position {position}: {_piece(tokenizer, original)!r} -> {what}")
+    return lines
+
+
+def guess_lines(tokenizer, labels: torch.Tensor, probabilities: torch.Tensor, k: int = 3) -> list[str]:
+    """The model's top ``k`` guesses, with their probabilities, at each chosen position of row 0."""
+    lines = []
+    for position in _chosen(labels):
+        top = probabilities[0, position].topk(k)
+        guesses = ", ".join(f"{_piece(tokenizer, i)!r} {p:.3f}" for p, i in zip(top.values.tolist(), top.indices.tolist()))
+        lines.append(f"{MLM_GUESSES} at position {position}: {guesses}")
+    return lines

@@ -1,21 +1,37 @@
 """The written answers that quote the student's own run, and the grader's note beside each (issue 54).
 
-Three written questions ask for the student's own figures: part 2's counts (deterministic: their configuration),
-part 4's curves and part 6's fine-tuning (training runs).  Grading re-runs the notebook, so the figures the
-student saw are gone from the autograded notebook; autograde keeps them first (``RecordSubmittedFigures``, before
-ClearOutput), and after the re-run ``NoteOwnRun`` puts a note for the grader under the answer: each figure the
-answer states, and whether the submitted outputs and the grader's re-run show it.  ``RemoveGraderNotes`` takes the
-note out of the feedback.  A figure found in neither is worth a question (``make interviews`` asks it too).
+Four written questions ask about the student's own run: part 2's counts (deterministic: their configuration),
+part 4's curves and part 6's fine-tuning (training runs), and part 5's MLM demo on a sentence of their variant (the
+masking deterministic, the guesses from training).  Grading re-runs the notebook, so what the student saw is gone
+from the autograded notebook; autograde keeps it first (``RecordSubmittedFigures``, before ClearOutput), and after
+the re-run ``NoteOwnRun`` puts a note for the grader under the answer: each figure the answer states, and whether
+the submitted outputs and the grader's re-run show it, and for part 5 the demo's lines, submitted and re-run.
+``RemoveGraderNotes`` takes the note out of the feedback.  A figure found in neither is worth a question (``make
+interviews`` asks it too).
 """
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-# notebook -> (the written answer's grade_id, whether its figures are deterministic: the re-run must show them)
-OWN_RUN = {"02_model_and_parameters": ("written_parameters", True),
-           "04_transfer_experiment": ("written_interpretation", False),
-           "06_transfer_at_scale": ("written_scale", False)}
+from translab.contract import MLM_DEMO_PREFIX, MLM_GUESSES
+
+
+class OwnRun(NamedTuple):
+    grade_id: str             # the written answer
+    deterministic: bool       # its figures: the re-run must show them
+    lines: str | None = None  # the output lines that start with it are quoted whole in the note, submitted and re-run
+
+
+OWN_RUN = {"02_model_and_parameters": OwnRun("written_parameters", True),
+           "04_transfer_experiment": OwnRun("written_interpretation", False),
+           "05_masked_language_modeling": OwnRun("written_mlm", False, MLM_DEMO_PREFIX),
+           "06_transfer_at_scale": OwnRun("written_scale", False)}
 SUBMITTED_KEY = "submitted_figures"  # notebook metadata ("translab"): the figures the submitted outputs showed
+SUBMITTED_LINES_KEY = "submitted_lines"  # and the quoted lines (``OwnRun.lines``)
+MAX_LINES = 40        # quoted from one notebook's outputs
+MAX_LINE_CHARS = 300  # of each
+TRAINED_LINES = (MLM_GUESSES,)  # quoted lines that come from training; the others must be the same in both runs
 NOTE_MARK = "**For the grader, not in the student's feedback.**"
 MAX_FIGURES = 5_000  # kept from one notebook's outputs
 MAX_STATED = 20      # listed from one answer
@@ -43,14 +59,47 @@ def outputs_text(notebook: dict) -> str:
     return "\n".join(parts)[:1_000_000]
 
 
+def quoted_lines(text: str, prefix: str | None) -> list[str]:
+    """The lines of ``text`` that start with ``prefix`` (none without one), capped."""
+    if not prefix:
+        return []
+    return [line[:MAX_LINE_CHARS] for line in text.splitlines() if line.startswith(prefix)][:MAX_LINES]
+
+
+def fenced(lines: list[str]) -> str:
+    """``lines`` as one markdown code block whose fence no line can close: what a student printed stays text."""
+    longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([fence, *lines, fence])
+
+
+def lines_note(submitted: list[str], rerun: list[str]) -> str:
+    """Part 5's demo lines as submitted and as re-run, and whether the deterministic one agrees."""
+    def masking(lines: list[str]) -> list[str]:
+        return [line for line in lines if not line.startswith(TRAINED_LINES)]
+    verdict = ("the submitted notebook shows no demo output, so there is nothing to compare: ask whether it ran."
+               if not submitted else "the submitted and re-run masking lines are the same."
+               if masking(submitted) == masking(rerun) else
+               "**the submitted and re-run masking lines differ**: another variant's code or another `mask_tokens` ran "
+               "(or, rarely, a random draw of PyTorch's that differs between two machines); ask.")
+    return "\n".join([
+        "The demo's lines as the student submitted them:", "",
+        fenced(submitted) if submitted else "(none: the submitted notebook shows no demo output)", "",
+        "and as the grader's re-run printed them:", "",
+        fenced(rerun) if rerun else "(none: the re-run printed no demo line)", "",
+        "The masking is seeded from the student's variant code and made by their own `mask_tokens`: " + verdict
+        + " The guesses come from training, which the re-run shortens or leaves out (a demo no graded cell needs)."])
+
+
 def shown(figure: str) -> str:
     return f"{int(figure):,}" if figure.isdigit() else figure
 
 
-def note(stated: set[str], submitted: set[str], rerun: set[str], deterministic: bool, public: set[str] = frozenset()) \
-        -> str:
+def note(stated: set[str], submitted: set[str], rerun: set[str], deterministic: bool, public: set[str] = frozenset(),
+         quoted: tuple[list[str], list[str]] | None = None) -> str:
     """The grader's note under an own-run answer: each stated figure against the student's run, the re-run and the
-    released notebook (``public``: the figures everyone was given, the worked example's)."""
+    released notebook (``public``: the figures everyone was given, the worked example's); with ``quoted``, the
+    output lines an ``OwnRun`` quotes, as (submitted, re-run)."""
     lines = [NOTE_MARK + " The answer's figures against the outputs the student submitted and the grader's re-run "
              "(the grading budget, on the grading machine):", ""]
     if not stated:
@@ -62,6 +111,8 @@ def note(stated: set[str], submitted: set[str], rerun: set[str], deterministic: 
     lines += ["", "These figures are deterministic: the submitted outputs and the re-run must agree." if deterministic
               else "Training figures: the re-run takes a smaller budget (its training demos may not run at all), so "
                    "judge the submitted ones for plausibility, not equality."]
+    if quoted is not None:
+        lines += ["", lines_note(*quoted)]
     return "\n".join(lines)
 
 

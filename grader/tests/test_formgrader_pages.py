@@ -17,7 +17,7 @@ from translab.contract import ASSIGNMENT
 
 pytestmark = pytest.mark.slow
 NB2 = "02_model_and_parameters"
-ANSWER = OWN_RUN[NB2][0]
+ANSWER = OWN_RUN[NB2].grade_id
 CLAIM = "123,457"  # a figure in no output of anyone's: the note must say so
 WAIT = 180_000  # ms: a formgrader page on a busy 2-core machine
 

@@ -144,16 +144,18 @@ def test_the_grader_sees_a_note_under_each_own_run_answer_and_the_student_does_n
     answer that quotes the student's own run; the feedback page has none."""
     from grader.course.own_run import NOTE_MARK, OWN_RUN, is_note
     for student in ("alice", BOB_ID, "mallory"):
-        for notebook, (grade_id, deterministic) in OWN_RUN.items():
+        for notebook, own in OWN_RUN.items():
             path = course / "autograded" / student / ASSIGNMENT / f"{notebook}.ipynb"
             if not path.exists():
                 continue
             cells = nbformat.read(path, as_version=4).cells
             notes = [index for index, cell in enumerate(cells) if is_note(cell)]
             answer = next(index for index, cell in enumerate(cells)
-                          if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+                          if cell.metadata.get("nbgrader", {}).get("grade_id") == own.grade_id)
             assert notes == [answer + 1], (student, notebook, notes, answer)
-            assert ("must agree" in cells[answer + 1].source) == deterministic
+            assert ("must agree" in cells[answer + 1].source) == own.deterministic
+            if own.lines:  # part 5: the re-run's demo lines, quoted for the grader
+                assert f"{own.lines}, your masking" in cells[answer + 1].source, cells[answer + 1].source
             feedback = course / "feedback" / student / ASSIGNMENT / f"{notebook}.html"
             assert NOTE_MARK.strip("*") not in page_text(feedback), (student, notebook)
 

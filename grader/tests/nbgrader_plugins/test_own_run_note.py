@@ -14,7 +14,7 @@ RESOURCES = {"nbgrader": {"notebook": NB2, "student": "dia"}}
 
 
 def _notebook(answer: str, printed: str) -> nbformat.NotebookNode:
-    grade_id, _ = OWN_RUN[NB2]
+    grade_id = OWN_RUN[NB2].grade_id
     run = nbformat.v4.new_code_cell("print(count)", outputs=[nbformat.v4.new_output("stream", text=printed)])
     written = nbformat.v4.new_markdown_cell(answer, metadata={"nbgrader": {"grade_id": grade_id, "solution": True,
                                                                          "grade": True, "points": 4}})
@@ -59,3 +59,56 @@ def test_a_notebook_without_an_own_run_answer_is_left_as_it_is():
     other = {"nbgrader": {"notebook": "01_mask_and_positional_encoding"}}
     done, _ = NoteOwnRun().preprocess(RecordSubmittedFigures().preprocess(notebook, other)[0], other)
     assert SUBMITTED_KEY not in done.metadata["translab"] and sum(map(is_note, done.cells)) == 1  # the forged one
+
+
+NB5 = "05_masked_language_modeling"
+DEMO = ("MLM demo, your sentence : <s> ▁long ▁on ▁charm ▁. </s>\n"
+        "MLM demo, your masking  : <s> <mask> ▁on ▁charm ▁. </s>\n"
+        "MLM demo, position 1: '▁long' -> the mask token\n"
+        "MLM demo, guesses at position 1: 's' 0.058, '▁the' 0.050, '▁,' 0.045\n")
+
+
+def _demo_notebook(answer: str, printed: str) -> nbformat.NotebookNode:
+    run = nbformat.v4.new_code_cell("print(demo)", outputs=[nbformat.v4.new_output("stream", text=printed)])
+    written = nbformat.v4.new_markdown_cell(answer, metadata={"nbgrader": {"grade_id": OWN_RUN[NB5].grade_id,
+                                                                         "solution": True, "grade": True, "points": 4}})
+    return nbformat.v4.new_notebook(cells=[run, written])
+
+
+def _graded(notebook, rerun: str) -> str:
+    resources = {"nbgrader": {"notebook": NB5, "student": "dia"}}
+    notebook, _ = RecordSubmittedFigures().preprocess(notebook, resources)
+    notebook.cells[0].outputs = [nbformat.v4.new_output("stream", text=rerun)]
+    notebook, _ = NoteOwnRun().preprocess(notebook, resources)
+    notes = [cell for cell in notebook.cells if is_note(cell)]
+    assert len(notes) == 1 and notebook.cells.index(notes[0]) == 2
+    return notes[0].source
+
+
+def test_part_5_s_note_quotes_the_demo_as_submitted_and_as_re_run():
+    """The masking is the student's own and deterministic: the same lines in both runs; the guesses come from training
+    and the re-run's (one step) differ, which the note says is expected."""
+    rerun = DEMO.replace("'s' 0.058, '▁the' 0.050, '▁,' 0.045", "'▁bird' 0.001, 'ic' 0.001, '▁lo' 0.001")
+    text = _graded(_demo_notebook("My model guessed 's' with 0.058.", "loss 6.0\n" + DEMO), rerun)
+    submitted, _, re_run = text.partition("and as the grader's re-run printed them:")
+    assert "'s' 0.058" in submitted and "'▁bird' 0.001" in re_run and "loss 6.0" not in text
+    assert "masking lines are the same" in text and "- 0.058: in the submitted outputs\n" in text
+
+
+def test_a_demo_run_on_a_classmate_s_code_shows_two_masking_lines():
+    classmate = DEMO.replace("<s> <mask> ▁on", "<s> ▁long <mask>").replace("position 1: '▁long'", "position 2: '▁on'")
+    assert "masking lines are the same" in _graded(_demo_notebook("x", DEMO.replace("0.058", "0.9")), DEMO)
+    text = _graded(_demo_notebook("My mask_tokens chose 'on'.", classmate), DEMO)
+    assert "masking lines differ" in text and "<s> ▁long <mask>" in text and "<s> <mask> ▁on" in text
+    unrun = _graded(_demo_notebook("My mask_tokens chose 'on'.", ""), DEMO)
+    assert "nothing to compare" in unrun and "differ" not in unrun
+
+
+def test_printed_backticks_cannot_close_the_quoted_block():
+    """A student's print that holds a fence stays inside the note's code block (the page renders it as text)."""
+    hostile = "MLM demo, your masking  : ```\nnot quoted\nMLM demo ````` <img src=x onerror=alert(1)>\n"
+    text = _graded(_demo_notebook("x", hostile), DEMO)
+    block = text.split("and as the grader's re-run printed them:")[0]
+    fence = "`" * 6  # one more than the longest run of backticks printed
+    assert f"{fence}\nMLM demo, your masking  : ```\nMLM demo ````` <img src=x onerror=alert(1)>\n{fence}\n" in block
+    assert block.count(fence) == 2 and "not quoted" not in block  # only the lines with the prefix
