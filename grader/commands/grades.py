@@ -88,7 +88,9 @@ def grades(root: Path, out: Path | None = None, form: str = "csv", canvas_column
                     row[name] = 0.0
                     continue
                 row[name] = notebook.score
-                cells.update({(name, grade.name): grade.score for grade in notebook.grades})
+                # nbgrader's score of a written answer awaiting its grade is 0.0: the column says it is not graded yet
+                cells.update({(name, grade.name): None if grade.needs_manual_grade else grade.score
+                              for grade in notebook.grades})
             row.update(total=submission.score, max_score=submission.max_score,
                        auto_score=submission.code_score, written_score=submission.written_score,
                        needs_manual_grade=bool(submission.needs_manual_grade))

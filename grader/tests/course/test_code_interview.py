@@ -96,7 +96,8 @@ def test_record_puts_the_points_into_the_gradebook_and_grades_csv(tmp_path):
     assert _interview_grade(root, "smithjohn") == (None, None, True)  # picked, not interviewed yet
     rows = {row["student_id"]: row for row in csv.DictReader(open(grades(root), encoding="utf-8"))}
     column = f"{NB}/{GRADE_ID}"
-    assert (rows["doejane"][column], rows["roeann"][column], rows["smithjohn"][column]) == ("3.0", "4.0", "0.0")
+    # smithjohn's interview awaits its grade: blank, not 0
+    assert (rows["doejane"][column], rows["roeann"][column], rows["smithjohn"][column]) == ("3.0", "4.0", "")
     assert float(rows["doejane"]["total"]) == 13 and float(rows["doejane"]["max_score"]) == 14
     assert rows["smithjohn"]["needs_manual_grade"] == "True"
     # a later round: smithjohn interviewed; the earlier grades stay

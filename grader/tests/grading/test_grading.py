@@ -210,6 +210,9 @@ def test_grades_csv_has_one_column_per_task(course):
         if is_code:
             assert float(rows[BOB][f"{notebook}/{cell}"]) == (0 if (notebook, cell) in lost else max_score)
     assert float(rows["alice"]["02_model_and_parameters/count_hidden"]) == 1
+    # a written answer awaiting its grade is blank, not 0; bob's 04 answer was graded by hand
+    assert rows["alice"]["01_mask_and_positional_encoding/written_mask_pe"] == ""
+    assert float(rows[BOB]["04_transfer_experiment/written_interpretation"]) > 0
     assert float(rows["mallory"]["02_model_and_parameters/count_visible"]) == 0
     assert float(rows["mallory"]["02_model_and_parameters/count_hidden"]) == 0
 
