@@ -606,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", nargs="+", metavar="NAME=CHECKPOINT",
                         help="fine-tune each checkpoint, score on validation only -> checkpoint_comparison.json")
     args = parser.parse_args(argv)
-    sizes = args.sizes or (["64", "128"] if args.quick else list(DEFAULT_SIZES))
+    sizes = args.sizes or (["64"] if args.quick else list(DEFAULT_SIZES))  # --quick: one size (make test's time)
     for size in sizes:
         if size != "all" and not (size.isdigit() and int(size) > 0):
             parser.error(f"--sizes takes positive integers or 'all', got {size!r}")

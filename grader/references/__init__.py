@@ -568,12 +568,12 @@ def load_committed(name: str, out_dir: Path | None = None) -> dict:
     return torch.load(out_dir / f"{name}.pt", map_location="cpu", weights_only=True)
 
 
-def stale(out_dir: Path | None = None) -> list[str]:
-    """Names of the references that differ from what translab computes now, beyond the tolerance of their checks:
-    what another CPU's arithmetic moves stays inside it (``grader.references.margins``)."""
+def stale(out_dir: Path | None = None, names: tuple[str, ...] | list[str] = NAMES) -> list[str]:
+    """Names of the references (of ``names``) that differ from what translab computes now, beyond the tolerance of
+    their checks: what another CPU's arithmetic moves stays inside it (``grader.references.margins``)."""
     out_dir = Path(out_dir) if out_dir is not None else GRADER_DIR / "references"
     bad = []
-    for name in NAMES:
+    for name in names:
         path = out_dir / f"{name}.pt"
         if not path.exists() or not same_within(load_committed(name, out_dir), build(name), tolerance(name)):
             bad.append(name)
