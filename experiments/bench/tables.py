@@ -62,6 +62,17 @@ def _warm_rows(auto: dict) -> list[tuple[str, str, str]]:
              _seconds(warm.get("start_s")), "")]
 
 
+def _within_batch_row(auto: dict) -> list[tuple[str, str, str]]:
+    """A batch's first submission (which waits for the batch's setup) against the next ones of the same batch."""
+    batch = auto.get("within_batch") or {}
+    if not batch.get("first_to_next"):
+        return []
+    ratio = batch["first_to_next"]
+    return [(f"within one batch of {batch['students']} (`JOBS=1`): its first submission, with the batch's setup "
+             f"({batch['setup_s']:.1f} s), against the median of the next", f"{batch['first_s']:,.1f} s against "
+             f"{batch['next_s']:,.1f} s: {ratio:.2f}x", f"{'met' if ratio <= 1.1 else 'not met'} (at most 1.1x)")]
+
+
 def _press_rows(presses: dict) -> list[tuple[str, str, str]]:
     """The formgrader's presses against one ``JOBS=1`` batch of the same class (``presses.formgrader_presses``)."""
     if not presses.get("seconds"):
@@ -95,6 +106,7 @@ def readme_tables(result: dict) -> str:
             ("the same by plain `nbgrader autograde` (the formgrader's Autograde button's path)",
              _seconds(auto.get("nbgrader_autograde_s")), ""),
             ("the first submission (empty gradebook)", _seconds(auto.get("first_run_s")), ""),
+            *_within_batch_row(auto),
             (f"its floor: one kernel, the {floor.get('cells', '?')} answer and test cells and the cells they read",
              _seconds(floor.get("seconds")), ""),
             ("ratio to the floor (medians)" + (" and each run's to the floor run after it"

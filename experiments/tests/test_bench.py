@@ -165,6 +165,13 @@ def test_the_readme_tables_judge_each_figure_by_its_goal():
             "of 3 runs: 15, 15, 16 s) | 15.2 s (0.80 of the batch above) |  |") in table
     assert "with `c.BatchAutogradeExporter.warm` (the median of 3 runs: 18, 17, 18 s) | 17.5 s |" in table
     assert "| the press that starts the warm grader (the first, or the first after it went idle) | 24.0 s |" in table
+    assert "within one batch" not in table, "no first-to-next row without its measurement"
+    result["autograde"]["within_batch"] = {"students": 4, "setup_s": 2.5, "first_s": 16.8, "next_s": 15.2,
+                                           "first_to_next": 1.11}
+    assert ("| within one batch of 4 (`JOBS=1`): its first submission, with the batch's setup (2.5 s), against the "
+            "median of the next | 16.8 s against 15.2 s: 1.11x | not met (at most 1.1x) |") in tables.readme_tables(result)
+    result["autograde"]["within_batch"].update(first_s=16.0, first_to_next=1.05)
+    assert "| 16.0 s against 15.2 s: 1.05x | met (at most 1.1x) |" in tables.readme_tables(result)
 
 
 def test_readme_rewrites_only_the_marked_block(tmp_path):
