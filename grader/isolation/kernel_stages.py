@@ -6,7 +6,8 @@ of that week had (``make student-release UNTIL=N``: the parts before N as releas
 ``grader.course.withheld``), whatever the course has released, and the kernel cannot read anything else:
 
 * ``build`` writes the six stages into a folder of the batch (root's or the instructor's alone, hidden from every
-  kernel), compiled, once per grading session;
+  kernel), compiled, once per grading session: linked from the instructor's cache (``cache_folder``), where they
+  were built once for this very source (``stages_key``), which saves each batch 2 s of compiling;
 * ``grader.isolation.launcher`` bind-mounts the notebook's stage over every folder a ``translab`` is imported from (the
   checkout's, an installed copy's, the course's own), in the kernel's private mount view, before any student code;
 * the kernels' zygote imports no translab at all (``grader.isolation.zygote``), and the checker, which needs the references
@@ -18,11 +19,14 @@ gets stage 1, which holds everything back.
 from __future__ import annotations
 
 import compileall
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 from translab.paths import PACKAGE_DIR
@@ -50,24 +54,92 @@ def library(work: Path, stage: int) -> Path:
     return stages_folder(work) / str(stage) / LIBRARY
 
 
-def build(source: Path, work: Path) -> Path:
+SKIPPED = ("__pycache__", "*.pyc", "_lab")  # of the source: what no stage holds
+COMPLETE = "complete"  # written last into a cached build: a build cut short is never used
+
+
+def build(source: Path, work: Path, cache: Path | None = None) -> Path:
     """Write stages 1 to ``LAST_PART`` of the library at ``source`` (a ``translab`` folder) below ``work``, each
     compiled (a kernel imports from a read-only view: without bytecode it would compile every import); returns the
-    stages' folder."""
+    stages' folder.  With ``cache``, the stages are copied from there (built there first if this source has none):
+    the same files, bytecode and modes as a build in place."""
     folder = stages_folder(work)
     folder.mkdir(mode=0o700, exist_ok=True)
     os.chmod(folder, 0o700)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_lab")
+    built = _cached(source, cache) if cache is not None else None
     for stage in range(1, withheld.LAST_PART + 1):
         dest = library(work, stage)
         shutil.rmtree(dest.parent, ignore_errors=True)
-        shutil.copytree(source, dest, ignore=ignore)
-        withheld.write_library(source, dest, stage)
-        compileall.compile_dir(str(dest), quiet=1, workers=1)
-        # readable by the kernel's uid through the bind mount, which keeps the files' own modes
-        for path in [dest, *dest.rglob("*")]:
-            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        if built is not None:
+            shutil.copytree(built / str(stage) / LIBRARY, dest, copy_function=_link_or_copy)
+        else:
+            _write_stage(source, dest, stage)
     return folder
+
+
+def _link_or_copy(source: str, dest: str) -> None:
+    """A cached stage's file, hard-linked (0.08 s for the six stages, against 0.8 s to copy them): no process
+    writes to a stage's files, which the kernels see through a read-only mount.  Copied, with its mode and the
+    time its bytecode was checked against, where the cache lies on another file system."""
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)
+
+
+def _write_stage(source: Path, dest: Path, stage: int) -> None:
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns(*SKIPPED))
+    withheld.write_library(source, dest, stage)
+    compileall.compile_dir(str(dest), quiet=1, workers=1)
+    # readable by the kernel's uid through the bind mount, which keeps the files' own modes
+    for path in [dest, *dest.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+
+
+def cache_folder() -> Path:
+    """The instructor's cache of built stages (``$XDG_CACHE_HOME/translab``, else ``~/.cache/translab``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "translab" / "kernel-stages"
+
+
+def stages_key(source: Path) -> str:
+    """What the stages are built from: every file of ``source`` a stage holds, the code that builds them (this module
+    and ``grader.course.withheld``) and the interpreter that compiles them.  A change to any of them is a new key."""
+    digest = hashlib.sha256(sys.version.encode() + b"\0")
+    for own in (Path(__file__), Path(withheld.__file__)):
+        digest.update(own.read_bytes() + b"\0")
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if path.is_file() and not any(part in ("__pycache__", "_lab") for part in relative.parts) \
+                and path.suffix != ".pyc":
+            digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def _cached(source: Path, cache: Path) -> Path | None:
+    """The cached build of ``source`` (built now if there is none); None where the cache cannot be used (a
+    read-only home): the stages are then built in place, as without a cache."""
+    try:
+        entry = cache / stages_key(source)
+        if (entry / COMPLETE).exists():
+            return entry
+        cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(cache, 0o700)  # the instructor's alone, as the batch's own folder is
+        building = Path(tempfile.mkdtemp(prefix=".building-", dir=cache))
+        for stage in range(1, withheld.LAST_PART + 1):
+            _write_stage(source, building / str(stage) / LIBRARY, stage)
+        (building / COMPLETE).touch()
+        try:
+            os.rename(building, entry)
+        except OSError:  # another batch finished the same build first
+            shutil.rmtree(building, ignore_errors=True)
+        for other in cache.iterdir():  # one source's stages at a time: older ones are not used again, nor a build
+            # that died an hour ago (a younger one may be another batch's, under way)
+            if other != entry and (not other.name.startswith(".building-")
+                                   or time.time() - other.stat().st_mtime > 3600):
+                shutil.rmtree(other, ignore_errors=True)
+        return entry if (entry / COMPLETE).exists() else None
+    except OSError:
+        return None
 
 
 def library_folders(root: Path) -> list[Path]:

@@ -132,7 +132,7 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None, zygote:
     if len(str(socket_prefix(work, 999))) > SOCKET_PATH_MAX - 8:
         raise OSError(f"{work} is too long a path for the kernels' Unix sockets ({SOCKET_PATH_MAX} bytes at most): "
                       "point TMPDIR at a short folder (/tmp)")
-    kernel_stages.build(PACKAGE_DIR, work)
+    kernel_stages.build(PACKAGE_DIR, work, cache=kernel_stages.cache_folder())
     kernels = work / "jupyter" / "kernels" / KERNEL_NAME
     kernels.mkdir(parents=True, exist_ok=True)
     (work / "homes").mkdir(exist_ok=True)
