@@ -200,6 +200,37 @@ def test_a_class_s_seconds_are_summed_by_what_each_student_submitted(tmp_path):
     assert list(totals.values()) == sorted(totals.values(), reverse=True)
 
 
+def test_the_first_of_a_batch_carries_the_batch_s_setup_against_the_median_of_the_next(monkeypatch, tmp_path):
+    """Two batches of the same class (the first records the assignment); the second's report and phases give the
+    figure: here (2.0 + 15.0) / median(13.0, 14.0, 12.0) = 17.0 / 13.0."""
+    from contextlib import contextmanager
+    from grader.grading.batch import REPORT_NAME
+    runs = []
+
+    @contextmanager
+    def course(students, full_every):
+        assert (students, full_every) == (4, 1), "complete submissions only"
+        yield tmp_path, {}, None
+
+    def autograde(course, env, jobs, timeout, keep_gradebook=False):
+        runs.append((jobs, keep_gradebook))
+        (course / "autograded").mkdir(exist_ok=True)
+        rows = ["student_id,seconds"] + [f"student{i:03d},{s}" for i, s in enumerate([15.0, 13.0, 14.0, 12.0])]
+        (course / "autograded" / REPORT_NAME).write_text("\n".join(rows) + "\n")
+        return 60.0, ""
+
+    monkeypatch.setattr(grading, "class_course", course)
+    monkeypatch.setattr(grading, "timed_autograde", autograde)
+    monkeypatch.setattr(grading, "phases_of", lambda course: {"batch setup": 2.0, "checks": 9.0})
+    monkeypatch.setattr(grading, "SETTLE_S", 0)
+    found = grading.within_batch(600)
+    assert runs == [(1, False), (1, True)]
+    assert (found["first_s"], found["next_s"], found["first_to_next"]) == (17.0, 13.0, 1.31)
+    assert found["student_s"] == [15.0, 13.0, 14.0, 12.0] and found["setup_s"] == 2.0
+    monkeypatch.setattr(grading, "timed_autograde", lambda *args, **kwargs: (None, "autograde exited 1"))
+    assert grading.within_batch(600) == {"students": 4, "reason": "autograde exited 1"}
+
+
 def test_each_submission_run_is_paired_with_a_floor_run_right_after_it(monkeypatch):
     """The VM's speed drifts over minutes: the floor is measured beside each run, not in a block after them."""
     from contextlib import contextmanager
@@ -222,9 +253,11 @@ def test_each_submission_run_is_paired_with_a_floor_run_right_after_it(monkeypat
     monkeypatch.setattr(grading, "phases_of", lambda course: next(split))
     warm = {"seconds": 5.0}
     monkeypatch.setattr(grading, "warm_runs", lambda *args: order.append("warm") or warm)
+    batch = {"first_to_next": 1.2}
+    monkeypatch.setattr(grading, "within_batch", lambda timeout: order.append("batch") or batch)
     result = grading.autograde_time()
-    assert order == ["first"] + ["run", "floor", "nbgrader"] * 3 + ["warm"]
-    assert result["warm"] is warm
+    assert order == ["first"] + ["run", "floor", "nbgrader"] * 3 + ["warm", "batch"]
+    assert result["warm"] is warm and result["within_batch"] is batch
     assert result["phases"] == {"checks": 2.0}  # the median run's (6, 7 and 9 s: the second)
     assert result["seconds"] == 7.0 and result["floor"]["seconds"] == 3.0 and result["ratio_to_floor"] == 2.33
     assert result["paired_ratios"] == [2.0, 2.0, 3.0]
