@@ -29,7 +29,7 @@ from .notebooks import as_a_student, nbgrader_execution
 from .tables import GOALS
 
 COURSE_IGNORE = shutil.ignore_patterns(".venv", ".git", "data", "submitted", "autograded", "feedback", "gradebook.db",
-                                       "__pycache__", "*.egg-info", "results", ".pytest_cache")
+                                       "__pycache__", "*.egg-info", "results", ".pytest_cache", ".translab_stages")
 
 
 def course_copy(dest: Path) -> dict:

@@ -6,8 +6,9 @@ of that week had (``make student-release UNTIL=N``: the parts before N as releas
 ``grader.course.withheld``), whatever the course has released, and the kernel cannot read anything else:
 
 * ``build`` writes the six stages into a folder of the batch (root's or the instructor's alone, hidden from every
-  kernel), compiled, once per grading session: linked from the instructor's cache (``cache_folder``), where they
-  were built once for this very source (``stages_key``), which saves each batch 2 s of compiling;
+  kernel), compiled, once per grading session: linked from the course's cache (``cache_folder``, hidden from every
+  kernel too), where they were built once for this very source (``stages_key``), which saves each batch 2 s of
+  compiling;
 * ``grader.isolation.launcher`` bind-mounts the notebook's stage over every folder a ``translab`` is imported from (the
   checkout's, an installed copy's, the course's own), in the kernel's private mount view, before any student code;
 * the kernels' zygote imports no translab at all (``grader.isolation.zygote``), and the checker, which needs the references
@@ -19,6 +20,7 @@ gets stage 1, which holds everything back.
 from __future__ import annotations
 
 import compileall
+import fnmatch
 import hashlib
 import os
 import re
@@ -96,9 +98,13 @@ def _write_stage(source: Path, dest: Path, stage: int) -> None:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
 
 
-def cache_folder() -> Path:
-    """The instructor's cache of built stages (``$XDG_CACHE_HOME/translab``, else ``~/.cache/translab``)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "translab" / "kernel-stages"
+CACHE_NAME = ".translab_stages"  # in the course folder, hidden from every kernel (grader.isolation.sandbox.hidden_paths)
+
+
+def cache_folder(root: Path) -> Path:
+    """The course's cache of built stages.  It holds every part's answers (stage 6 holds parts 1 to 5), so it lives
+    where the sandbox hides it from every kernel, in root's and in a user namespace's mode alike: in the course."""
+    return Path(root) / CACHE_NAME
 
 
 def stages_key(source: Path) -> str:
@@ -109,8 +115,7 @@ def stages_key(source: Path) -> str:
         digest.update(own.read_bytes() + b"\0")
     for path in sorted(source.rglob("*")):
         relative = path.relative_to(source)
-        if path.is_file() and not any(part in ("__pycache__", "_lab") for part in relative.parts) \
-                and path.suffix != ".pyc":
+        if path.is_file() and not any(fnmatch.fnmatch(part, skipped) for part in relative.parts for skipped in SKIPPED):
             digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:32]
 
@@ -123,7 +128,7 @@ def _cached(source: Path, cache: Path) -> Path | None:
         if (entry / COMPLETE).exists():
             return entry
         cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(cache, 0o700)  # the instructor's alone, as the batch's own folder is
+        os.chmod(cache, 0o700)  # the instructor's alone, as the batch's own folder is (and hidden from kernels)
         building = Path(tempfile.mkdtemp(prefix=".building-", dir=cache))
         for stage in range(1, withheld.LAST_PART + 1):
             _write_stage(source, building / str(stage) / LIBRARY, stage)

@@ -132,7 +132,7 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None, zygote:
     if len(str(socket_prefix(work, 999))) > SOCKET_PATH_MAX - 8:
         raise OSError(f"{work} is too long a path for the kernels' Unix sockets ({SOCKET_PATH_MAX} bytes at most): "
                       "point TMPDIR at a short folder (/tmp)")
-    kernel_stages.build(PACKAGE_DIR, work, cache=kernel_stages.cache_folder())
+    kernel_stages.build(PACKAGE_DIR, work, cache=kernel_stages.cache_folder(root))
     kernels = work / "jupyter" / "kernels" / KERNEL_NAME
     kernels.mkdir(parents=True, exist_ok=True)
     (work / "homes").mkdir(exist_ok=True)
@@ -380,10 +380,11 @@ def load_ipython_extension(ip) -> None:
 def hidden_paths(root: Path, student: str | None) -> list[Path]:
     """What a student's kernel must not read: the gradebook (hidden tests, everyone's grades), the course
     secret (everyone's variant), the solutions, the checks' references (the checker outside the kernel reads them), other students'
-    submissions, results and feedback, nbgrader's exchange, and the checkout's tests and experiments."""
+    submissions, results and feedback, nbgrader's exchange, the checkout's tests and experiments, and the cached
+    stages of translab (every part's answers)."""
     from grader.course.variants import SECRET_FILE  # lazy: keeps hashlib and sqlite3 out of every kernel's launcher
     private = ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback", "downloaded", ".git",
-               "grader/references", "references", SECRET_FILE,
+               "grader/references", "references", SECRET_FILE, kernel_stages.CACHE_NAME,
                # what a checkout holds beside the library that no kernel needs: its tests, experiments and the
                # grader's test tooling hold copies of answers (found by grader/tests/isolation/test_kernel_holds_nothing.py)
                "tests", "experiments", "grader/testing", "grader/tests")

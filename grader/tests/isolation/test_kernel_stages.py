@@ -1,5 +1,5 @@
 """The stages of translab a grading kernel imports (grader.isolation.kernel_stages), built once per source in the
-instructor's cache: what a batch gets from the cache is what it would have built itself."""
+course's cache: what a batch gets from the cache is what it would have built itself, and no kernel sees the cache."""
 from __future__ import annotations
 
 import os
@@ -63,3 +63,12 @@ def test_a_build_cut_short_is_not_used_and_an_unusable_cache_builds_in_place(tmp
     blocked.write_text("a file where the cache folder should be")
     built = kernel_stages.build(PACKAGE_DIR, _work(tmp_path, "work2"), cache=blocked / "stages")
     assert sorted(os.listdir(built)) == [str(stage) for stage in range(1, 7)]
+
+
+def test_the_course_s_cache_is_hidden_from_every_kernel(tmp_path):
+    """Stage 6 holds parts 1 to 5 as released: a kernel of part 5 that read it would have part 5's answers."""
+    from grader.isolation import sandbox
+    root = _work(tmp_path, "course")
+    kernel_stages.build(PACKAGE_DIR, _work(tmp_path, "batch"), cache=kernel_stages.cache_folder(root))
+    assert (kernel_stages.cache_folder(root) / kernel_stages.stages_key(PACKAGE_DIR) / kernel_stages.COMPLETE).exists()
+    assert kernel_stages.cache_folder(root).resolve() in sandbox.hidden_paths(root, "alice")
