@@ -98,9 +98,10 @@ def masking_lines(tokenizer, ids: torch.Tensor, inputs: torch.Tensor, labels: to
     became of each chosen token.  Deterministic: the grader's re-run prints the same lines."""
     lines = [f"{MLM_DEMO_PREFIX}, your sentence : {' '.join(_piece(tokenizer, t) for t in ids[0])}",
              f"{MLM_DEMO_PREFIX}, your masking  : {' '.join(_piece(tokenizer, t) for t in inputs[0])}"]
-    if not _chosen(labels):
+    chosen = _chosen(labels)
+    if not chosen:
         return lines + [f"{MLM_DEMO_PREFIX}: your mask_tokens chose no token of this sentence"]
-    for position in _chosen(labels):
+    for position in chosen:
         original, became = int(ids[0, position]), int(inputs[0, position])
         what = ("the mask token" if became == MASK_ID else "unchanged" if became == original
                 else f"random token {_piece(tokenizer, became)!r}")

@@ -63,7 +63,7 @@ COMPLETE = "complete"  # written last into a cached build: a build cut short is 
 def build(source: Path, work: Path, cache: Path | None = None) -> Path:
     """Write stages 1 to ``LAST_PART`` of the library at ``source`` (a ``translab`` folder) below ``work``, each
     compiled (a kernel imports from a read-only view: without bytecode it would compile every import); returns the
-    stages' folder.  With ``cache``, the stages are copied from there (built there first if this source has none):
+    stages' folder.  With ``cache``, the stages are linked from there (built there first if this source has none):
     the same files, bytecode and modes as a build in place."""
     folder = stages_folder(work)
     folder.mkdir(mode=0o700, exist_ok=True)
@@ -122,7 +122,7 @@ def stages_key(source: Path) -> str:
 
 def _cached(source: Path, cache: Path) -> Path | None:
     """The cached build of ``source`` (built now if there is none); None where the cache cannot be used (a
-    read-only home): the stages are then built in place, as without a cache."""
+    read-only course folder): the stages are then built in place, as without a cache."""
     try:
         entry = cache / stages_key(source)
         if (entry / COMPLETE).exists():

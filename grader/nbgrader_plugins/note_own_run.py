@@ -13,8 +13,8 @@ from grader.grading.similarity import released_notebooks
 class NoteOwnRun(NbGraderPreprocessor):
     """Right after ``GuardedExecute``: under the notebook's own-run written answer (``grader.course.own_run``), a
     markdown cell for the grader with each figure the answer states, found or not in the submitted outputs and in
-    the re-run, and the output lines the notebook's ``OwnRun`` quotes, both ways.  The formgrader shows it beside the answer; ``RemoveGraderNotes`` keeps it out of the feedback.  It
-    decides no score."""
+    the re-run, and the output lines the notebook's ``OwnRun`` quotes, both ways.  The formgrader shows it beside
+    the answer; ``RemoveGraderNotes`` keeps it out of the feedback.  It decides no score."""
 
     def preprocess(self, nb, resources):
         own = OWN_RUN.get((resources.get("nbgrader") or {}).get("notebook"))
