@@ -145,15 +145,13 @@ def within_batch(timeout: float, students: int = 4) -> dict:
     complete submissions in one batch at ``JOBS=1``, the gradebook ready (a first batch records the assignment).
     The first student waits for the batch's setup, so its figure is the setup plus its own seconds (the batch's
     report and phases), against the median of the others' seconds."""
-    import csv
     with class_course(students, full_every=1) as (course, env, _):
         for keep in (False, True):
             seconds, reason = timed_autograde(course, env, 1, timeout, keep_gradebook=keep)
             if seconds is None:
                 return {"students": students, "reason": reason}
             time.sleep(SETTLE_S)
-        with open(course / "autograded" / REPORT_NAME, encoding="utf-8") as handle:
-            own = {row["student_id"]: float(row["seconds"]) for row in csv.DictReader(handle)}
+        own = seconds_by_student(course)
         setup = phases_of(course).get(phases.SETUP, 0.0)
     order = sorted(own)  # the batch takes them in this order (grader.course.students)
     first, later = setup + own[order[0]], statistics.median(own[name] for name in order[1:])
@@ -251,15 +249,19 @@ def class_cases(students: int, full_every: int = 3) -> list[str]:
 def seconds_by_case(course: Path, students: int, full_every: int = 3) -> dict:
     """From the batch's report: the seconds each kind of submission took to grade, summed over the class (where
     a class's time goes), most first."""
-    import csv
-
     kind = {f"student{index:03d}": case for index, case in enumerate(class_cases(students, full_every))}
     totals: dict[str, float] = {}
-    with open(course / "autograded" / REPORT_NAME, encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            case = kind.get(row["student_id"], "other")
-            totals[case] = round(totals.get(case, 0.0) + float(row["seconds"] or 0), 1)
+    for student, seconds in seconds_by_student(course).items():
+        case = kind.get(student, "other")
+        totals[case] = round(totals.get(case, 0.0) + seconds, 1)
     return dict(sorted(totals.items(), key=lambda item: -item[1]))
+
+
+def seconds_by_student(course: Path) -> dict[str, float]:
+    """Each student's seconds in the last batch's report."""
+    import csv
+    with open(course / "autograded" / REPORT_NAME, encoding="utf-8") as handle:
+        return {row["student_id"]: float(row["seconds"] or 0) for row in csv.DictReader(handle)}
 
 
 @contextmanager
