@@ -37,8 +37,18 @@ def nbgrader_env(extra: dict | None = None) -> dict:
     # nbgrader run by translab's commands, which did what plain nbgrader's entry points do through the plugins
     # (grader.nbgrader_plugins.batch_autograde_exporter, feedback_gate_exporter)
     env[GRADER_RUN_ENV] = "1"
+    if env.get("PYTHONPATH"):  # empty, Python ignores it
+        env["PYTHONPATH"] = absolute_path_list(env["PYTHONPATH"])
     env.update(extra or {})
     return env
+
+
+def absolute_path_list(value: str) -> str:
+    """``PYTHONPATH`` with its empty and relative entries made absolute against this process's folder, as the
+    instructor's shell meant them.  Left relative, they name the folder of whichever process reads them: a grading
+    kernel's launcher starts, as root, in the student's submission, where a ``grader/`` package of the student's
+    would be imported in place of ours (the ``shadows_the_launcher`` case of ``grader.testing.corpus``)."""
+    return os.pathsep.join(os.path.abspath(entry or os.curdir) for entry in value.split(os.pathsep))
 
 
 # nbgrader_config.py's plugins, every one of them

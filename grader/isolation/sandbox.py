@@ -139,7 +139,10 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None, zygote:
     for folder in (work, work / "homes"):  # a dropped uid may reach its own HOME below, list nothing
         os.chmod(folder, 0o711)
     spec = {
-        "argv": [sys.executable, "-m", "grader.isolation.launcher", "--root", str(root), "--work", str(work),
+        # -P: the launcher starts as root in the student's submission folder, which -m would put first on sys.path
+        # (a student's grader/isolation/launcher.py would run instead of ours); PYTHONPATH is absolute
+        # (grader.grading.nbgrader_process.absolute_path_list)
+        "argv": [sys.executable, "-P", "-m", "grader.isolation.launcher", "--root", str(root), "--work", str(work),
                  "--limits", json.dumps(asdict(limits)), *(["--zygote", str(zygote)] if zygote else []), "--",
                  sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
                  "--IPKernelApp.extra_extensions=grader.isolation.sandbox"],

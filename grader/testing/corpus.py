@@ -411,6 +411,28 @@ def _kernelspec(sources: Sources, out: Path) -> None:
     _write(notebook, out, f"{NB1}.ipynb")
 
 
+# A module named as the one that starts a grading kernel, submitted beside the notebook: the kernel's launcher starts as
+# root in the student's folder, before any isolation.  Should one of them run, it leaves a mark where the corpus
+# test looks (the course root, found from that folder: autograded/<student>/<assignment>), whatever its uid.
+SHADOW_MODULE = '''import os, pathlib
+for _target in [pathlib.Path.cwd().parents[2] / "pwned_by_student", pathlib.Path("/tmp/pwned_by_student")]:
+    try:
+        _target.write_text(f"{__name__} of a submission ran as uid {os.getuid()}")
+    except OSError:
+        pass
+'''
+SHADOWED = ("grader/__init__.py", "grader/isolation/__init__.py", "grader/isolation/launcher.py")
+
+
+@case("shadows_the_launcher", "notebook 01 right, beside a grader/ package whose isolation.launcher is named as the "
+      "module that starts a grading kernel")
+def _shadows_the_launcher(sources: Sources, out: Path) -> None:
+    _write(sources.notebook(NB1), out, f"{NB1}.ipynb")
+    for name in SHADOWED:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(SHADOW_MODULE, encoding="utf-8")
+
+
 # Attempts on what the student must not touch; every attempt is caught so that the answer still runs.
 # The course root is found from the kernel's working folder (autograded/<student>/<assignment>).
 WRITE_OUTSIDE = '''import os, pathlib

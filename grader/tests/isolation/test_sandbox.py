@@ -539,3 +539,32 @@ def test_a_batch_whose_kernels_would_import_another_translab_refuses_to_grade(tm
     shutil.copy(os.path.realpath(sys.base_prefix + "/bin/python3"), tmp_path / "python")
     problem = unstaged_library(REPO_ROOT, kernel_environment(os.environ))
     assert problem and "no translab at all" in problem, problem
+
+
+def test_the_launcher_never_imports_a_grader_package_submitted_beside_the_notebook(tmp_path, monkeypatch):
+    """The kernelspec's launcher starts as root in the student's folder, before any isolation: a submitted
+    grader/isolation/launcher.py (the corpus's ``shadows_the_launcher``) must not be what it runs, even where the
+    instructor's PYTHONPATH holds an empty entry (the working folder, whichever process reads it)."""
+    from grader.grading.nbgrader_process import nbgrader_env
+    from grader.testing import corpus
+    submission = tmp_path / "submission"
+    for name in corpus.SHADOWED:
+        (submission / name).parent.mkdir(parents=True, exist_ok=True)
+        (submission / name).write_text("open('shadow-ran', 'w').write(__name__)\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = nbgrader_env()
+    assert "" not in env["PYTHONPATH"].split(os.pathsep), env["PYTHONPATH"]
+    work = Path(tempfile.mkdtemp(prefix="translab-shadow-"))  # others may traverse /tmp, as the kernels' HOMEs need
+    try:
+        sandbox.grading_kernel(REPO_ROOT, work)
+        spec = json.loads(next(work.glob("jupyter/kernels/*/kernel.json")).read_text())
+        launcher = spec["argv"][:spec["argv"].index("--root")]
+        done = subprocess.run([*launcher, "--help"], cwd=submission, env=env, capture_output=True, text=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert not (submission / "shadow-ran").exists(), "the submission's grader package ran in the launcher"
+    assert done.returncode == 0 and "python -m grader.isolation.launcher" in done.stdout, done.stderr[-500:]
+    # the test reaches what it means to: with the instructor's PYTHONPATH as it was, -P alone lets the package in
+    raw = subprocess.run([*launcher, "--help"], cwd=submission, env={**env, "PYTHONPATH": os.environ["PYTHONPATH"]},
+                         capture_output=True, text=True)
+    assert (submission / "shadow-ran").exists(), raw.stderr[-500:]
