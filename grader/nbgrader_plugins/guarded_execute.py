@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
 import time
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -58,15 +59,25 @@ from grader.isolation import kernel_stages
 from ..course import course_root
 from .clear_outputs_after_hidden_tests import is_hidden_test, is_test
 
+KILL_WAIT = 5.0  # s for a killed kernel's process to end (jupyter_client waits as long)
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short (read by FlagIncidents)
 
 
 def _end_kernel(km: KernelManager | None, kc=None) -> None:
-    """Kill a notebook's kernel (nothing in it needs a clean exit) and close its client."""
+    """Kill a notebook's kernel (nothing in it needs a clean exit) and close its client.  jupyter_client's kill
+    checks for the end every 0.1 s, and a killed kernel has ended within a millisecond: waiting on its process
+    first saves about 0.1 s a notebook (issue 53's phase "kernel stop")."""
     try:
         if kc is not None:
             kc.stop_channels()
         if km is not None and km.has_kernel:
+            process = getattr(km.provisioner, "process", None)
+            if process is not None:
+                run_sync(km.provisioner.kill)()
+                try:
+                    process.wait(timeout=KILL_WAIT)
+                except subprocess.TimeoutExpired:  # jupyter_client's own wait below takes over
+                    pass
             run_sync(km.shutdown_kernel)(now=True)
     except Exception:  # already gone: the batch ends whatever the student's uid left anyway
         pass
