@@ -70,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="--jobs values to time the class with (2: the goal is set for 2 cores)")
     parser.add_argument("--cluster-workers", type=int, default=2,
                         help="grade the class again on a local Dask cluster of this many workers (0: not)")
-    parser.add_argument("--class-rounds", type=int, default=2,
+    parser.add_argument("--class-rounds", type=int, default=3,
                         help="times to grade the class, local then cluster in turn (each cluster run is judged "
-                             "against the local run just before it; about 15 min a round)")
+                             "against the local run just before it, the goal is on their median; about 13 min a round)")
     parser.add_argument("--overhead-students", type=int, default=2,
                         help="complete submissions graded with and without the sandbox, twice (0 skips it; about 8 min at 2)")
     parser.add_argument("--only-notebooks", action="store_true",

@@ -2,6 +2,7 @@
 (the pages quote no figure of their own: ``--readme`` rewrites them, and a test checks they agree)."""
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from translab.paths import REPO_ROOT
@@ -131,8 +132,9 @@ def readme_tables(result: dict) -> str:
         local = (runs.get("jobs_2") or {}).get("seconds")
         times, ratios = cluster.get("runs_s") or [], cluster.get("paired_ratios") or []
         if ratios:  # each round against the JOBS=2 run just before it: the machine's drift cancels
-            goal = (f"{'met' if max(ratios) <= 1.1 else 'not met'} (each round at most JOBS=2 + 10%: "
-                    f"{', '.join(f'{r - 1:+.1%}' for r in ratios)})")
+            met = statistics.median(ratios) <= 1.05 and max(ratios) <= 1.1  # issue 53
+            goal = (f"{'met' if met else 'not met'} (the rounds' median at most JOBS=2 + 5%, each at most + 10%: "
+                    f"{', '.join(f'{r - 1:+.1%}' for r in ratios)}; median {statistics.median(ratios) - 1:+.1%})")
         else:
             goal = judged(cluster["seconds"], local * 1.1, f"{local * 1.1:,.0f} s, JOBS=2 + 10%") if local else ""
         rows.append((f"the same class on a Dask cluster of {cluster['workers']} local worker processes "
