@@ -26,7 +26,9 @@ from grader import moved
 
 # jsonschema (under nbformat) imports its optional IRI format checker, rfc3987_syntax, which compiles a Lark
 # grammar when imported: 1 s of every grading process (0.14 s for nbformat without it), for string formats that
-# no notebook schema uses and nbformat never checks.  jsonschema does without it (an ImportError it expects).
+# no notebook schema uses and nbformat never checks.  jsonschema does without it (an ImportError it expects).  `make
+# setup` puts the same line in the environment's site-packages (skip_iri_syntax.pth), for the processes that import
+# jsonschema before this package: plain `nbgrader` commands and Jupyter servers.
 sys.modules.setdefault("rfc3987_syntax", None)
 
 moved.install()

@@ -95,3 +95,14 @@ def test_a_configuration_that_does_not_load_stops_the_release(tmp_path):
     with pytest.raises(GradingError) as refused:
         release(tmp_path)
     assert "a typo on line 1" in str(refused.value) and not (tmp_path / "notebooks").exists()
+
+
+def test_a_plain_process_of_the_environment_skips_the_iri_grammar_and_still_validates(tmp_path):
+    """`make setup` puts grader/skip_iri_syntax.pth in the environment: a process that imports jsonschema before the
+    grader (plain `nbgrader`, a Jupyter server) does not compile rfc3987_syntax's grammar (1 s), and notebooks
+    still validate."""
+    probe = ("import sys, nbformat\nnbformat.validate(nbformat.v4.new_notebook())\n"
+             "print(repr(sys.modules.get('rfc3987_syntax', 'never imported')))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "None", f"rfc3987_syntax was {done.stdout.strip()}: run make setup"
