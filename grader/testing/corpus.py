@@ -181,6 +181,16 @@ def _invalid_json(sources: Sources, out: Path) -> None:
     shutil.copy(sources.solutions / f"{NB2}.ipynb", out / f"{NB2}.ipynb")
 
 
+@case("schema_invalid", "notebook 01 right but for one cell of a type nbformat does not know (valid JSON, an invalid "
+      "notebook); notebook 02 right")
+def _schema_invalid(sources: Sources, out: Path) -> None:
+    notebook = sources.notebook(NB1)
+    notebook.cells.append(nbformat.from_dict({"cell_type": "evil", "metadata": {}, "source": "print('ran')"}))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{NB1}.ipynb").write_text(json.dumps(notebook), encoding="utf-8")  # nbformat.write would refuse it
+    shutil.copy(sources.solutions / f"{NB2}.ipynb", out / f"{NB2}.ipynb")
+
+
 @case("extra_notebook", "notebook 01 right, plus a notebook of its own that loops forever")
 def _extra(sources: Sources, out: Path) -> None:
     notebook = sources.notebook(NB1)

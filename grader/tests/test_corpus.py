@@ -219,6 +219,15 @@ def test_every_submitted_file_is_byte_identical_afterwards(graded):
     assert _hashes(root / "submitted") == before["submitted"]
 
 
+def test_a_notebook_nbformat_refuses_starts_no_kernel(graded):
+    """nbconvert validates once per conversion (c.Exporter.optimistic_validation): the sanitizing conversion still
+    refuses schema_invalid's notebook 01 before autograding runs any of its cells; only notebook 02's kernel starts."""
+    root, *_ = graded
+    log = (root / "autograded" / "schema_invalid" / "autograde.log").read_text(encoding="utf-8")
+    assert "Notebook is invalid after preprocessor" in log, log[-2000:]
+    assert log.count('"ok": true') == 1, log[-2000:]
+
+
 def test_student_code_reached_none_of_the_instructors_files(graded):
     root, _, before, _, _ = graded
     assert _hashes(root / "solutions") == before["solutions"]
