@@ -156,9 +156,10 @@ def test_the_readme_tables_judge_each_figure_by_its_goal():
               "notebooks": {"01": {"student_s": 100.0, "nbgrader_s": 5.0}, "02": {"student_s": 130.0, "nbgrader_s": 4.0}}}
     table = tables.readme_tables(result)
     assert "| one complete submission, gradebook ready (median of 3) | 19.0 s | met (at most 20 s) |" in table
-    assert "| the same by plain `nbgrader autograde` (the formgrader's Autograde button's path) | 21.0 s |  |" in table
+    assert ("| the same by plain `nbgrader autograde` (the formgrader's Autograde button's path) | 21.0 s (1.11x) | "
+            "not met (at most 1.1x) |") in table
     assert ("| ratio to the floor (medians) and each run's to the floor run after it | 3.80 (3.60, 3.80, 5.00) "
-            "| not met (at most 2) |") in table
+            "| not met (at most 1.5) |") in table
     assert "`JOBS=2` | 750 s (12.5 min) | not met (at most 12 min) |" in table
     assert "| the whole lab, student budget not met (at most 4 min) | 230.0 s | 9.0 s |" not in table
     assert "| the whole lab, student budget met (at most 4 min) | 230.0 s | 9.0 s |" in table
