@@ -388,7 +388,7 @@ def page_of(browser, name: str):
 
 # ----------------------------------------------------------------- course copies the Makefile can serve
 
-MAKE_FILES = ("Makefile", "nbgrader_config.py", "pyproject.toml", "constraints.txt")
+MAKE_FILES = ("Makefile", "nbgrader_config.py", "pyproject.toml", "constraints.txt", "grader/skip_iri_syntax.pth")
 
 
 def course_copy(root: Path, *folders: str) -> Path:
@@ -396,6 +396,7 @@ def course_copy(root: Path, *folders: str) -> Path:
     must not reinstall the venv), and ``folders`` of the repository."""
     root.mkdir(parents=True, exist_ok=True)
     for name in MAKE_FILES:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO_ROOT / name, root / name)
     for name in folders:
         shutil.copytree(REPO_ROOT / name, root / name)
