@@ -213,7 +213,10 @@ class SanitizeStudentContent(SanitizeHTML):
         browser) to the same elements, attributes and text as its cleaned copy.  Any tag bleach refuses parses
         as text holding a literal ``<``, which a cleaned copy never holds, so it always makes a difference."""
         cleaner = self.cleaner()
-        return _parsed(cleaner, html_text) == _parsed(cleaner, cleaner.clean(html_text))
+        cleaned = cleaner.clean(html_text)
+        # the same text parses the same: the two parses only decide when bleach wrote the markup another way
+        # (all 133 markdown cells of the solutions come back unchanged: 0.25 s a student, issue 53)
+        return cleaned == html_text or _parsed(cleaner, html_text) == _parsed(cleaner, cleaned)
 
     def clean_markdown(self, source: str, attachments: dict | None = None) -> str:
         """The source itself when its rendering is clean; else one HTML block holding the cleaned rendering
