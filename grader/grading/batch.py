@@ -286,7 +286,8 @@ class GradingSession:
                 self.walls = stack.enter_context(BatchSandbox(self.root, work, nbgrader_env(), self.sandbox))
             except OSError as error:  # the machine, not a student: say so before anyone is graded
                 raise GradingError(f"{error}; nothing was graded") from error
-            check_config(self.root)
+            check_config(self.root)  # waits for the fork server's imports, which the first student needs first
+            self.walls.release_checkers()
             self.dbs = work / "db"  # the per-student gradebooks: private even to the sandboxed kernels
             self.dbs.mkdir(mode=0o700)
             self.plain_copies = work / "submitted"  # the students' plain files (copy_plain_files): out of kernels' view

@@ -43,6 +43,9 @@ from grader.isolation.zygote import fork_checker
 
 
 SOCKET_NAME = "checker"
+# Two checkers of one student may listen at once: a notebook's, and the next notebook's, started with its kernel
+# while this one runs (grader.nbgrader_plugins.guarded_execute's next kernel); each takes the name the other has not.
+SOCKET_NAMES = (SOCKET_NAME, "checker-next")
 
 
 @dataclass(frozen=True)
@@ -112,11 +115,13 @@ class Record:
 class Checker:
     """The grader's end of the wire for one notebook: a socket, a thread, the records of the test cells."""
 
-    def __init__(self, folder: str | os.PathLike | None = None):
+    def __init__(self, folder: str | os.PathLike | None = None, name: str = SOCKET_NAME):
+        if name not in SOCKET_NAMES:  # a name, never a path
+            raise ValueError(f"a checker's socket is named one of {SOCKET_NAMES}, not {name!r}")
         self._own_folder = folder is None
         self.folder = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="translab-checker-"))
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.path = self.folder / SOCKET_NAME
+        self.path = self.folder / name
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -132,6 +137,9 @@ class Checker:
         self._thread = threading.Thread(target=self._serve, name="translab-checker", daemon=True)
         self._thread.start()
         self._warming: threading.Thread | None = None
+
+    def ready(self) -> None:
+        """Nothing to wait for: the socket is bound."""
 
     def warm_up(self) -> None:
         """Import the checks and torch (``CHECKER_IMPORTS``, 1.8 s) now, in a thread, unless done: called once the kernel's process is
@@ -242,13 +250,16 @@ class ForkedChecker:
     The checker process ends when it is stopped, when this process ends (the zygote sees the connection close),
     or with the zygote."""
 
-    def __init__(self, zygote: str | os.PathLike, folder: str | os.PathLike, timeout: float = 60.0):
+    def __init__(self, zygote: str | os.PathLike, folder: str | os.PathLike, timeout: float = 60.0,
+                 name: str = SOCKET_NAME):
+        if name not in SOCKET_NAMES:
+            raise ValueError(f"a checker's socket is named one of {SOCKET_NAMES}, not {name!r}")
         self.folder = Path(folder)
-        self.path = self.folder / SOCKET_NAME
+        self.path = self.folder / name
         self._timeout = timeout
         ours, theirs = socket.socketpair()
         try:
-            self._zygote = fork_checker(Path(zygote), str(self.folder), theirs, checker_environment(os.environ))
+            self._zygote = fork_checker(Path(zygote), str(self.folder), theirs, checker_environment(os.environ), name)
         except BaseException:
             ours.close()
             raise
@@ -272,6 +283,10 @@ class ForkedChecker:
             raise CheckerGone(f"the grader's checker process ended before answering {message['op']!r}")
         return reply
 
+    def ready(self) -> None:
+        """Wait until the checker process has bound its socket (CheckerGone if it never does)."""
+        self._ask({"op": "ready"})
+
     def warm_up(self) -> None:
         """Nothing to do: the checker process warms itself up as it starts."""
 
@@ -291,14 +306,14 @@ class ForkedChecker:
                 stream.close()
 
 
-def serve_forked(control: socket.socket, folder: str) -> None:
-    """The forked checker's life (``grader.isolation.zygote``): a ``Checker`` on ``folder``, driven by ``control`` until told
-    to stop or until the other end goes."""
+def serve_forked(control: socket.socket, folder: str, name: str = SOCKET_NAME) -> None:
+    """The forked checker's life (``grader.isolation.zygote``): a ``Checker`` on ``folder``'s socket ``name``, driven by
+    ``control`` until told to stop or until the other end goes."""
     # A kernel's address space at most (what a solution's kernel needs, with room): what the kernel sends is bounded
     # per message (translab.wire), and no message may make the checker take the machine's memory.
     from grader.isolation.sandbox import Limits  # here, in the checker's process: the batch needs no sandbox
     resource.setrlimit(resource.RLIMIT_AS, (Limits.address_space, Limits.address_space))
-    checker = Checker(folder)
+    checker = Checker(folder, name)
     checker.warm_up()
     replies = control.makefile("rb")
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +45,8 @@ class StudentSandbox:
     status: Path | None = None  # the launcher's reports; None without the sandbox
     sockets: Path | None = None
     uid: int | None = None  # root's batches: the student's own uid
-    shared_folders: list[Path] | None = None  # where a uid could leave files (``sandbox.world_writable_folders``)
+    # where a uid could leave files (``sandbox.world_writable_folders``), walked while the batch goes on
+    shared_folders: Future | None = None
 
     def kill_leftovers(self) -> None:
         """End what the student's kernels left running (after every nbgrader run: a hung kernel's children)."""
@@ -67,7 +69,7 @@ class StudentSandbox:
             return []
         deadline = time.monotonic() + grace
         while True:
-            left = sandbox.leftovers(self.uid, self.shared_folders)
+            left = sandbox.leftovers(self.uid, self.shared_folders.result() if self.shared_folders else None)
             if not left or time.monotonic() > deadline:
                 return left
             self.kill_leftovers()
@@ -84,7 +86,8 @@ class BatchSandbox:
         self.env: dict = {}
         self.args: list[str] = []
         self.groups: Cgroups | None = None
-        self.shared_folders: list[Path] | None = None
+        self.shared_folders: Future | None = None
+        self._checkers: Zygote | None = None
 
     def __enter__(self) -> "BatchSandbox":
         stack = self._stack.__enter__()
@@ -103,15 +106,24 @@ class BatchSandbox:
         # the notebooks import later too (grader.isolation.zygote's LATER): first, so that their imports (3 s)
         # overlap what follows; they end before the scratch folder
         zygote = stack.enter_context(Zygote(self.work, self.base_env, self.root)).path
-        checkers = stack.enter_context(Zygote(self.work, self.base_env, self.root, role="checker")).path
+        # held until the batch's own imports are done (``release_checkers``): the first test cell needs it last
+        self._checkers = stack.enter_context(Zygote(self.work, self.base_env, self.root, role="checker", hold=True))
+        checkers = self._checkers.path
         self.env, self.args = sandbox.grading_kernel(self.root, self.work, zygote=zygote, checkers=checkers)
         limits = sandbox.Limits()
         self.groups = stack.enter_context(Cgroups(limits.memory, limits.tasks))
         print(f"[autograde] a cgroup per student: {self.groups.problem or self.groups.mode}", flush=True)
-        self.shared_folders = sandbox.world_writable_folders(skip=self.work)
+        # a walk of /tmp and the like (0.2-0.4 s on a machine whose /tmp holds much), needed after the first student
+        walker = stack.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="translab-shared-folders"))
+        self.shared_folders = walker.submit(sandbox.world_writable_folders, skip=self.work)
 
     def __exit__(self, *exc) -> None:
         self._stack.__exit__(*exc)
+
+    def release_checkers(self) -> None:
+        """Let the checkers' zygote import (``grader.isolation.zygote.HOLD_MAX`` seconds after it started, at the latest)."""
+        if self._checkers is not None:
+            self._checkers.release()
 
     @property
     def capacity(self) -> int:

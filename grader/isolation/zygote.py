@@ -28,6 +28,7 @@ use.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -59,6 +60,8 @@ CHECKER_PRELOAD = ("torch", "torch.fx.experimental.symbolic_shapes", "translab.c
                    "translab.model", "translab.attention", "translab.training", "translab.generation", "translab.mlm",
                    "translab.bert", "translab.params")
 MAX_REQUEST = 4 * 1024 ** 2
+# A held zygote (the checkers', while the fork server and the kernels' zygote import) waits at most this long to import
+HOLD_MAX = 5.0
 # What a zygote's children become, by the zygote's role: named, not imported here, so that the zygote imports none
 # of its callers (``grader.isolation.launcher``, the checker's ``grader.grading.verdicts``).  A zygote forks one kind only: the
 # kernels' never has the checker's library, the checkers' never forks a kernel.
@@ -92,11 +95,11 @@ class Zygote:
     """One of the batch's zygotes (a context manager): ``path`` is the socket its requesters connect to: the
     kernelspec's launchers for the kernels' zygote, nbgrader's ``GuardedExecute`` for the checkers'."""
 
-    def __init__(self, work: Path, env: dict, cwd: Path, role: str = "kernel"):
+    def __init__(self, work: Path, env: dict, cwd: Path, role: str = "kernel", hold: bool = False):
         """A kernels' zygote imports ``STARTUP`` and ``LATER`` (every notebook's kernel is a new fork, which would
-        otherwise import them again), a checkers' one ``CHECKER_PRELOAD``.  ``env`` is
-        the batch's: the zygote gets the allow-listed part of it (``grader.isolation.sandbox``), whose memory every kernel
-        it forks starts from."""
+        otherwise import them again), a checkers' one ``CHECKER_PRELOAD``; with ``hold``, once ``release`` is called.
+        ``env`` is the batch's: the zygote gets the allow-listed part of it (``grader.isolation.sandbox``), whose memory
+        every kernel it forks starts from."""
         if role not in ROLES:
             raise ValueError(f"a zygote for {role!r}")
         folder = zygote_folder(work)  # root's or the instructor's alone; outside every kernel's view
@@ -116,7 +119,7 @@ class Zygote:
                    "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
         self.path = folder / "socket"
         self.log = folder / "zygote.log"
-        options = ["--role", role]
+        options = ["--role", role, *(["--hold"] if hold else [])]
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "grader.isolation.zygote", "--socket", str(self.path),
                                              *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
@@ -127,6 +130,11 @@ class Zygote:
             self.close()
             tail = self.log.read_text(errors="replace").strip().splitlines()[-5:]
             raise OSError(f"the grading {role}s' zygote (grader.isolation.zygote) did not start: " + " | ".join(tail))
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a held zygote imports now; an ended one, nothing
+            self.process.stdin.write(b"go\n")
+            self.process.stdin.flush()
 
     def close(self) -> None:
         """Closing its stdin ends the zygote and every kernel it forked.  Once it says so, its own exit (0.5 s of
@@ -200,22 +208,23 @@ def run_through(path: Path, argv: list[str], env: dict) -> int | None:
         return 1  # the zygote went, and its kernels with it
 
 
-def fork_checker(path: Path, folder: str, control: socket.socket, env: dict) -> socket.socket:
+def fork_checker(path: Path, folder: str, control: socket.socket, env: dict, name: str = "checker") -> socket.socket:
     """Ask the checkers' zygote at ``path`` to fork a checker (``grader.grading.verdicts.ForkedChecker``) with ``env`` that
-    serves ``folder`` and obeys ``control``, its output going where this process's does; not waited for (the zygote may still be
-    importing).  Returns the connection to the zygote, which kills the checker when it closes (this process
+    serves the socket ``name`` in ``folder`` and obeys ``control``, its output going where this process's does; not
+    waited for (the zygote may still be importing).  Returns the connection to the zygote, which kills the checker when it closes (this process
     ended, or stopped the checker).  OSError when no zygote listens; one that refuses closes ``control``'s
     other end, which the checker's first answer then finds."""
-    return _send(path, {"checker": folder, "env": env, "cwd": os.getcwd()}, [control.fileno(), 1, 2])
+    return _send(path, {"checker": folder, "name": name, "env": env, "cwd": os.getcwd()}, [control.fileno(), 1, 2])
 
 
 # ----------------------------------------------------------------- the zygote
 
-def serve(path: Path, preload: tuple[str, ...], role: str = "kernel", later: tuple[str, ...] = ()) -> None:
-    """Listen at ``path``, import ``preload``, then fork a child of ``role`` for each request, until stdin
-    closes.  ``later`` is imported after ``preload``, one module at a time, with the requests that came meanwhile
-    served between two: a batch's first kernel, asked for while the zygote still imports what only later notebooks
-    need, does not wait for it (it imports what it needs of it itself)."""
+def serve(path: Path, preload: tuple[str, ...], role: str = "kernel", later: tuple[str, ...] = (),
+          hold: bool = False) -> None:
+    """Listen at ``path``, import ``preload`` (with ``hold``, once a line on stdin, a request or ``HOLD_MAX`` seconds
+    come), then fork a child of ``role`` for each request, until stdin closes.  ``later`` is imported after
+    ``preload``, one module at a time, with the requests that came meanwhile served between two: a batch's first
+    kernel, asked for while the zygote still imports what only later notebooks need, does not wait for it."""
     prctl(PR_SET_DUMPABLE, 0)
     prctl(*PR_SET_DEATHSIG_KILL)  # the batch gone: so is the zygote
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -223,6 +232,8 @@ def serve(path: Path, preload: tuple[str, ...], role: str = "kernel", later: tup
     os.chmod(path, 0o600)
     listener.listen(128)
     os.write(1, b"listening\n")
+    if hold and sys.stdin in select.select([sys.stdin, listener], [], [], HOLD_MAX)[0] and not os.read(0, 1024):
+        return  # the batch is done (or gone) before it needed a child
     for name in preload:
         _preload(name)
     importlib.import_module(TARGETS[role].partition(":")[0])  # what the children become, loaded once
@@ -357,7 +368,7 @@ def _become_checker(request: dict, fds: list[int]) -> int:
         print(f"[checker] not in the student's cgroup: {error}", file=sys.stderr, flush=True)
     if "torch" in sys.modules:  # imported before this environment was set: its threads as the job says
         sys.modules["torch"].set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
-    _target("checker")(socket.socket(fileno=control), request["checker"])
+    _target("checker")(socket.socket(fileno=control), request["checker"], str(request.get("name") or "checker"))
     return 0
 
 
@@ -394,11 +405,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.isolation.zygote")
     parser.add_argument("--socket", type=Path, required=True)
     parser.add_argument("--role", choices=ROLES, default="kernel", help="fork kernels, or checkers")
+    parser.add_argument("--hold", action="store_true", help="import once a line on stdin, a request or HOLD_MAX s come")
     args = parser.parse_args(argv)
     if args.role == "checker":
-        serve(args.socket, CHECKER_PRELOAD, args.role)
+        serve(args.socket, CHECKER_PRELOAD, args.role, hold=args.hold)
     else:
-        serve(args.socket, STARTUP, args.role, later=LATER)
+        serve(args.socket, STARTUP, args.role, later=LATER, hold=args.hold)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # its kernels are gone: no interpreter teardown of torch and the rest (0.3 s the batch waits for)

@@ -25,7 +25,8 @@ Each notebook is graded in a kernel of its own, forked from the batch's kernels'
 ipykernel's own set-up, not a new interpreter), whose translab is the notebook's stage (``grader.isolation.kernel_stages``:
 notebook N sees the library of a student in week N, whatever the course has released).  No kernel outlives its
 notebook, so nothing an answer changed in a module, the kernel's side of the verdict channel included, reaches the
-student's next notebook.  The kernel and its checker end with the notebook.
+student's next notebook.  The kernel and its checker end with the notebook; the next notebook's were started as soon as
+this one's kernel was ready, and wait for it (``grader.grading.next_kernel``, which says why they stay apart).
 
 Outputs that the kernel creates or updates once the first hidden test has begun could carry that test's inputs; a
 cell before the hidden test keeps the outputs it had when the test began (a display updated later is put back), and
@@ -36,51 +37,29 @@ from __future__ import annotations
 
 import copy
 import os
-import subprocess
 import time
+from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
-from nbclient.util import run_sync
+from nbclient.util import ensure_async, run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Unicode
-
-from jupyter_client.manager import KernelManager
 
 from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, VARIANT_ENV, tagged
 
 from grader.course.demos import NOT_RUN, left_out
 from grader.course.variants import SECRET_ENVS, SHOWN_KEY, grading_code, mismatch
-from grader.grading import phases
+from grader.grading import next_kernel, phases
 from grader.grading.prompt_kernel_client import PromptKernelClient
-from grader.grading.verdicts import Checker, ForkedChecker, expected_calls, suspicious
+from grader.grading.verdicts import SOCKET_NAMES, Checker, ForkedChecker, expected_calls, suspicious
 from grader.isolation import kernel_stages
 
 from ..course import course_root
 from .clear_outputs_after_hidden_tests import is_hidden_test, is_test
 
-KILL_WAIT = 5.0  # s for a killed kernel's process to end (jupyter_client waits as long)
+CLIENT_CLASS = f"{PromptKernelClient.__module__}.{PromptKernelClient.__name__}"
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short (read by FlagIncidents)
-
-
-def _end_kernel(km: KernelManager | None, kc=None) -> None:
-    """Kill a notebook's kernel (nothing in it needs a clean exit) and close its client.  jupyter_client's kill
-    checks for the end every 0.1 s, and a killed kernel has ended within a millisecond: waiting on its process
-    first saves about 0.1 s a notebook (issue 53's phase "kernel stop")."""
-    try:
-        if kc is not None:
-            kc.stop_channels()
-        if km is not None and km.has_kernel:
-            process = getattr(km.provisioner, "process", None)
-            if process is not None:
-                run_sync(km.provisioner.kill)()
-                try:
-                    process.wait(timeout=KILL_WAIT)
-                except subprocess.TimeoutExpired:  # jupyter_client's own wait below takes over
-                    pass
-            run_sync(km.shutdown_kernel)(now=True)
-    except Exception:  # already gone: the batch ends whatever the student's uid left anyway
-        pass
 
 
 def _error(ename: str, message: str) -> NotebookNode:
@@ -110,6 +89,9 @@ class GuardedExecute(Execute):
     ).tag(config=True)
 
     _variant: str | None = None  # the student's variant code (grader.course.variants), derived in preprocess
+    _notebook = ""  # the notebook's name and the folder its kernel runs in, set in preprocess
+    _folder = ""
+    _handed_over = False  # whether its kernel was started while the notebook before it ran (grader.grading.next_kernel)
 
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_budget
@@ -130,14 +112,21 @@ class GuardedExecute(Execute):
         self._seconds = dict.fromkeys(phases.NOTEBOOK_PHASES, 0.0)
         self._clock = time.perf_counter()  # the end of the last phase timed
         self._started = False  # whether a cell has begun: what came before was the kernel's start (and checker's)
-        self._checker = self._new_checker()
+        self._notebook = (resources.get("nbgrader") or {}).get("notebook", "")
+        self._folder = str((resources.get("metadata") or {}).get("path") or "")  # where its kernel runs
         owned = km is None
-        km = km or self.create_kernel_manager()
+        waiting = next_kernel.take(self._notebook, self._folder, self.log) if owned else None
+        self._handed_over = waiting is not None
+        if waiting is not None:
+            self._checker, km = waiting.checker, waiting.km
+        else:
+            self._checker = self._new_checker()
+            km = km or self.create_kernel_manager()
         try:
             nb, resources = super().preprocess(nb, resources, km)
         finally:
             if owned:  # no kernel outlives its notebook (a caller's kernel manager is the caller's to end)
-                _end_kernel(self.km, self.kc)
+                next_kernel.end_kernel(self.km, self.kc)
             self._checker.stop()
             self._timed("kernel stop" if self._started else "kernel start")
             if self.phases_file:
@@ -149,7 +138,7 @@ class GuardedExecute(Execute):
     def create_kernel_manager(self):
         """nbclient's, with a client that is ready as soon as the kernel is (``PromptKernelClient``)."""
         km = super().create_kernel_manager()
-        km.client_class = f"{PromptKernelClient.__module__}.{PromptKernelClient.__name__}"
+        km.client_class = CLIENT_CLASS
         return km
 
     def _timed(self, phase: str) -> None:
@@ -164,27 +153,88 @@ class GuardedExecute(Execute):
         for index, outputs in (self._before_hidden or {}).items():
             nb.cells[index].outputs = outputs
 
-    def _new_checker(self) -> Checker | ForkedChecker:
+    def _new_checker(self, name: str = SOCKET_NAMES[0]) -> Checker | ForkedChecker:
         """The batch puts the socket beside the kernel's own (reachable from the sandbox); else a private folder."""
         folder = os.environ.get(CHECKER_DIR_ENV) or None
         if self.zygote and folder:
             try:
-                return ForkedChecker(self.zygote, folder)
+                return ForkedChecker(self.zygote, folder, name=name)
             except OSError as error:  # no zygote listens (one that fails later fails the notebook: CheckerGone)
                 self.log.warning("no checker from the zygote (%s): the checker runs in this process", error)
-        return Checker(folder)
+        return Checker(folder, name)
+
+    def _kernel_env(self, env: dict, checker: Checker | ForkedChecker, stage: int) -> dict:
+        env = {**os.environ, **env, CHECKER_ENV: str(checker.path), kernel_stages.STAGE_ENV: str(stage)}
+        for name in (VARIANT_ENV, *SECRET_ENVS):  # the launcher passes on an allow-list; these never, in any case
+            env.pop(name, None)
+        if self._variant:  # the student's own configuration, as the notebook shows it
+            env[VARIANT_ENV] = self._variant
+        return env
 
     async def async_start_new_kernel(self, **kwargs):
-        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), CHECKER_ENV: str(self._checker.path),
-                         kernel_stages.STAGE_ENV: str(self._stage)}
-        for name in (VARIANT_ENV, *SECRET_ENVS):  # the launcher passes on an allow-list; these never, in any case
-            kwargs["env"].pop(name, None)
-        if self._variant:  # the student's own configuration, as the notebook shows it
-            kwargs["env"][VARIANT_ENV] = self._variant
+        kwargs["env"] = self._kernel_env(kwargs.get("env", {}), self._checker, self._stage)
         await super().async_start_new_kernel(**kwargs)
         self._checker.warm_up()
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync name to its own coroutine
+
+    async def async_start_new_kernel_client(self):
+        """The client, then the next notebook's kernel (``grader.grading.next_kernel``), started while this one runs.
+        A kernel started for this notebook that does not answer in ``HANDOFF_WAIT`` seconds is replaced."""
+        if self._handed_over:
+            self._handed_over, startup_timeout, waited = False, self.startup_timeout, self.km
+            self.startup_timeout = min(startup_timeout, next_kernel.HANDOFF_WAIT)
+            try:
+                return await self._connected()
+            except Exception as error:  # noqa: BLE001 - that kernel is ended; this notebook starts one of its own
+                self.log.warning("the kernel started for %s did not answer (%s): starting another", self._notebook, error)
+                next_kernel.end_kernel(waited)
+                self._checker.stop()
+                self._checker = self._new_checker()
+                self.km = self.create_kernel_manager()
+                await self.async_start_new_kernel()
+            finally:
+                self.startup_timeout = startup_timeout
+        return await self._connected()
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
+    async def _connected(self):
+        kc = await super().async_start_new_kernel_client()
+        await self._start_next()
+        return kc
+
+    def _next_notebook(self) -> str | None:
+        """The notebook nbgrader converts after this one: the next of its converter's list (one without
+        ``--notebook``), or None."""
+        names = [Path(path).stem for path in getattr(getattr(self.parent, "parent", None), "notebooks", None) or []]
+        if self._notebook not in names:
+            return None
+        following = names[names.index(self._notebook) + 1:]
+        return following[0] if following else None
+
+    async def _start_next(self) -> None:
+        """Start the next notebook's checker and kernel (not waited for) and keep them for it; on any failure,
+        that notebook starts its own as before."""
+        notebook = self._next_notebook()
+        if notebook is None or not self._folder:
+            return
+        checker = km = None
+        try:
+            name = next(other for other in SOCKET_NAMES if other != self._checker.path.name)
+            checker = self._new_checker(name)
+            km = self.kernel_manager_class(config=self.config, **({"kernel_name": self.kernel_name} if self.kernel_name else {}))
+            km.client_class = CLIENT_CLASS
+            env = self._kernel_env({}, checker, kernel_stages.stage_of(notebook))
+            await ensure_async(km.start_kernel(extra_arguments=self.extra_arguments, env=env, cwd=self._folder))
+            checker.warm_up()
+        except Exception as error:  # noqa: BLE001 - a missed head start, not a failed notebook
+            self.log.warning("could not start %s's kernel ahead (%s): it starts its own", notebook, error)
+            next_kernel.end_kernel(km)
+            if checker is not None:
+                checker.stop()
+            return
+        next_kernel.keep(next_kernel.Waiting(notebook, self._folder, km, checker))
 
     def _get_timeout(self, cell):
         """The cell's timeout, cut to what is left of the notebook's budget (nbclient interrupts at it)."""
@@ -295,3 +345,4 @@ def _apply_verdict(cell: NotebookNode, record) -> None:
             outputs.append(NotebookNode(output_type="error", ename="CheckFailed", evalue=evalue,
                                         traceback=[f"CheckFailed: {first}", *rest]))
     cell.outputs = outputs
+

@@ -443,6 +443,49 @@ def _shadows_the_launcher(sources: Sources, out: Path) -> None:
         (out / name).write_text(SHADOW_MODULE, encoding="utf-8")
 
 
+# While a notebook runs, the next notebook's kernel and checker already wait for it (grader.grading.next_kernel), their
+# sockets in the student's socket folder, which the running kernel shares.  This answer takes every socket there that
+# is not its kernel's or checker's and that it is named to take (the waiting kernel's, or its checker's), as soon as
+# it appears: it moves it aside and binds one of its own in its place, which dies with the kernel.
+SABOTAGE_NEXT = '''import json, os, pathlib, socket, time
+from ipykernel.kernelapp import IPKernelApp
+_info = json.loads(pathlib.Path(IPKernelApp.instance().connection_file).read_text())
+_mine = {{f"{{_info['ip']}}-{{_info[_port]}}" for _port in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")}}
+_mine.add(os.environ.get("TRANSLAB_CHECKER", ""))
+_folder, _taken, _held = pathlib.Path(_info["ip"]).parent, set(), []
+_deadline = time.monotonic() + 8
+while time.monotonic() < _deadline and len(_taken) < {count}:
+    for _path in sorted(_folder.iterdir()):
+        if str(_path) in _mine or str(_path) in _taken or not _path.name.startswith("{prefix}"):
+            continue
+        try:
+            _path.rename(_folder / ("moved-" + _path.name))
+            _fake = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            _fake.bind(str(_path))
+            _fake.listen(1)
+            _held.append(_fake)
+            _taken.add(str(_path))
+        except OSError:
+            pass
+    time.sleep(0.05)
+print("sockets taken:", len(_taken))
+'''
+
+
+def _sabotages_next(count: int, prefix: str) -> Builder:
+    def build(sources: Sources, out: Path) -> None:
+        sabotage = SABOTAGE_NEXT.format(count=count, prefix=prefix)
+        _write(_prepend(sources.notebook(NB1), "mask_answer", sabotage), out, f"{NB1}.ipynb")
+        shutil.copy(sources.solutions / f"{NB2}.ipynb", out / f"{NB2}.ipynb")
+    return build
+
+
+for _name, _taken, _count, _prefix in (("sabotages_next_kernel", "the sockets of the kernel", 5, "kernel-"),
+                                       ("sabotages_next_checker", "the socket of the checker", 1, "checker")):
+    case(_name, f"notebooks 01 and 02 right; 01's first answer takes {_taken} that waits for notebook 02")(
+        _sabotages_next(_count, _prefix))
+
+
 # Attempts on what the student must not touch; every attempt is caught so that the answer still runs.
 # The course root is found from the kernel's working folder (autograded/<student>/<assignment>).
 WRITE_OUTSIDE = '''import os, pathlib

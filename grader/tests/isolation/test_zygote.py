@@ -180,3 +180,24 @@ def test_the_kernels_zygote_forks_no_checker_and_holds_no_translab(sandbox_cours
     package = f"{REPO_ROOT / 'translab'}/"  # the package's path: the checkout's folder may itself be named translab
     mapped = Path(f"/proc/{zygote.process.pid}/maps").read_text()
     assert package not in mapped and "/translab/checks/" not in mapped, "the zygote mapped a file of translab"
+
+
+def _mapped(zygote: Zygote, library: str) -> bool:
+    return library in Path(f"/proc/{zygote.process.pid}/maps").read_text()
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_a_held_zygote_imports_nothing_until_its_batch_releases_it(sandbox_course, hold):  # noqa: F811
+    """The checkers' zygote waits while the batch's fork server and the kernels' zygote import (issue 53's "batch
+    setup"); unheld, it has torch's library mapped within the same 2 s."""
+    with Zygote(sandbox_course.work, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT, role="checker",
+                hold=hold) as checkers:
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and not _mapped(checkers, "libtorch"):
+            time.sleep(0.05)
+        assert _mapped(checkers, "libtorch") is not hold
+        checkers.release()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _mapped(checkers, "libtorch"):
+            time.sleep(0.1)
+        assert _mapped(checkers, "libtorch"), "the released zygote never imported torch"

@@ -3,14 +3,21 @@ kernel that dies, a kernel that ignores the interrupt.  The cells that ran keep 
 cell that did not run carries an error output (so nbgrader scores it 0, never full marks)."""
 from __future__ import annotations
 
+import socket
 import time
 
 import nbformat
 import pytest
+from traitlets import List
+from traitlets.config import Configurable
 
 from grader.nbgrader_plugins.clear_outputs_after_hidden_tests import HIDDEN_AFTER_NOTE, ClearOutputsAfterHiddenTests
 from grader.course.demos import DEMO_KEY, NOT_RUN
+from grader.grading import next_kernel
+from grader.isolation import kernel_stages
 from grader.nbgrader_plugins.guarded_execute import INCIDENTS, GuardedExecute
+
+from conftest import still_running
 
 pytestmark = pytest.mark.slow
 
@@ -113,6 +120,76 @@ def test_a_display_updated_after_the_first_hidden_test_keeps_what_it_showed_befo
         notebook, {"metadata": {"path": "."}})
     shown = str(notebook.cells[0].outputs)
     assert "before" in shown and "7 13" not in shown, shown
+
+
+# ----------------------------------------------------------------- the next notebook's kernel, started ahead
+
+class _Converter(Configurable):
+    """What GuardedExecute reads of nbgrader's converter (its exporter's parent): the notebooks it converts in turn."""
+    notebooks = List()
+
+
+PID_AND_STAGE = f"import os\nprint(os.getpid(), os.environ.get({kernel_stages.STAGE_ENV!r}))"
+
+
+def _in_turn(folder, names: list[str], graded: list[str]) -> list[tuple[str, str]]:
+    """Grade the notebooks ``graded`` (of the converter's ``names``) in turn, each printing its kernel's pid and
+    stage; after each, the pid of the kernel that waits for the next one, if any."""
+    exporter = Configurable(parent=_Converter(notebooks=[f"{folder}/{name}.ipynb" for name in names]))
+    seen = []
+    for name in graded:
+        notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PID_AND_STAGE)])
+        notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        notebook, _ = GuardedExecute(parent=exporter, kernel_name="python3", notebook_budget=60).preprocess(
+            notebook, {"metadata": {"path": str(folder)}, "nbgrader": {"notebook": name}})
+        waiting = next_kernel.held()
+        seen.append((notebook.cells[0].outputs[0].text.split(),
+                     waiting and (waiting.notebook, waiting.km.provisioner.process.pid)))
+    return seen
+
+
+def test_the_next_notebook_runs_in_the_kernel_started_for_it_while_this_one_ran(tmp_path):
+    try:
+        seen = _in_turn(tmp_path, ["01_a", "02_b", "03_c"], ["01_a", "02_b", "03_c"])
+    finally:
+        next_kernel.discard()
+    (first, waiting_1), (second, waiting_2), (third, waiting_3) = seen
+    assert [first[1], second[1], third[1]] == ["1", "2", "3"]  # each kernel has its own notebook's stage
+    assert len({first[0], second[0], third[0]}) == 3
+    assert waiting_1 == ("02_b", int(second[0])) and waiting_2 == ("03_c", int(third[0])) and waiting_3 is None
+
+
+def test_a_kernel_started_for_a_notebook_that_does_not_come_next_is_ended(tmp_path):
+    try:
+        (_, waiting), (other, _) = _in_turn(tmp_path, ["01_a", "02_b", "03_c"], ["01_a", "03_c"])
+    finally:
+        next_kernel.discard()
+    assert waiting[0] == "02_b" and int(other[0]) != waiting[1] and other[1] == "3"
+    assert not still_running([waiting[1]])
+
+
+def test_the_kernel_that_waits_when_grading_ends_is_ended(tmp_path):
+    (_, waiting), = _in_turn(tmp_path, ["01_a", "02_b"], ["01_a"])
+    next_kernel.discard()  # what the nbgrader process's exit does
+    assert not still_running([waiting[1]])
+
+
+def test_a_waiting_kernel_whose_checker_socket_was_taken_is_not_used(tmp_path):
+    """The running kernel shares the student's socket folder with the next notebook's checker: a socket that is
+    no longer the checker's (moved aside, one of the kernel's own in its place, dead with that kernel) means the
+    next notebook starts a kernel and checker of its own."""
+    try:
+        (_, waiting), = _in_turn(tmp_path, ["01_a", "02_b"], ["01_a"])
+        path = next_kernel.held().checker.path
+        path.rename(path.with_name("moved"))
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as taken:
+            taken.bind(str(path))
+            taken.listen(1)
+        (second, _), = _in_turn(tmp_path, ["01_a", "02_b"], ["02_b"])
+    finally:
+        next_kernel.discard()
+    assert int(second[0]) != waiting[1] and second[1] == "2"
+    assert not still_running([waiting[1]])
 
 
 # ----------------------------------------------------------------- a test cell scores the checker's verdict
