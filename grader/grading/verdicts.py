@@ -44,8 +44,14 @@ from grader.isolation.zygote import fork_checker
 
 SOCKET_NAME = "checker"
 # Two checkers of one student may listen at once: a notebook's, and the next notebook's, started with its kernel
-# while this one runs (grader.nbgrader_plugins.guarded_execute's next kernel); each takes the name the other has not.
+# while this one runs (grader.grading.next_kernel); each takes the name the other has not.
 SOCKET_NAMES = (SOCKET_NAME, "checker-next")
+
+
+def _socket_path(folder: Path, name: str) -> Path:
+    if name not in SOCKET_NAMES:  # a name, never a path
+        raise ValueError(f"a checker's socket is named one of {SOCKET_NAMES}, not {name!r}")
+    return folder / name
 
 
 @dataclass(frozen=True)
@@ -116,12 +122,10 @@ class Checker:
     """The grader's end of the wire for one notebook: a socket, a thread, the records of the test cells."""
 
     def __init__(self, folder: str | os.PathLike | None = None, name: str = SOCKET_NAME):
-        if name not in SOCKET_NAMES:  # a name, never a path
-            raise ValueError(f"a checker's socket is named one of {SOCKET_NAMES}, not {name!r}")
         self._own_folder = folder is None
         self.folder = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="translab-checker-"))
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.path = self.folder / name
+        self.path = _socket_path(self.folder, name)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -252,10 +256,8 @@ class ForkedChecker:
 
     def __init__(self, zygote: str | os.PathLike, folder: str | os.PathLike, timeout: float = 60.0,
                  name: str = SOCKET_NAME):
-        if name not in SOCKET_NAMES:
-            raise ValueError(f"a checker's socket is named one of {SOCKET_NAMES}, not {name!r}")
         self.folder = Path(folder)
-        self.path = self.folder / name
+        self.path = _socket_path(self.folder, name)
         self._timeout = timeout
         ours, theirs = socket.socketpair()
         try:

@@ -477,3 +477,10 @@ def test_measured_diagnoses_reach_the_grader_as_in_the_lab(checker, call, answer
     else:
         message, found = record.failure()
         assert not record.passed and found == key, (message, found, done.stderr[-2000:])
+
+
+@pytest.mark.parametrize("name", ["../checker", "/tmp/checker", "kernel-1"])
+def test_a_checkers_socket_takes_one_of_its_two_names_never_a_path(tmp_path, name):
+    with pytest.raises(ValueError, match="named one of"):
+        Checker(tmp_path, name)
+    assert not (tmp_path / "kernel-1").exists() and not (tmp_path.parent / "checker").exists()
