@@ -261,7 +261,7 @@ class ForkedChecker:
         self._timeout = timeout
         ours, theirs = socket.socketpair()
         try:
-            self._zygote = fork_checker(Path(zygote), str(self.folder), theirs, checker_environment(os.environ), name)
+            self._zygote = fork_checker(Path(zygote), str(self.folder), name, theirs, checker_environment(os.environ))
         except BaseException:
             ours.close()
             raise
@@ -308,7 +308,7 @@ class ForkedChecker:
                 stream.close()
 
 
-def serve_forked(control: socket.socket, folder: str, name: str = SOCKET_NAME) -> None:
+def serve_forked(control: socket.socket, folder: str, name: str) -> None:
     """The forked checker's life (``grader.isolation.zygote``): a ``Checker`` on ``folder``'s socket ``name``, driven by
     ``control`` until told to stop or until the other end goes."""
     # A kernel's address space at most (what a solution's kernel needs, with room): what the kernel sends is bounded

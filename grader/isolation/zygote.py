@@ -208,11 +208,11 @@ def run_through(path: Path, argv: list[str], env: dict) -> int | None:
         return 1  # the zygote went, and its kernels with it
 
 
-def fork_checker(path: Path, folder: str, control: socket.socket, env: dict, name: str = "checker") -> socket.socket:
+def fork_checker(path: Path, folder: str, name: str, control: socket.socket, env: dict) -> socket.socket:
     """Ask the checkers' zygote at ``path`` to fork a checker (``grader.grading.verdicts.ForkedChecker``) with ``env`` that
     serves the socket ``name`` in ``folder`` and obeys ``control``, its output going where this process's does; not
-    waited for (the zygote may still be importing).  Returns the connection to the zygote, which kills the checker when it closes (this process
-    ended, or stopped the checker).  OSError when no zygote listens; one that refuses closes ``control``'s
+    waited for (the zygote may still be importing).  Returns the connection to the zygote, which kills the checker
+    when it closes (this process ended, or stopped the checker).  OSError when no zygote listens; one that refuses closes ``control``'s
     other end, which the checker's first answer then finds."""
     return _send(path, {"checker": folder, "name": name, "env": env, "cwd": os.getcwd()}, [control.fileno(), 1, 2])
 
@@ -368,7 +368,7 @@ def _become_checker(request: dict, fds: list[int]) -> int:
         print(f"[checker] not in the student's cgroup: {error}", file=sys.stderr, flush=True)
     if "torch" in sys.modules:  # imported before this environment was set: its threads as the job says
         sys.modules["torch"].set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
-    _target("checker")(socket.socket(fileno=control), request["checker"], str(request.get("name") or "checker"))
+    _target("checker")(socket.socket(fileno=control), request["checker"], str(request["name"]))
     return 0
 
 
