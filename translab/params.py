@@ -5,7 +5,7 @@ layer the attention's in-projection (Q, K, V packed) and out-projection, the fee
 LayerNorms, each a weight and a bias, and the head.  ``TERMS`` says which tensor each term is, not how big: the
 formula (``term_sizes``, ``count_parameters_formula``) is part 2's answer, held back from a staged student release
 (``grader.course.withheld``).  What the checks' diagnosis of a wrong count needs (``translab.diagnosis``) it takes by
-inspection: ``inspected_shapes`` reads the shapes of PyTorch's own modules, built on the meta device (no memory),
+inspection: ``inspected_shapes`` reads the shapes of PyTorch's own modules, built at small sizes,
 ``monomials`` writes each shape as a product of the sizes, and ``inspected_sizes`` evaluates them.  A test holds
 the formula and the inspection equal.
 """
@@ -16,6 +16,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
 from .model import ModelConfig
@@ -73,13 +74,16 @@ def _sizes(ntoken: int, nhid: int, nhead: int, dim_feedforward: int | None, ncla
 
 
 def inspected_shapes(ntoken: int, nhid: int, nhead: int, dim_feedforward: int, outputs: int) -> dict[str, tuple]:
-    """{term key: shape} read from PyTorch's own modules of these sizes (meta device: no memory, no arithmetic):
-    counting by inspection, as ``count_trainable_parameters`` does for a built model."""
-    with warnings.catch_warnings():  # a size of 0 (a mistake the diagnosis tries) makes init warn of empty tensors
-        warnings.simplefilter("ignore")
-        modules = {"base.encoder.": nn.Embedding(ntoken, nhid, device="meta"),
-                   _LAYER: nn.TransformerEncoderLayer(nhid, nhead, dim_feedforward, batch_first=True, device="meta"),
-                   "head.decoder.": nn.Linear(nhid, outputs, device="meta")}
+    """{term key: shape} read from PyTorch's own modules of these sizes: counting by inspection, as
+    ``count_trainable_parameters`` does for a built model.  Built on the CPU, so meant for small sizes
+    (``monomials``' are a few thousand numbers): on the meta device, the modules' initialisation imports
+    ``torch._dynamo``, 1.3 s in every grading checker that diagnoses a count.  The global random state is put back,
+    so that inspecting never changes what a seeded run draws next."""
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
+        warnings.simplefilter("ignore")  # a size of 0 makes init warn of empty tensors
+        modules = {"base.encoder.": nn.Embedding(ntoken, nhid),
+                   _LAYER: nn.TransformerEncoderLayer(nhid, nhead, dim_feedforward, batch_first=True),
+                   "head.decoder.": nn.Linear(nhid, outputs)}
     shapes = {prefix + name: tuple(tensor.shape) for prefix, module in modules.items()
               for name, tensor in module.named_parameters()}
     return {term.key: shapes[term.parameter] for term in TERMS}
