@@ -102,12 +102,12 @@ class BatchSandbox:
 
     def _start(self) -> None:
         stack = self._stack
-        # the kernels' zygote (no translab: each kernel imports its notebook's stage) and the checkers', with what
-        # the notebooks import later too (grader.isolation.zygote's LATER): first, so that their imports (3 s)
-        # overlap what follows; they end before the scratch folder
-        zygote = stack.enter_context(Zygote(self.work, self.base_env, self.root)).path
-        # held until the batch's own imports are done (``release_checkers``): the first test cell needs it last
-        self._checkers = stack.enter_context(Zygote(self.work, self.base_env, self.root, role="checker", hold=True))
+        # the kernels' zygote (no translab: each kernel imports its notebook's stage), with what the notebooks import
+        # later too (grader.isolation.zygote's LATER), and the checkers', which it forks once torch is imported, held
+        # until the batch's own imports are done (``release_checkers``: the first test cell needs it last).  First,
+        # so that their imports (3 s) overlap what follows; they end before the scratch folder
+        kernels = stack.enter_context(Zygote(self.work, self.base_env, self.root, checkers=True))
+        zygote, self._checkers = kernels.path, kernels.checkers
         checkers = self._checkers.path
         self.env, self.args = sandbox.grading_kernel(self.root, self.work, zygote=zygote, checkers=checkers)
         limits = sandbox.Limits()

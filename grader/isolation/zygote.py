@@ -24,6 +24,16 @@ use.
   nbgrader process then never imports them, and the kernels' zygote never holds the full library (issue 47).  A
   zygote forks one kind of child only.  The checker runs as the batch does, never as a student; it stays
   undumpable, and dies with its nbgrader process or with its zygote.
+* A batch starts the two as one process (``Zygote(..., checkers=True)``): the kernels' zygote imports ``SHARED``
+  (torch, 2.6 s here) and then forks the checkers' zygote, which imports the rest of ``CHECKER_PRELOAD``, so that
+  torch is imported once per batch, not twice.  The fork goes one way only: the checkers' zygote comes from the
+  kernels', never a kernel from the checkers'.  Both sockets are bound before the import, so nobody waits to
+  connect; the checkers' environment comes on its own stdin after the fork, never through the kernels' zygote,
+  which closes the checkers' streams and socket once it has forked.
+
+Why one file: its three sides (the batch's ``Zygote``, the launcher's and the nbgrader process's requests, the
+zygote's ``serve``) are one protocol: the request and its descriptors, the "listening" and "closed" lines, the
+release, the pair's inherited streams; apart, each side would import the others' halves of it.
 """
 from __future__ import annotations
 
@@ -59,6 +69,8 @@ LATER = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "matplotlib",
 CHECKER_PRELOAD = ("torch", "torch.fx.experimental.symbolic_shapes", "translab.checks", "translab.wire",
                    "translab.model", "translab.attention", "translab.training", "translab.generation", "translab.mlm",
                    "translab.bert", "translab.params")
+# What the two zygotes of a pair both need: imported once, by the kernels' zygote, before it forks the checkers'.
+SHARED = ("torch",)
 MAX_REQUEST = 4 * 1024 ** 2
 # A held zygote (the checkers', while the fork server and the kernels' zygote import) waits at most this long to import
 HOLD_MAX = 5.0
@@ -95,63 +107,130 @@ class Zygote:
     """One of the batch's zygotes (a context manager): ``path`` is the socket its requesters connect to: the
     kernelspec's launchers for the kernels' zygote, nbgrader's ``GuardedExecute`` for the checkers'."""
 
-    def __init__(self, work: Path, env: dict, cwd: Path, role: str = "kernel", hold: bool = False):
+    def __init__(self, work: Path, env: dict, cwd: Path, role: str = "kernel", hold: bool = False,
+                 checkers: bool = False):
         """A kernels' zygote imports ``STARTUP`` and ``LATER`` (every notebook's kernel is a new fork, which would
         otherwise import them again), a checkers' one ``CHECKER_PRELOAD``; with ``hold``, once ``release`` is called.
         ``env`` is the batch's: the zygote gets the allow-listed part of it (``grader.isolation.sandbox``), whose memory
-        every kernel it forks starts from."""
-        if role not in ROLES:
-            raise ValueError(f"a zygote for {role!r}")
-        folder = zygote_folder(work)  # root's or the instructor's alone; outside every kernel's view
-        folder.mkdir(mode=0o700, exist_ok=True)
-        if role == "checker":
-            folder = folder / "checker"
-            folder.mkdir(mode=0o700, exist_ok=True)
-            env = checker_environment(env)
-        else:
-            fonts = font_list_folder(work)
-            seed_font_lists(fonts, env)
-            # not JPY_PARENT_PID (a batch started from a notebook): ipykernel reads it on import, and the kernels the
-            # zygote forks would take their parent, the init of their PID namespace, for init adopting an orphan
-            env = {**{name: value for name, value in kernel_environment(env).items() if name != "JPY_PARENT_PID"},
-                   "MPLCONFIGDIR": str(fonts),
-                   # as ipykernel sets it before a kernel imports matplotlib, which the zygote does for the kernels
-                   "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
-        self.path = folder / "socket"
-        self.log = folder / "zygote.log"
+        every kernel it forks starts from.  With ``checkers`` (a kernels' zygote), it also forks the checkers'
+        zygote, held, once it has imported ``SHARED``: that one is ``self.checkers``."""
+        if role not in ROLES or (checkers and role != "kernel"):
+            raise ValueError(f"a zygote for {role!r}{' with checkers' if checkers else ''}")
+        self.path, self.log, env = _prepare(work, env, role)
+        self.process: subprocess.Popen | None = None
+        self.checkers = _ForkedCheckers(work, env) if checkers else None
         options = ["--role", role, *(["--hold"] if hold else [])]
-        with open(self.log, "wb") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "grader.isolation.zygote", "--socket", str(self.path),
-                                             *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                            env=env, cwd=cwd)
-        # it listens before it imports: a launcher that comes early waits in the queue instead of missing it
-        line = self.process.stdout.readline()
-        if line.strip() != b"listening":
+        if self.checkers is not None:
+            options += ["--checkers", str(self.checkers.path), "--checkers-fds",
+                        ",".join(str(fd) for fd in self.checkers.child_fds)]
+        try:
+            with open(self.log, "wb") as log:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "grader.isolation.zygote", "--socket", str(self.path), *options],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, cwd=cwd,
+                    pass_fds=self.checkers.child_fds if self.checkers is not None else ())
+            self._stdin, self._stdout = self.process.stdin, self.process.stdout
+            if self.checkers is not None:
+                self.checkers.started()
+            self._await_listening(role)
+            if self.checkers is not None:
+                self.checkers._await_listening("checker")
+        except BaseException:
             self.close()
-            tail = self.log.read_text(errors="replace").strip().splitlines()[-5:]
+            raise
+
+    def _await_listening(self, role: str) -> None:
+        # it listens before it imports: a launcher that comes early waits in the queue instead of missing it
+        ready, _, _ = select.select([self._stdout], [], [], START_WAIT)
+        if not ready or self._stdout.readline().strip() != b"listening":
+            tail = self.log.read_text(errors="replace").strip().splitlines()[-5:] if self.log.exists() else []
             raise OSError(f"the grading {role}s' zygote (grader.isolation.zygote) did not start: " + " | ".join(tail))
 
     def release(self) -> None:
         with contextlib.suppress(OSError, ValueError):  # a held zygote imports now; an ended one, nothing
-            self.process.stdin.write(b"go\n")
-            self.process.stdin.flush()
+            self._stdin.write(b"go\n")
+            self._stdin.flush()
 
     def close(self) -> None:
         """Closing its stdin ends the zygote and every kernel it forked.  Once it says so, its own exit (0.5 s of
-        unmapping torch and the rest) is not waited for."""
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            ready, _, _ = select.select([self.process.stdout], [], [], 10)
-            if ready and self.process.stdout.readline().strip() == b"closed":
-                return
-            self.process.kill()
-            self.process.wait()
+        unmapping torch and the rest) is not waited for.  A pair's checkers' zygote ends first; one that does not
+        say so is killed with the kernels' (it dies with its parent)."""
+        if self.checkers is not None:
+            self.checkers.close()
+        if self.process is None or self.process.poll() is not None:
+            return
+        self._stdin.close()
+        ready, _, _ = select.select([self._stdout], [], [], 10)
+        if ready and self._stdout.readline().strip() == b"closed":
+            return
+        self.process.kill()
+        self.process.wait()
 
     def __enter__(self) -> Zygote:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+START_WAIT = 60.0  # seconds a zygote has to say it listens (it does before any import)
+
+
+def _prepare(work: Path, env: dict, role: str) -> tuple[Path, Path, dict]:
+    """A zygote's socket, log and environment, in its folder (root's or the instructor's alone; outside every
+    kernel's view)."""
+    folder = zygote_folder(work)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if role == "checker":
+        folder = folder / "checker"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        env = checker_environment(env)
+    else:
+        fonts = font_list_folder(work)
+        seed_font_lists(fonts, env)
+        # not JPY_PARENT_PID (a batch started from a notebook): ipykernel reads it on import, and the kernels the
+        # zygote forks would take their parent, the init of their PID namespace, for init adopting an orphan
+        env = {**{name: value for name, value in kernel_environment(env).items() if name != "JPY_PARENT_PID"},
+               "MPLCONFIGDIR": str(fonts),
+               # as ipykernel sets it before a kernel imports matplotlib, which the zygote does for the kernels
+               "MPLBACKEND": env.get("MPLBACKEND") or "module://matplotlib_inline.backend_inline"}
+    return folder / "socket", folder / "zygote.log", env
+
+
+class _ForkedCheckers(Zygote):
+    """The checkers' zygote of a pair: forked by the kernels' zygote, not started here, so it has no process of
+    ours; its stdin, stdout and log are pipes and a file handed to the kernels' zygote at its start (``child_fds``),
+    and its environment is the first line on its stdin."""
+
+    def __init__(self, work: Path, env: dict):  # pylint: disable=super-init-not-called - nothing is started here
+        self.path, self.log, self._env = _prepare(work, env, "checker")
+        self.process, self.checkers = None, None
+        stdin_read, stdin_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
+        log = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        self.child_fds = (stdin_read, stdout_write, log)  # its 0, 1 and 2, in the kernels' zygote until it forks
+        self._stdin, self._stdout = os.fdopen(stdin_write, "wb"), os.fdopen(stdout_read, "rb")
+
+    def started(self) -> None:
+        """The kernels' zygote has its ends: close ours of them, and send the environment."""
+        for fd in self.child_fds:
+            os.close(fd)
+        self.child_fds = ()
+        self._stdin.write(json.dumps(self._env).encode() + b"\n")
+        self._stdin.flush()
+
+    def close(self) -> None:
+        if self._stdout.closed:
+            return
+        for fd in self.child_fds:  # never handed over: the kernels' zygote did not start
+            os.close(fd)
+        self.child_fds = ()
+        with contextlib.suppress(OSError, ValueError):
+            self._stdin.close()
+        ready, _, _ = select.select([self._stdout], [], [], 10)
+        if ready:
+            self._stdout.readline()  # "closed", or the end of a zygote that ended otherwise
+        self._stdout.close()
 
 
 def seed_font_lists(folder: Path, env: dict) -> None:
@@ -220,20 +299,107 @@ def fork_checker(path: Path, folder: str, name: str, control: socket.socket, env
 # ----------------------------------------------------------------- the zygote
 
 def serve(path: Path, preload: tuple[str, ...], role: str = "kernel", later: tuple[str, ...] = (),
-          hold: bool = False) -> None:
+          hold: bool = False, checkers: tuple[Path, tuple[int, int, int]] | None = None) -> None:
     """Listen at ``path``, import ``preload`` (with ``hold``, once a line on stdin, a request or ``HOLD_MAX`` seconds
     come), then fork a child of ``role`` for each request, until stdin closes.  ``later`` is imported after
     ``preload``, one module at a time, with the requests that came meanwhile served between two: a batch's first
-    kernel, asked for while the zygote still imports what only later notebooks need, does not wait for it."""
+    kernel, asked for while the zygote still imports what only later notebooks need, does not wait for it.
+    With ``checkers`` (a socket path, and the stdin, stdout and stderr of the checkers' zygote), a kernels' zygote
+    also listens there, imports ``SHARED`` first, and forks the checkers' zygote (``_fork_checkers``)."""
+    _undumpable()
+    listener = _listen(path)
+    os.write(1, b"listening\n")
+    if checkers is not None:
+        checker_listener = _listen(checkers[0])
+        os.write(checkers[1][1], b"listening\n")
+    if hold and not _released(listener):
+        return  # the batch is done (or gone) before it needed a child
+    if checkers is not None:
+        for name in SHARED:
+            _preload(name)
+        _fork_checkers(checker_listener, checkers[1], listener)
+    _serve(listener, preload, role, later)
+
+
+def _released(listener: socket.socket) -> bool:
+    """A held zygote's wait: until a line on stdin, a request or ``HOLD_MAX`` seconds; False when stdin closed first."""
+    return not (sys.stdin in select.select([sys.stdin, listener], [], [], HOLD_MAX)[0] and not os.read(0, 1024))
+
+
+def _undumpable() -> None:
     prctl(PR_SET_DUMPABLE, 0)
-    prctl(*PR_SET_DEATHSIG_KILL)  # the batch gone: so is the zygote
+    prctl(*PR_SET_DEATHSIG_KILL)  # the batch gone (for a pair's checkers' zygote, the kernels' zygote): so is this
+
+
+def _listen(path: Path) -> socket.socket:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     os.chmod(path, 0o600)
     listener.listen(128)
-    os.write(1, b"listening\n")
-    if hold and sys.stdin in select.select([sys.stdin, listener], [], [], HOLD_MAX)[0] and not os.read(0, 1024):
-        return  # the batch is done (or gone) before it needed a child
+    return listener
+
+
+def _fork_checkers(listener: socket.socket, fds: tuple[int, int, int], kernels_listener: socket.socket) -> None:
+    """Fork the checkers' zygote of a pair: its streams ``fds``, its environment the first line on its stdin (read
+    in the child only: the kernels' zygote, and every kernel, never holds it), then held as a checkers' zygote is
+    until the batch releases it.  Here, its streams and socket are closed: no kernel forked later inherits them."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the checkers' zygote; test_zygote runs it through Zygote(checkers=True))
+        _run_child(lambda: _become_checkers_zygote(listener, fds, kernels_listener))
+    for fd in fds:
+        os.close(fd)
+    listener.close()
+
+
+def _become_checkers_zygote(listener: socket.socket, fds: tuple[int, int, int],
+                            kernels_listener: socket.socket) -> int:
+    kernels_listener.close()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    env = json.loads(_read_line(0) or b"null")
+    if not isinstance(env, dict):
+        return 1  # the batch ended before it sent one
+    os.environ.clear()
+    os.environ.update(env)
+    _undumpable()  # a fork clears the death signal
+    if _released(listener):
+        _serve(listener, CHECKER_PRELOAD, "checker")
+    return 0
+
+
+def _run_child(body) -> None:
+    """In a forked child: ``body()``, whose result is the child's exit code; what it raises goes on the child's
+    stderr.  Never returns: the child exits without the interpreter's teardown."""
+    code = 1
+    try:
+        code = body()
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except BaseException:  # noqa: BLE001 - told on the child's stderr, like a process that fails to start
+        import traceback  # lazy: only a child that failed needs it
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _read_line(fd: int) -> bytes:
+    """One line from ``fd``, read a byte at a time: what follows it (the release) stays for the next read."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    return line
+
+
+def _serve(listener: socket.socket, preload: tuple[str, ...], role: str, later: tuple[str, ...] = ()) -> None:
+    """``serve`` once listening (and released): import, then fork a child for each request until stdin closes."""
     for name in preload:
         _preload(name)
     importlib.import_module(TARGETS[role].partition(":")[0])  # what the children become, loaded once
@@ -300,21 +466,7 @@ def _fork_child(listener: socket.socket, kernels: dict, role: str) -> None:
         return
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the kernel; its tests run it through the launcher)
-        code = 1
-        try:
-            for other in (listener, *kernels):
-                other.close()
-            connection.close()
-            code = _become_checker(request, fds) if "checker" in request else _become_kernel(request, fds, launcher)
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-        except BaseException:  # noqa: BLE001 - told on the kernel's stderr, like a kernel that fails to start
-            import traceback
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+        _run_child(lambda: _become_child(request, fds, launcher, [listener, *kernels, connection]))
     for fd in fds:
         os.close(fd)
     connection.settimeout(None)
@@ -323,6 +475,12 @@ def _fork_child(listener: socket.socket, kernels: dict, role: str) -> None:
     except OSError:
         pass
     kernels[connection] = pid
+
+
+def _become_child(request: dict, fds: list[int], launcher: int, inherited: list[socket.socket]) -> int:
+    for other in inherited:  # the zygote's listener and its other children's connections: none of this child's
+        other.close()
+    return _become_checker(request, fds) if "checker" in request else _become_kernel(request, fds, launcher)
 
 
 def _fresh_process(request: dict) -> None:
@@ -406,11 +564,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--socket", type=Path, required=True)
     parser.add_argument("--role", choices=ROLES, default="kernel", help="fork kernels, or checkers")
     parser.add_argument("--hold", action="store_true", help="import once a line on stdin, a request or HOLD_MAX s come")
+    parser.add_argument("--checkers", type=Path, help="a kernels' zygote: also fork the checkers' zygote, at this socket")
+    parser.add_argument("--checkers-fds", help="its stdin, stdout and stderr: three descriptors this process inherited")
     args = parser.parse_args(argv)
     if args.role == "checker":
         serve(args.socket, CHECKER_PRELOAD, args.role, hold=args.hold)
     else:
-        serve(args.socket, STARTUP, args.role, later=LATER, hold=args.hold)
+        checkers = None
+        if args.checkers is not None:
+            fds = tuple(int(fd) for fd in (args.checkers_fds or "").split(","))
+            if len(fds) != 3:
+                parser.error("--checkers needs --checkers-fds STDIN,STDOUT,STDERR")
+            checkers = (args.checkers, fds)
+        serve(args.socket, STARTUP, args.role, later=LATER, hold=args.hold, checkers=checkers)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # its kernels are gone: no interpreter teardown of torch and the rest (0.3 s the batch waits for)

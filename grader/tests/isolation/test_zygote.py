@@ -2,6 +2,7 @@
 kernel outlives its launcher or the batch.  The sandbox itself is tested both ways in test_sandbox."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from grader.grading.verdicts import ForkedChecker
 from grader.isolation import sandbox
 from grader.tests.isolation.test_sandbox import STUDENT_UID, launch_kernel, sandbox_course  # noqa: F401 - the fixture
 from grader.isolation.zygote import Zygote
+from translab.contract import REFERENCES_ENV
 from translab.paths import REPO_ROOT
 
 from conftest import still_running
@@ -183,7 +186,11 @@ def test_the_kernels_zygote_forks_no_checker_and_holds_no_translab(sandbox_cours
 
 
 def _mapped(zygote: Zygote, library: str) -> bool:
-    return library in Path(f"/proc/{zygote.process.pid}/maps").read_text()
+    return _mapped_by(zygote.process.pid, library)
+
+
+def _mapped_by(pid: int, library: str) -> bool:
+    return library in Path(f"/proc/{pid}/maps").read_text()
 
 
 @pytest.mark.parametrize("hold", [False, True])
@@ -201,3 +208,34 @@ def test_a_held_zygote_imports_nothing_until_its_batch_releases_it(sandbox_cours
         while time.monotonic() < deadline and not _mapped(checkers, "libtorch"):
             time.sleep(0.1)
         assert _mapped(checkers, "libtorch"), "the released zygote never imported torch"
+
+
+def _links(pid: int) -> set[str]:
+    """What the open descriptors of ``pid`` are: "pipe:[inode]", "socket:[inode]", paths."""
+    links = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            links.add(os.readlink(fd))
+    return links
+
+
+def test_a_pair_forks_its_checkers_zygote_and_keeps_nothing_of_it(sandbox_course, tmp_path):  # noqa: F811
+    """``Zygote(checkers=True)``, as a batch starts them: the kernels' zygote imports torch, then forks the checkers'
+    zygote, which forks checkers; the kernels' zygote still forks none, and keeps none of the checkers' streams,
+    socket or environment (a name only the checkers' environment has); closing the pair ends both."""
+    references = str(tmp_path / "the-checkers-references")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), REFERENCES_ENV: references}
+    with Zygote(sandbox_course.work, env, REPO_ROOT, checkers=True) as kernels:
+        kernels.checkers.release()
+        checker = ForkedChecker(kernels.checkers.path, tmp_path / "ipc")
+        checker.ready()  # forked, and its socket bound: CheckerGone otherwise
+        checker.stop()
+        assert _ask_for_a_checker(kernels, os.geteuid()) == "refused"
+        parent = kernels.process.pid
+        (checkers,) = [int(pid) for pid in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
+        assert _mapped_by(checkers, "libtorch")
+        theirs = {link for link in _links(checkers) if link.startswith(("pipe:", "socket:"))}
+        assert theirs and not theirs & _links(parent), "the kernels' zygote kept a stream or socket of the checkers'"
+        assert references not in Path(f"/proc/{parent}/environ").read_text(errors="replace")
+        assert "refused" not in kernels.checkers.log.read_text()
+    assert process_gone(checkers), "the checkers' zygote outlived its pair"
