@@ -29,7 +29,8 @@ use.
   torch is imported once per batch, not twice.  The fork goes one way only: the checkers' zygote comes from the
   kernels', never a kernel from the checkers'.  Both sockets are bound before the import, so nobody waits to
   connect; the checkers' environment comes on its own stdin after the fork, never through the kernels' zygote,
-  which closes the checkers' streams and socket once it has forked.
+  which closes the checkers' streams and socket once it has forked.  The checkers' zygote outlives a kernels'
+  zygote that dies (whose launchers then start kernels themselves), and ends with the batch, as every zygote does.
 
 Why one file: its three sides (the batch's ``Zygote``, the launcher's and the nbgrader process's requests, the
 zygote's ``serve``) are one protocol: the request and its descriptors, the "listening" and "closed" lines, the
@@ -306,7 +307,8 @@ def serve(path: Path, preload: tuple[str, ...], role: str = "kernel", later: tup
     kernel, asked for while the zygote still imports what only later notebooks need, does not wait for it.
     With ``checkers`` (a socket path, and the stdin, stdout and stderr of the checkers' zygote), a kernels' zygote
     also listens there, imports ``SHARED`` first, and forks the checkers' zygote (``_fork_checkers``)."""
-    _undumpable()
+    prctl(PR_SET_DUMPABLE, 0)
+    prctl(*PR_SET_DEATHSIG_KILL)  # the batch gone: so is the zygote
     listener = _listen(path)
     os.write(1, b"listening\n")
     if checkers is not None:
@@ -324,11 +326,6 @@ def serve(path: Path, preload: tuple[str, ...], role: str = "kernel", later: tup
 def _released(listener: socket.socket) -> bool:
     """A held zygote's wait: until a line on stdin, a request or ``HOLD_MAX`` seconds; False when stdin closed first."""
     return not (sys.stdin in select.select([sys.stdin, listener], [], [], HOLD_MAX)[0] and not os.read(0, 1024))
-
-
-def _undumpable() -> None:
-    prctl(PR_SET_DUMPABLE, 0)
-    prctl(*PR_SET_DEATHSIG_KILL)  # the batch gone (for a pair's checkers' zygote, the kernels' zygote): so is this
 
 
 def _listen(path: Path) -> socket.socket:
@@ -364,7 +361,9 @@ def _become_checkers_zygote(listener: socket.socket, fds: tuple[int, int, int],
         return 1  # the batch ended before it sent one
     os.environ.clear()
     os.environ.update(env)
-    _undumpable()  # a fork clears the death signal
+    # no death signal: its parent is the kernels' zygote, and the checkers outlive a kernels' zygote that died (the
+    # launchers then start kernels themselves); the batch's end still ends it, on its stdin
+    prctl(PR_SET_DUMPABLE, 0)
     if _released(listener):
         _serve(listener, CHECKER_PRELOAD, "checker")
     return 0

@@ -239,3 +239,22 @@ def test_a_pair_forks_its_checkers_zygote_and_keeps_nothing_of_it(sandbox_course
         assert references not in Path(f"/proc/{parent}/environ").read_text(errors="replace")
         assert "refused" not in kernels.checkers.log.read_text()
     assert process_gone(checkers), "the checkers' zygote outlived its pair"
+
+
+def test_a_pairs_checkers_outlive_its_kernels_zygote_but_not_the_batch(sandbox_course, tmp_path):  # noqa: F811
+    """A kernels' zygote that dies (the launchers then start kernels themselves) leaves the checkers' zygote it forked
+    serving; the batch's end (its stdin closed) still ends it."""
+    with Zygote(sandbox_course.work, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT, checkers=True) as kernels:
+        kernels.checkers.release()
+        first = ForkedChecker(kernels.checkers.path, tmp_path / "first")
+        first.ready()
+        first.stop()
+        parent = kernels.process.pid
+        (checkers,) = [int(pid) for pid in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
+        kernels.process.kill()
+        kernels.process.wait()
+        after = ForkedChecker(kernels.checkers.path, tmp_path / "after")
+        after.ready()
+        after.stop()
+        assert not process_gone(checkers, within=0.5)
+    assert process_gone(checkers), "the checkers' zygote outlived its batch"
