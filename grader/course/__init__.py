@@ -1,7 +1,8 @@
 """The course on disk, as every command finds it: its root folder, its students' submissions, and the PATH its
 nbgrader processes run with (this module); and the files it keeps, one module each: the roster, the gradebook, each
-student's variant, what a release withholds, the LMS's zips in and grade files out, what feedback shows.  The lowest
-role: this module imports nothing else of the grader, and the folder's modules no other role."""
+student's variant, what a release withholds, the LMS's zips in and grade files out, what feedback shows, the markdown
+the sanitizer found clean.  The lowest role: this module imports nothing else of the grader, and the folder's
+modules no other role."""
 from __future__ import annotations
 
 import json

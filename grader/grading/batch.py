@@ -32,7 +32,7 @@ from pathlib import Path
 
 from translab.contract import ASSIGNMENT
 
-from grader.course import GradingError
+from grader.course import GradingError, known_clean
 from grader.course.gradebook import (add_submission, flagged_notebooks, gradebook_has_assignment, gradebook_notebooks,
                                      has_submission, merge_student, sqlite_copy, zero_and_flag)
 from grader.grading import phases
@@ -143,7 +143,8 @@ def _grade_student(job: StudentJob) -> StudentResult:
     copied_at = time.perf_counter()
     base = ["autograde", ASSIGNMENT, f"--student={student}", "--force", f"--CourseDirectory.db_url=sqlite:///{db}",
             f"--CourseDirectory.submitted_directory={job.plain_copies}",
-            f"--GuardedExecute.phases_file={job.phases_file}", *job.args]
+            f"--GuardedExecute.phases_file={job.phases_file}",
+            f"--SanitizeStudentContent.known_clean_folder={known_clean.folder_for(root)}", *job.args]
     outputs = []
     in_nbgrader = 0.0
 

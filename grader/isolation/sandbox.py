@@ -384,10 +384,11 @@ def hidden_paths(root: Path, student: str | None) -> list[Path]:
     """What a student's kernel must not read: the gradebook (hidden tests, everyone's grades), the course
     secret (everyone's variant), the solutions, the checks' references (the checker outside the kernel reads them), other students'
     submissions, results and feedback, nbgrader's exchange, the checkout's tests and experiments, and the cached
-    stages of translab (every part's answers)."""
+    stages of translab (every part's answers) and the markdown found clean (grader.course.known_clean)."""
     from grader.course.variants import SECRET_FILE  # lazy: keeps hashlib and sqlite3 out of every kernel's launcher
+    from grader.course.known_clean import FOLDER_NAME as KNOWN_CLEAN  # lazy: likewise (hashlib)
     private = ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback", "downloaded", ".git",
-               "grader/references", "references", SECRET_FILE, kernel_stages.CACHE_NAME,
+               "grader/references", "references", SECRET_FILE, kernel_stages.CACHE_NAME, KNOWN_CLEAN,
                # what a checkout holds beside the library that no kernel needs: its tests, experiments and the
                # grader's test tooling hold copies of answers (found by grader/tests/isolation/test_kernel_holds_nothing.py)
                "tests", "experiments", "grader/testing", "grader/tests")

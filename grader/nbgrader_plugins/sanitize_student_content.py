@@ -25,16 +25,25 @@ pages typeset them as MathML when they are built, through their own allow-list: 
 """
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import bleach
+import mistune
+import nbconvert
+import pygments
+import tinycss2
 from bleach.css_sanitizer import CSSSanitizer
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.preprocessors.sanitize import SanitizeHTML  # not re-exported by nbconvert.preprocessors in 7.17
 from pygments.token import STANDARD_TYPES
-from traitlets import Bool, Set, default
+from traitlets import Bool, Set, Unicode, default
+
+from grader.course.known_clean import KnownClean
 
 HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 KEPT_TAGS = HEADINGS | {
@@ -67,6 +76,13 @@ LAB_NOTEBOOK = re.compile(r"\d\d_[a-z0-9_]+\.ipynb")  # the notebooks' links to 
 # Ids of nbgrader's own page elements; the formgrader's script finds a cell's score box by its grade_id
 # ($("#" + grade_id)), so a student heading with that id, earlier on the page, would take the box's place.
 PAGE_IDS = frozenset({"notebook", "notebook-container", "statusmessage", "toc", "top"})
+
+
+# This module's code and the versions of what renders and cleans: a source found clean is known clean only as long
+# as none of them changed (grader.course.known_clean).
+_CODE_VERSION = hashlib.sha256(json.dumps([Path(__file__).read_text(encoding="utf-8"), bleach.__version__,
+                                           mistune.__version__, nbconvert.__version__, pygments.__version__,
+                                           tinycss2.__version__]).encode()).hexdigest()
 
 
 def _is_safe_link(url: str) -> bool:
@@ -158,11 +174,27 @@ class SanitizeStudentContent(SanitizeHTML):
         return {"text/html"}
 
     markdown_output_types = Set({"text/markdown"}, help="Output types cleaned like markdown cells").tag(config=True)
+    known_clean_folder = Unicode("", help=(
+        "A folder of the course's, the instructor's alone, where the markdown cells found clean are remembered (by "
+        "hash, grader.course.known_clean) for the next submissions: the instructions every submission carries are "
+        "rendered once, not once a student.  Empty: nothing is remembered.")).tag(config=True)
 
     def preprocess(self, nb, resources):
         nb.metadata.pop("widgets", None)  # widget state: rendered by the widget manager's scripts
         self.taken_ids = nbgrader_ids(nb)
-        return super().preprocess(nb, resources)
+        self._known = KnownClean(Path(self.known_clean_folder) if self.known_clean_folder else None,
+                                 self._cleanliness_key())
+        try:
+            return super().preprocess(nb, resources)
+        finally:
+            self._known.save()
+
+    def _cleanliness_key(self) -> str:
+        """What besides a source decides whether it is clean: this module, the libraries that render and clean,
+        the allow-lists as configured and the ids the notebook's graded cells take."""
+        attributes = getattr(self.attributes, "__qualname__", None) or repr(self.attributes)
+        return json.dumps([_CODE_VERSION, sorted(self.tags), attributes, sorted(self.styles), self.strip,
+                           self.strip_comments, sorted(self.taken_ids)])
 
     def preprocess_cell(self, cell, resources, cell_index):
         comment = cell.metadata.get("nbgrader", {}).get("comment")
@@ -175,7 +207,12 @@ class SanitizeStudentContent(SanitizeHTML):
         attachments = {name: bundle for name, bundle in attachments.items() if bundle}
         if "attachments" in cell:
             cell.attachments = attachments
-        cell.source = self.clean_markdown(cell.source, attachments)
+        if not attachments and cell.source in self._known:
+            return cell, resources  # found clean before, in this notebook's sanitizing of another submission
+        cleaned = self.clean_markdown(cell.source, attachments)
+        if not attachments and cleaned == cell.source:
+            self._known.add(cleaned)
+        cell.source = cleaned
         return cell, resources
 
     def sanitize_code_outputs(self, outputs):
@@ -194,6 +231,7 @@ class SanitizeStudentContent(SanitizeHTML):
         return outputs
 
     taken_ids: frozenset[str] = PAGE_IDS  # and the notebook's grade_ids, once preprocess has seen it
+    _known = KnownClean(None, "")  # the sources found clean (preprocess reads them for the notebook's taken_ids)
 
     def _kept_attribute(self, tag: str, name: str, value: str) -> bool:
         return self.attributes(tag, name, value) and not (name == "id" and html.unescape(value) in self.taken_ids)

@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.course import known_clean
 from translab.contract import ASSIGNMENT
 from translab.paths import REPO_ROOT
 
@@ -49,6 +50,15 @@ def test_solutions_get_full_marks_on_every_autograded_cell(course):
     assert len(code_cells) >= 25
     lost = {key: value for key, value in code_cells.items() if value[0] != value[1]}
     assert not lost, f"the solutions lose points on {lost}"
+
+
+def test_the_batch_remembers_the_markdown_it_found_clean(course):
+    """By hash, one file per notebook's graded ids, in a folder of the course's private to the instructor
+    (grader.course.known_clean): the next submission's instructions are not rendered again."""
+    folder = known_clean.folder_for(course)
+    assert folder.stat().st_mode & 0o777 == 0o700
+    hashes = [line for path in folder.iterdir() for line in path.read_text(encoding="ascii").split()]
+    assert len(list(folder.iterdir())) >= 6 and len(hashes) >= 100 and {len(line) for line in hashes} == {64}
 
 
 def _graded_cells(path: Path):
