@@ -117,9 +117,12 @@ class Zygote:
         zygote, held, once it has imported ``SHARED``: that one is ``self.checkers``."""
         if role not in ROLES or (checkers and role != "kernel"):
             raise ValueError(f"a zygote for {role!r}{' with checkers' if checkers else ''}")
+        batch_env = env
         self.path, self.log, env = _prepare(work, env, role)
         self.process: subprocess.Popen | None = None
-        self.checkers = _ForkedCheckers(work, env) if checkers else None
+        # the checkers' environment from the batch's, as a checkers' zygote started alone gets it: not from the
+        # kernels' allow-list, which has neither the launcher's settings nor where the references are
+        self.checkers = _ForkedCheckers(work, batch_env) if checkers else None
         options = ["--role", role, *(["--hold"] if hold else [])]
         if self.checkers is not None:
             options += ["--checkers", str(self.checkers.path), "--checkers-fds",

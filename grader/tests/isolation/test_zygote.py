@@ -237,6 +237,7 @@ def test_a_pair_forks_its_checkers_zygote_and_keeps_nothing_of_it(sandbox_course
         theirs = {link for link in _links(checkers) if link.startswith(("pipe:", "socket:"))}
         assert theirs and not theirs & _links(parent), "the kernels' zygote kept a stream or socket of the checkers'"
         assert references not in Path(f"/proc/{parent}/environ").read_text(errors="replace")
+        assert kernels.checkers._env[REFERENCES_ENV] == references  # what its stdin carried: the checkers' own
         assert "refused" not in kernels.checkers.log.read_text()
     assert process_gone(checkers), "the checkers' zygote outlived its pair"
 
