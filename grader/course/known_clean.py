@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 
 FOLDER_NAME = ".translab_clean_markdown"  # in the course folder; hidden from kernels, never committed
-MAX_HASHES = 200_000  # what one file may hold (13 MB): a larger one is not read (and starts again)
+MAX_HASHES = 200_000  # what one file may hold (13 MB): a larger one is not read, and the next save starts it again
 
 
 def folder_for(root: Path) -> Path:
@@ -50,6 +50,7 @@ class KnownClean:
         self.path = folder / _digest(key) if folder is not None else None
         self.known: set[str] = set()
         self.new: set[str] = set()
+        self._full = False  # the file holds MAX_HASHES already: it was not read, and save starts it again
         if self.path is not None:
             self.known = self._read()
 
@@ -66,7 +67,10 @@ class KnownClean:
             return set()
         with os.fdopen(descriptor, "rb") as handle:
             status = os.fstat(handle.fileno())
-            if not _ours(status) or not stat.S_ISREG(status.st_mode) or status.st_size > MAX_HASHES * 65:
+            if not _ours(status) or not stat.S_ISREG(status.st_mode):
+                return set()
+            if status.st_size > MAX_HASHES * 65:
+                self._full = True
                 return set()
             lines = handle.read().decode("ascii", "replace").split("\n")
         return {line for line in lines if len(line) == 64 and all(c in "0123456789abcdef" for c in line)}
@@ -87,11 +91,12 @@ class KnownClean:
             self.path.parent.mkdir(mode=0o700, exist_ok=True)
             if not _private(self.path.parent):
                 return
-            descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            ending = os.O_TRUNC if self._full else os.O_APPEND
+            descriptor = os.open(self.path, os.O_WRONLY | ending | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError:
             return
         with os.fdopen(descriptor, "ab") as handle:
             if _ours(os.fstat(handle.fileno())):
                 handle.write("".join(f"{digest}\n" for digest in sorted(self.new)).encode("ascii"))
         self.known |= self.new
-        self.new = set()
+        self.new, self._full = set(), False

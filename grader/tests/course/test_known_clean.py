@@ -130,3 +130,17 @@ def test_lines_that_are_not_hashes_are_ignored_and_the_folder_is_hidden_from_ker
     assert "clean source" in again and len(again.known) == 1
     assert "clean source" not in KnownClean(folder, "another key")
     assert folder.resolve() in hidden_paths(tmp_path, "alice")
+
+
+def test_a_full_file_is_not_read_and_starts_again(tmp_path, monkeypatch):
+    folder = _private(tmp_path / known_clean.FOLDER_NAME)
+    monkeypatch.setattr(known_clean, "MAX_HASHES", 2)
+    first = KnownClean(folder, "key")
+    for source in ("one", "two", "three"):
+        first.add(source)
+    first.save()
+    full = KnownClean(folder, "key")
+    assert "one" not in full  # three hashes: over the cap, not read
+    full.add("four")
+    full.save()
+    assert {source for source in ("one", "four") if source in KnownClean(folder, "key")} == {"four"}
