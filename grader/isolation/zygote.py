@@ -49,6 +49,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from grader.isolation.cgroups import join
@@ -157,8 +158,8 @@ class Zygote:
 
     def close(self) -> None:
         """Closing its stdin ends the zygote and every kernel it forked.  Once it says so, its own exit (0.5 s of
-        unmapping torch and the rest) is not waited for.  A pair's checkers' zygote ends first; one that does not
-        say so is killed with the kernels' (it dies with its parent)."""
+        unmapping torch and the rest) is not waited for; a zygote that does not say so in 10 s is killed.  A
+        pair's checkers' zygote ends first."""
         if self.checkers is not None:
             self.checkers.close()
         if self.process is None or self.process.poll() is not None:
@@ -213,7 +214,9 @@ class _ForkedCheckers(Zygote):
         stdout_read, stdout_write = os.pipe()
         log = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         self.child_fds = (stdin_read, stdout_write, log)  # its 0, 1 and 2, in the kernels' zygote until it forks
-        self._stdin, self._stdout = os.fdopen(stdin_write, "wb"), os.fdopen(stdout_read, "rb")
+        # unbuffered: a line select() saw is never left in a buffer it cannot see
+        self._stdin, self._stdout = os.fdopen(stdin_write, "wb"), os.fdopen(stdout_read, "rb", buffering=0)
+        self.pid: int | None = None  # what it says once forked
 
     def started(self) -> None:
         """The kernels' zygote has its ends: close ours of them, and send the environment."""
@@ -231,9 +234,17 @@ class _ForkedCheckers(Zygote):
         self.child_fds = ()
         with contextlib.suppress(OSError, ValueError):
             self._stdin.close()
-        ready, _, _ = select.select([self._stdout], [], [], 10)
-        if ready:
-            self._stdout.readline()  # "closed", or the end of a zygote that ended otherwise
+        deadline = time.monotonic() + 10
+        while select.select([self._stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            line = self._stdout.readline()
+            if line.startswith(b"forked "):
+                self.pid = int(line.split()[1])
+            elif not line or line.strip() == b"closed":
+                break  # it said so, or it ended otherwise
+        else:  # still running, 10 s after its stdin closed: as a zygote of ours would be, killed
+            if self.pid is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, signal.SIGKILL)
         self._stdout.close()
 
 
@@ -359,6 +370,7 @@ def _become_checkers_zygote(listener: socket.socket, fds: tuple[int, int, int],
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
+    os.write(1, f"forked {os.getpid()}\n".encode())  # so that the batch can kill it, should it not end
     env = json.loads(_read_line(0) or b"null")
     if not isinstance(env, dict):
         return 1  # the batch ended before it sent one

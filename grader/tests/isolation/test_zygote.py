@@ -219,20 +219,34 @@ def _links(pid: int) -> set[str]:
     return links
 
 
+@contextlib.contextmanager
+def _pair(sandbox_course, folder: Path, env: dict | None = None):  # noqa: F811
+    """A pair as a batch starts it, released, once its checkers' zygote forked a checker (in ``folder``): yields
+    the pair and the checkers' zygote's pid."""
+    env = env or {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with Zygote(sandbox_course.work, env, REPO_ROOT, checkers=True) as kernels:
+        kernels.checkers.release()
+        _fork_a_checker(kernels.checkers, folder)
+        parent = kernels.process.pid
+        (checkers,) = [int(pid) for pid in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
+        yield kernels, checkers
+
+
+def _fork_a_checker(zygote: Zygote, folder: Path) -> None:
+    checker = ForkedChecker(zygote.path, folder)
+    checker.ready()  # forked, and its socket bound: CheckerGone otherwise
+    checker.stop()
+
+
 def test_a_pair_forks_its_checkers_zygote_and_keeps_nothing_of_it(sandbox_course, tmp_path):  # noqa: F811
     """``Zygote(checkers=True)``, as a batch starts them: the kernels' zygote imports torch, then forks the checkers'
     zygote, which forks checkers; the kernels' zygote still forks none, and keeps none of the checkers' streams,
     socket or environment (a name only the checkers' environment has); closing the pair ends both."""
     references = str(tmp_path / "the-checkers-references")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), REFERENCES_ENV: references}
-    with Zygote(sandbox_course.work, env, REPO_ROOT, checkers=True) as kernels:
-        kernels.checkers.release()
-        checker = ForkedChecker(kernels.checkers.path, tmp_path / "ipc")
-        checker.ready()  # forked, and its socket bound: CheckerGone otherwise
-        checker.stop()
+    with _pair(sandbox_course, tmp_path / "ipc", env) as (kernels, checkers):
         assert _ask_for_a_checker(kernels, os.geteuid()) == "refused"
         parent = kernels.process.pid
-        (checkers,) = [int(pid) for pid in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
         assert _mapped_by(checkers, "libtorch")
         theirs = {link for link in _links(checkers) if link.startswith(("pipe:", "socket:"))}
         assert theirs and not theirs & _links(parent), "the kernels' zygote kept a stream or socket of the checkers'"
@@ -245,17 +259,18 @@ def test_a_pair_forks_its_checkers_zygote_and_keeps_nothing_of_it(sandbox_course
 def test_a_pairs_checkers_outlive_its_kernels_zygote_but_not_the_batch(sandbox_course, tmp_path):  # noqa: F811
     """A kernels' zygote that dies (the launchers then start kernels themselves) leaves the checkers' zygote it forked
     serving; the batch's end (its stdin closed) still ends it."""
-    with Zygote(sandbox_course.work, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, REPO_ROOT, checkers=True) as kernels:
-        kernels.checkers.release()
-        first = ForkedChecker(kernels.checkers.path, tmp_path / "first")
-        first.ready()
-        first.stop()
-        parent = kernels.process.pid
-        (checkers,) = [int(pid) for pid in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
+    with _pair(sandbox_course, tmp_path / "first") as (kernels, checkers):
         kernels.process.kill()
         kernels.process.wait()
-        after = ForkedChecker(kernels.checkers.path, tmp_path / "after")
-        after.ready()
-        after.stop()
+        _fork_a_checker(kernels.checkers, tmp_path / "after")
         assert not process_gone(checkers, within=0.5)
     assert process_gone(checkers), "the checkers' zygote outlived its batch"
+
+
+def test_a_pairs_checkers_zygote_that_does_not_end_is_killed(sandbox_course, tmp_path):  # noqa: F811
+    """As the batch kills a zygote of its own that does not say it closed within 10 s, so it kills the pair's
+    checkers' zygote, whose pid it told on its stdout."""
+    with _pair(sandbox_course, tmp_path / "ipc") as (kernels, checkers):
+        os.kill(checkers, signal.SIGSTOP)  # it will not read its stdin's end
+    assert kernels.checkers.pid == checkers
+    assert process_gone(checkers), "the stopped checkers' zygote outlived its batch"
