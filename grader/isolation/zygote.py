@@ -25,7 +25,7 @@ use.
   zygote forks one kind of child only.  The checker runs as the batch does, never as a student; it stays
   undumpable, and dies with its nbgrader process or with its zygote.
 * A batch starts the two as one process (``Zygote(..., checkers=True)``): the kernels' zygote imports ``SHARED``
-  (torch, 2.6 s here) and then forks the checkers' zygote, which imports the rest of ``CHECKER_PRELOAD``, so that
+  (torch, about 2 s of CPU) and then forks the checkers' zygote, which imports the rest of ``CHECKER_PRELOAD``, so that
   torch is imported once per batch, not twice.  The fork goes one way only: the checkers' zygote comes from the
   kernels', never a kernel from the checkers'.  Both sockets are bound before the import, so nobody waits to
   connect; the checkers' environment comes on its own stdin after the fork, never through the kernels' zygote,
