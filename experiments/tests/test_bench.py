@@ -51,7 +51,8 @@ def test_quick_bench_writes_sane_json(tmp_path):
             assert len(result[precision][loop]["rounds"]) == result["workload"]["rounds"]
         ratio = result[precision]["translab"]["tokens_per_s"] / result[precision]["bare"]["tokens_per_s"]
         assert result[precision]["ratio"] == pytest.approx(ratio)
-        assert 0.2 < ratio < 5, "one loop is wildly off the other: they are not doing the same work"
+        # that the two loops do the same work is held without a clock (test_bare_loop_and_translab_loop_train_
+        # identically): a speed ratio measured beside the other tests is the machine's load, not the loops'
     assert result["loop_ratio"] == result["fp32"]["ratio"]
     assert result["loop_ratio_met"] == (result["loop_ratio"] >= 0.95)
     assert result["autograde"]["seconds"] is None and result["autograde"]["reason"]
