@@ -1,7 +1,7 @@
 """Markdown the sanitizer found clean, remembered for the course's next students.
 
 Every submission carries the same instructions: 133 markdown cells that ``SanitizeStudentContent`` renders and
-checks in 0.25 s a student, the same work for every student (issue 53).  Whether a source is clean depends only on
+checks, the same work for every student (issue 53).  Whether a source is clean depends only on
 the source, on the ids the notebook's graded cells take (``taken_ids``) and on the sanitizer (its code and
 allow-lists, bleach's and the renderer's versions): ``KnownClean`` keeps the SHA-256 of each source found clean in a
 file named after all of the rest, so a source found clean once is not rendered again, whoever submits it.
