@@ -7,13 +7,13 @@ submitted/ autograded/ feedback/ downloaded/ gradebook.db   working folders, git
 import os
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput,
-                                    DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteCells,
-                                    OverwriteKernelspec, SaveAutoGrades)
+from nbgrader.preprocessors import (AssignLatePenalties, ClearHiddenTests, ClearOutput, DeduplicateIds, GetGrades,
+                                    IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
 from grader.course.mathml import NBGRADER_TEMPLATES, TEMPLATES
 from grader.nbgrader_plugins.add_code_interview import AddCodeInterview
 from grader.nbgrader_plugins.batch_autograde_exporter import BatchAutogradeExporter
+from grader.nbgrader_plugins.check_cell_metadata_precompiled import CheckCellMetadataPrecompiled
 from grader.nbgrader_plugins.clear_outputs_after_hidden_tests import ClearOutputsAfterHiddenTests
 from grader.nbgrader_plugins.demote_headings import DemoteHeadings
 from grader.nbgrader_plugins.feedback_gate_exporter import FeedbackGateExporter
@@ -58,6 +58,8 @@ c.Execute.shutdown_kernel = "immediate"
 # autograding): 100 validations a student, about 0.2 s.  Once, after the last, is enough: autograding is two
 # conversions, and the first (the sanitizing) still refuses an invalid notebook before the second runs any cell.
 c.Exporter.optimistic_validation = True
+# nbgrader's CheckCellMetadata, in both conversions, with its schema checked once per batch instead of once per graded
+# cell (grader/nbgrader_plugins/check_cell_metadata_precompiled.py): the same notebooks refused, the same message.
 
 # Autograding: nbgrader's own pipeline (0.9.6 defaults), with translab's steps in it.  GuardedExecute is
 # nbgrader's Execute with a wall-clock budget per notebook (c.GuardedExecute.notebook_budget, 180 s): a notebook
@@ -67,8 +69,9 @@ c.Exporter.optimistic_validation = True
 # under grading, and what shows them) are not run while grading, unless a cell that runs reads a name they define
 # (grader/course/demos.py); each says so in its output.  False runs every cell, as the lab does.
 c.GuardedExecute.skip_demos = True
-c.Autograde.autograde_preprocessors = [GuardedExecute, NoteOwnRun, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-                                       SaveAutoGrades, FlagIncidents, AssignLatePenalties, CheckCellMetadata,
+c.Autograde.autograde_preprocessors = [GuardedExecute, NoteOwnRun, IgnorePattern, ClearMetadataPreprocessor,
+                                       LimitOutput, SaveAutoGrades, FlagIncidents, AssignLatePenalties,
+                                       CheckCellMetadataPrecompiled,
                                        SanitizeStudentContent]  # last: no live student HTML on disk
 
 # Before ClearOutput empties them: the variant code the submission's outputs show (part 2's configuration), which
@@ -76,7 +79,7 @@ c.Autograde.autograde_preprocessors = [GuardedExecute, NoteOwnRun, IgnorePattern
 # the figures of an own-run notebook's outputs, which NoteOwnRun sets beside the written answer after the re-run
 # (grader/course/own_run.py; RemoveGraderNotes keeps that note out of the feedback).
 c.Autograde.sanitize_preprocessors = [RecordVariantShown, RecordSubmittedFigures, ClearOutput, DeduplicateIds, OverwriteKernelspec,
-                                      OverwriteCells, CheckCellMetadata]
+                                      OverwriteCells, CheckCellMetadataPrecompiled]
 
 # Student code runs only in grader.isolation.sandbox's kernel.  The formgrader's Autograde button and plain `nbgrader autograde`
 # (its --student, --force, --create, --Execute.timeout=...) hand the submissions nbgrader selected to translab's batch,

@@ -9,6 +9,7 @@ Autograde (``c.Autograde.*``):
     ``note_own_run``              after the re-run: the grader's note under an own-run written answer
     ``flag_incidents``            after SaveAutoGrades: flags a notebook whose grading was cut short
     ``sanitize_student_content``  last: no live student HTML on disk (again before feedback)
+    ``check_cell_metadata_precompiled``  both conversions: nbgrader's metadata check, its schema checked once
 Release (``c.GenerateAssignment.preprocessors``):
     ``remove_after_grading``      cells shown only after grading are not released (``grader.course.after_grading``)
     ``add_code_interview``        the code interview's task cell, where the course gives it points

@@ -143,12 +143,13 @@ def test_fair_answers_keep_their_markdown_untouched():
 
 
 def test_the_course_config_sanitizes_after_autograding_and_before_feedback():
-    from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests
+    from nbgrader.preprocessors import ClearHiddenTests
+    from grader.nbgrader_plugins.check_cell_metadata_precompiled import CheckCellMetadataPrecompiled
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
     from traitlets.config.loader import PyFileConfigLoader
     config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO_ROOT)).load_config()
     autograde = list(config.Autograde.autograde_preprocessors)
-    assert autograde.index(SanitizeStudentContent) > autograde.index(CheckCellMetadata)
+    assert autograde.index(SanitizeStudentContent) > autograde.index(CheckCellMetadataPrecompiled)
     feedback = list(config.GenerateFeedback.preprocessors)
     assert feedback.index(ClearHiddenTests) < feedback.index(SanitizeStudentContent) < feedback.index(
         CSSHTMLHeaderPreprocessor)
