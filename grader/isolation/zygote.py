@@ -61,11 +61,11 @@ from grader.isolation.processes import PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, ex
 # the kernel is isolated, and a module the zygote imported would be the full library's, in every kernel it forks.
 STARTUP = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "torch.testing", "numpy.testing")
 # ...and on the way through the six notebooks (measured: the modules a kernel holds after the solutions, less those
-# it starts with).  matplotlib's pyplot and inline backend are left to the kernel: on import they hook themselves
-# into the running IPython (17 ms), which the zygote does not have.
-LATER = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "matplotlib", "matplotlib.figure",
-         "matplotlib.font_manager", "matplotlib.backends.backend_agg", "ipywidgets", "tqdm.auto", "safetensors.torch",
-         "tokenizers", "sentencepiece")
+# it starts with); pyplot is left to the kernel, where it hooks into IPython.  A launch waits for the import under way:
+# long ones go in steps of half a second at most (torch._dynamo took 1.6 s, and notebook 2's kernel waited 0.9 s).
+LATER = ("sympy", "torch.fx.experimental.symbolic_shapes", "torch.distributed.tensor", "torch.distributed.fsdp",
+         "torch._dynamo", "matplotlib", "matplotlib.text", "matplotlib.axes", "matplotlib.figure", "matplotlib.font_manager",
+         "matplotlib.backends.backend_agg", "ipywidgets", "tqdm.auto", "safetensors.torch", "tokenizers", "sentencepiece")
 # The checkers' zygote: torch and the full library with its checks (the checker judges with translab's references).
 # No kernel is ever forked from it.
 CHECKER_PRELOAD = ("torch", "torch.fx.experimental.symbolic_shapes", "translab.checks", "translab.wire",
