@@ -229,6 +229,29 @@ def test_a_fixed_layer_count_passes_visible_and_fails_hidden():
     assert "loop over range(config.num_hidden_layers)" in message
 
 
+def test_a_right_mapping_that_empties_the_dict_it_is_given_passes():
+    """Some conversions pop each tensor as they place it, to see what is left over: the check compares with its
+    own checkpoint, never with what the answer left of the one it was given."""
+    def consuming(checkpoint, config):
+        state = convert_checkpoint(checkpoint, config)
+        checkpoint.clear()
+        return state
+
+    checks.check_weight_mapping(consuming)
+    checks.check_weight_mapping(consuming, split="hidden")
+
+
+def test_a_mapping_that_zeroes_its_input_after_placing_it_fails_on_what_it_returns():
+    """The tensors returned are the ones given (no copy): changing those in place changes the answer."""
+    def zeroing(checkpoint, config):
+        state = convert_checkpoint(checkpoint, config)
+        for tensor in checkpoint.values():
+            tensor.zero_()
+        return state
+
+    assert "tensors hold the wrong values" in failure(checks.check_weight_mapping, zeroing)
+
+
 def test_the_mapping_check_leaves_no_answer_unchecked_when_the_base_is_wrong(capsys):
     """The mapping is graded on the reference encoder; a wrong BertBase only adds a note."""
     checks.check_weight_mapping(convert_checkpoint, BertBase=variant(activation="relu"))

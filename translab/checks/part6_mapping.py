@@ -135,7 +135,9 @@ def _check_mapping_case(convert_checkpoint: Callable, case: dict, what: str, vis
     else:
         mapping, right = b.weight_mapping(config), b.convert_checkpoint(checkpoint, config)
     reference = None if withheld(b.BertEncoder) else b.BertEncoder.to_load(config).eval()
-    given = {key: value.clone() for key, value in checkpoint.items()}
+    # what the answer may change in place: a copy, unless the call goes to the grader's kernel, which gets its own
+    given = checkpoint if wire.remote(convert_checkpoint) else {key: value.clone()
+                                                               for key, value in checkpoint.items()}
     with forbid_bert():
         try:
             with no_warnings(what):

@@ -188,6 +188,27 @@ def test_a_wrong_answer_fails_with_the_same_feedback_as_in_the_lab(checker):
     assert "CheckFailed" in done.stderr and "holds only 0 and 1" in done.stderr
 
 
+def test_an_answer_that_empties_and_zeroes_the_checkpoint_it_is_given_leaves_the_checkers_intact(checker):
+    """The checker sends the kernel the real checkpoint without copying it first: the kernel gets its own bytes,
+    so a right mapping that then empties the dict and zeroes every tensor it was given still passes."""
+    kernel = """
+    from translab.bert import load_checkpoint, weight_mapping
+    config, _ = load_checkpoint()
+    sources = weight_mapping(config)  # read here: the check forbids translab's mapping while it runs
+
+    def convert_checkpoint(checkpoint, config):
+        state = {name: torch.cat([checkpoint[key] for key in keys]).clone() for name, keys in sources.items()}
+        for tensor in checkpoint.values():
+            tensor.zero_()
+        checkpoint.clear()
+        return state
+
+    checks.check_weight_mapping(convert_checkpoint)
+    """
+    record, done = grade(checker, kernel, [Call("check_weight_mapping")])
+    assert record.passed, (record, done.stderr[-2000:])
+
+
 def test_the_in_process_checker_judges_as_the_forked_one():
     """The sample of the thread twins make test keeps: a right answer passes, a wrong one fails with its key."""
     checker = Checker()
