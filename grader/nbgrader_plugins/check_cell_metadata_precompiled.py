@@ -35,12 +35,16 @@ class _SchemaCheckedOnce(BaseMetadataValidator):
     """Between nbgrader's versioned validator and its base in the method order: the base's jsonschema call, with
     the validator built once."""
 
+    def __init__(self) -> None:
+        super().__init__()  # the base reads the schema's file
+        self._compiled = compiled_validator(json.dumps(self.schema))
+
     def validate_cell(self, cell) -> None:
         meta = cell.metadata.get("nbgrader")
         if meta is None or meta.get("schema_version", 0) != self.schema_version:
             super().validate_cell(cell)  # nbgrader's own: nothing to check, or the version's error
             return
-        error = best_match(compiled_validator(json.dumps(self.schema)).iter_errors(meta))
+        error = best_match(self._compiled.iter_errors(meta))
         if error is not None:
             raise error
 
