@@ -67,4 +67,4 @@ class CheckCellMetadataPrecompiled(CheckCellMetadata):
         return nb, resources
 
 
-compiled_validator(json.dumps(MetadataValidator().schema))  # in the fork server: every nbgrader process has it
+_PrecompiledMetadataValidator()  # its validator, built in the fork server: every nbgrader process has it
