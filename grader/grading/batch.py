@@ -25,6 +25,7 @@ import signal
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -206,22 +207,30 @@ def _grade_student(job: StudentJob) -> StudentResult:
 
 class _Canary:
     """Grades a known-good submission (the released first notebook) with the batch's own settings, when a
-    student's grading failed, to tell a broken machine (the canary fails too) from a broken submission.  Its
-    verdict is kept for ``ttl`` seconds."""
+    student's grading failed, to tell a broken machine (the canary fails too) from a broken submission.  One per
+    grading session, so a cluster worker's tasks share it as a batch's students do: a machine found fine stays
+    fine for ``ttl`` seconds (for the same settings); one found broken is checked again at the next failure."""
 
-    def __init__(self, root: Path, work: Path, sandbox: StudentSandbox, args: list[str], ttl: float = 300):
-        self.root, self.work, self.sandbox, self.args, self.ttl = root, work, sandbox, args, ttl
-        self.checked_at: float | None = None
-        self.verdict: str | None = None
+    def __init__(self, root: Path, work: Path, sandbox: StudentSandbox, ttl: float = 300):
+        self.root, self.work, self.sandbox, self.ttl = root, work, sandbox, ttl
+        self._fine_at: dict[tuple[str, ...], float] = {}  # nbgrader's options -> when the canary last graded with them
+        self._one_at_a_time = threading.Lock()
 
-    def failure(self) -> str | None:
-        """None when the known-good notebook grades; else what failed."""
-        if self.checked_at is not None and time.monotonic() - self.checked_at < self.ttl:
-            return self.verdict
-        self.verdict, self.checked_at = self._grade(), time.monotonic()
-        return self.verdict
+    def failure(self, args: list[str]) -> str | None:
+        """None when the known-good notebook grades with nbgrader's options ``args``; else what failed."""
+        with self._one_at_a_time:
+            fine_at = self._fine_at.get(tuple(args))
+            if fine_at is not None and time.monotonic() - fine_at < self.ttl:
+                return None
+            started = time.perf_counter()
+            verdict = self._grade(args)
+            print(f"[autograde] the canary, a known-good notebook graded to tell the machine's failures from a "
+                  f"submission's: {verdict or 'graded'} ({time.perf_counter() - started:.0f} s)", flush=True)
+            if verdict is None:
+                self._fine_at[tuple(args)] = time.monotonic()
+            return verdict
 
-    def _grade(self) -> str | None:
+    def _grade(self, args: list[str]) -> str | None:
         notebooks = sorted((self.root / "notebooks" / ASSIGNMENT).glob("*.ipynb")) or \
             sorted((self.root / "solutions" / ASSIGNMENT).glob("*.ipynb"))
         if not notebooks:
@@ -240,7 +249,7 @@ class _Canary:
             "autograde", ASSIGNMENT, f"--student={CANARY}", f"--notebook={notebooks[0].stem}", "--force",
             f"--CourseDirectory.db_url=sqlite:///{db}",
             f"--CourseDirectory.submitted_directory={folder / 'submitted'}",
-            f"--CourseDirectory.autograded_directory={folder / 'autograded'}", *self.args],
+            f"--CourseDirectory.autograded_directory={folder / 'autograded'}", *args],
             env=nbgrader_env(self.sandbox.env), timeout=300)
         self.sandbox.kill_leftovers()
         launched = self.sandbox.report()
@@ -278,6 +287,7 @@ class GradingSession:
         self.root, self.sandbox = root, sandbox
         self._stack = contextlib.ExitStack()
         self._next = 0  # the index of the next student: its uid, status folder and cgroup are its own
+        self._canary: _Canary | None = None  # made at the first grade(), with an index of its own
 
     def __enter__(self) -> "GradingSession":
         stack = self._stack.__enter__()
@@ -306,11 +316,9 @@ class GradingSession:
         return self.walls.capacity - self._next
 
     def _student(self, index: int, extra_args: tuple[str, ...]) -> tuple[StudentSandbox, list[str]]:
-        """The ``index``-th student's sandbox, and nbgrader's options for it: the caller's --Class.trait=value
-        wins over the sandbox's (nbgrader rejects a trait given twice)."""
+        """The ``index``-th student's sandbox, and nbgrader's options for it."""
         walls = self.walls.student(index)
-        overridden = {arg.split("=", 1)[0] for arg in extra_args}
-        return walls, [arg for arg in walls.args if arg.split("=", 1)[0] not in overridden] + list(extra_args)
+        return walls, _nbgrader_options(walls, extra_args)
 
     def grade(self, student_ids: list[str], jobs: int = 1, extra_args: tuple[str, ...] = (),
               student_timeout: float = STUDENT_BUDGET) -> BatchReport:
@@ -320,8 +328,10 @@ class GradingSession:
                                f"{len(student_ids)}: grade them in a new one")
         start = time.perf_counter()
         main_db = self.root / "gradebook.db"
-        first, self._next = self._next, self._next + len(student_ids) + 1
-        canary = _Canary(self.root, self.work, *self._student(first + len(student_ids), extra_args))
+        if self._canary is None:
+            self._canary, self._next = _Canary(self.root, self.work, self.walls.student(self._next)), self._next + 1
+        first, self._next = self._next, self._next + len(student_ids)
+        canary_args = _nbgrader_options(self._canary.sandbox, extra_args)
         results = []
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {}
@@ -340,7 +350,7 @@ class GradingSession:
                 except Exception as error:  # our code or the machine, never a submission: say so, stop
                     result = StudentResult(student_ids[list(futures).index(future)], infrastructure=repr(error))
                 if result.suspicious and not result.infrastructure:
-                    failure = canary.failure()
+                    failure = self._canary.failure(canary_args)
                     if failure:
                         result.infrastructure = f"a known-good notebook fails to grade too: {failure}"
                 results.append(result)
@@ -359,6 +369,13 @@ class GradingSession:
                 print(f"[autograde] {result.student}: {result.status} ({result.seconds:.0f} s, log {result.log})",
                       flush=True)
         return BatchReport(sorted(results, key=lambda r: r.student), time.perf_counter() - start, jobs)
+
+
+def _nbgrader_options(walls: StudentSandbox, extra_args: tuple[str, ...]) -> list[str]:
+    """nbgrader's options for a student in ``walls``: the caller's --Class.trait=value wins over the sandbox's
+    (nbgrader rejects a trait given twice)."""
+    overridden = {arg.split("=", 1)[0] for arg in extra_args}
+    return [arg for arg in walls.args if arg.split("=", 1)[0] not in overridden] + list(extra_args)
 
 
 def write_report(root: Path, report: BatchReport) -> Path:
