@@ -144,20 +144,37 @@ def within_batch(timeout: float, students: int = 4) -> dict:
     """The batch's first submission against the next ones (issue 53: the first at most 1.1x the next): ``students``
     complete submissions in one batch at ``JOBS=1``, the gradebook ready (a first batch records the assignment).
     The first student waits for the batch's setup, so its figure is the setup plus its own seconds (the batch's
-    report and phases), against the median of the others' seconds."""
+    report and phases), against the median of the others' seconds.  Then the same batch sent to the course's warm
+    grader, running (started by the batch before it): what a press or a batch pays once the grader is warm."""
     with class_course(students, full_every=1) as (course, env, _):
         for keep in (False, True):
             seconds, reason = timed_autograde(course, env, 1, timeout, keep_gradebook=keep)
             if seconds is None:
                 return {"students": students, "reason": reason}
             time.sleep(SETTLE_S)
-        own = seconds_by_student(course)
-        setup = phases_of(course).get(phases.SETUP, 0.0)
+        result = {"students": students, "batch_s": seconds, **_first_and_next(course),
+                  "command": "python -m grader autograde --jobs 1"}
+        try:
+            for _ in range(2):  # the first starts the warm grader; the second finds it running
+                seconds, reason = timed_autograde(course, env, 1, timeout, "--warm", keep_gradebook=True)
+                if seconds is None:
+                    break
+                time.sleep(SETTLE_S)
+        finally:
+            warm_grader.stop(course)
+        result["warm"] = ({"batch_s": seconds, **_first_and_next(course), "command": "python -m grader autograde "
+                           "--jobs 1 --warm, the warm grader running"} if seconds is not None else {"reason": reason})
+    return result
+
+
+def _first_and_next(course: Path) -> dict:
+    """The last batch's first submission, its setup included, against the median of the next (the batch's report)."""
+    own = seconds_by_student(course)
+    setup = phases_of(course).get(phases.SETUP, 0.0)
     order = sorted(own)  # the batch takes them in this order (grader.course.students)
     first, later = setup + own[order[0]], statistics.median(own[name] for name in order[1:])
-    return {"students": students, "batch_s": seconds, "setup_s": setup, "student_s": [own[name] for name in order],
-            "first_s": round(first, 1), "next_s": round(later, 1), "first_to_next": round(first / later, 2),
-            "command": "python -m grader autograde --jobs 1"}
+    return {"setup_s": setup, "student_s": [own[name] for name in order], "first_s": round(first, 1),
+            "next_s": round(later, 1), "first_to_next": round(first / later, 2)}
 
 
 def warm_runs(course: Path, env: dict, timeout: float, repeats: int) -> dict:

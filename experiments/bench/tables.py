@@ -68,10 +68,17 @@ def _within_batch_row(auto: dict) -> list[tuple[str, str, str]]:
     batch = auto.get("within_batch") or {}
     if not batch.get("first_to_next"):
         return []
-    ratio = batch["first_to_next"]
-    return [(f"within one batch of {batch['students']} (`JOBS=1`): its first submission, with the batch's setup "
-             f"({batch['setup_s']:.1f} s), against the median of the next", f"{batch['first_s']:,.1f} s against "
-             f"{batch['next_s']:,.1f} s: {ratio:.2f}x", f"{'met' if ratio <= 1.1 else 'not met'} (at most 1.1x)")]
+    def against(measured: dict) -> tuple[str, str]:
+        ratio = measured["first_to_next"]
+        return (f"{measured['first_s']:,.1f} s against {measured['next_s']:,.1f} s: {ratio:.2f}x",
+                f"{'met' if ratio <= 1.1 else 'not met'} (at most 1.1x)")
+
+    rows = [(f"within one batch of {batch['students']} (`JOBS=1`): its first submission, with the batch's setup "
+             f"({batch['setup_s']:.1f} s), against the median of the next", *against(batch))]
+    if (batch.get("warm") or {}).get("first_to_next"):
+        rows.append(("the same batch sent to the course's warm grader (`--warm`), the warm grader running: its first "
+                     "submission against the median of the next", *against(batch["warm"])))
+    return rows
 
 
 def _press_rows(presses: dict) -> list[tuple[str, str, str]]:

@@ -179,6 +179,12 @@ def test_the_readme_tables_judge_each_figure_by_its_goal():
             "median of the next | 16.8 s against 15.2 s: 1.11x | not met (at most 1.1x) |") in tables.readme_tables(result)
     result["autograde"]["within_batch"].update(first_s=16.0, first_to_next=1.05)
     assert "| 16.0 s against 15.2 s: 1.05x | met (at most 1.1x) |" in tables.readme_tables(result)
+    assert "warm grader running" not in tables.readme_tables(result), "no warm row without its measurement"
+    result["autograde"]["within_batch"]["warm"] = {"setup_s": 0.0, "first_s": 12.5, "next_s": 13.0,
+                                                   "first_to_next": 0.96}
+    assert ("| the same batch sent to the course's warm grader (`--warm`), the warm grader running: its first "
+            "submission against the median of the next | 12.5 s against 13.0 s: 0.96x | met (at most 1.1x) |"
+            ) in tables.readme_tables(result)
 
 
 def test_readme_rewrites_only_the_marked_block(tmp_path):
@@ -209,7 +215,8 @@ def test_a_class_s_seconds_are_summed_by_what_each_student_submitted(tmp_path):
 
 def test_the_first_of_a_batch_carries_the_batch_s_setup_against_the_median_of_the_next(monkeypatch, tmp_path):
     """Two batches of the same class (the first records the assignment); the second's report and phases give the
-    figure: here (2.0 + 15.0) / median(13.0, 14.0, 12.0) = 17.0 / 13.0."""
+    figure: here (2.0 + 15.0) / median(13.0, 14.0, 12.0) = 17.0 / 13.0.  Then two on the warm grader (the first
+    starts it), the second's the warm figure: (0.0 + 12.5) / 13.0; and the warm grader stopped."""
     from contextlib import contextmanager
     from grader.grading.batch import REPORT_NAME
     runs = []
@@ -219,21 +226,30 @@ def test_the_first_of_a_batch_carries_the_batch_s_setup_against_the_median_of_th
         assert (students, full_every) == (4, 1), "complete submissions only"
         yield tmp_path, {}, None
 
-    def autograde(course, env, jobs, timeout, keep_gradebook=False):
-        runs.append((jobs, keep_gradebook))
+    def autograde(course, env, jobs, timeout, *options, keep_gradebook=False):
+        runs.append((jobs, keep_gradebook, options))
+        own = [12.5, 13.0, 14.0, 12.0] if options == ("--warm",) else [15.0, 13.0, 14.0, 12.0]
         (course / "autograded").mkdir(exist_ok=True)
-        rows = ["student_id,seconds"] + [f"student{i:03d},{s}" for i, s in enumerate([15.0, 13.0, 14.0, 12.0])]
+        rows = ["student_id,seconds"] + [f"student{i:03d},{s}" for i, s in enumerate(own)]
         (course / "autograded" / REPORT_NAME).write_text("\n".join(rows) + "\n")
         return 60.0, ""
 
     monkeypatch.setattr(grading, "class_course", course)
     monkeypatch.setattr(grading, "timed_autograde", autograde)
-    monkeypatch.setattr(grading, "phases_of", lambda course: {"batch setup": 2.0, "checks": 9.0})
+    monkeypatch.setattr(grading, "phases_of", lambda course: {"batch setup": 0.0 if runs[-1][2] else 2.0, "checks": 9.0})
+    monkeypatch.setattr(grading.warm_grader, "stop", lambda course: runs.append("stopped"))
     monkeypatch.setattr(grading, "SETTLE_S", 0)
     found = grading.within_batch(600)
-    assert runs == [(1, False), (1, True)]
+    assert runs == [(1, False, ()), (1, True, ()), (1, True, ("--warm",)), (1, True, ("--warm",)), "stopped"]
     assert (found["first_s"], found["next_s"], found["first_to_next"]) == (17.0, 13.0, 1.31)
     assert found["student_s"] == [15.0, 13.0, 14.0, 12.0] and found["setup_s"] == 2.0
+    warm = found["warm"]
+    assert (warm["first_s"], warm["next_s"], warm["first_to_next"], warm["setup_s"]) == (12.5, 13.0, 0.96, 0.0)
+    monkeypatch.setattr(grading, "phases_of", lambda course: {"batch setup": 2.0})
+    answers = iter([(60.0, ""), (60.0, ""), (None, "the warm grader did not start")])
+    monkeypatch.setattr(grading, "timed_autograde", lambda *args, **kwargs: next(answers))
+    runs.clear()
+    assert grading.within_batch(600)["warm"] == {"reason": "the warm grader did not start"} and runs == ["stopped"]
     monkeypatch.setattr(grading, "timed_autograde", lambda *args, **kwargs: (None, "autograde exited 1"))
     assert grading.within_batch(600) == {"students": 4, "reason": "autograde exited 1"}
 
