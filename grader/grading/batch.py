@@ -25,7 +25,6 @@ import signal
 import sqlite3
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -214,21 +213,20 @@ class _Canary:
     def __init__(self, root: Path, work: Path, sandbox: StudentSandbox, ttl: float = 300):
         self.root, self.work, self.sandbox, self.ttl = root, work, sandbox, ttl
         self._fine_at: dict[tuple[str, ...], float] = {}  # nbgrader's options -> when the canary last graded with them
-        self._one_at_a_time = threading.Lock()
 
     def failure(self, args: list[str]) -> str | None:
-        """None when the known-good notebook grades with nbgrader's options ``args``; else what failed."""
-        with self._one_at_a_time:
-            fine_at = self._fine_at.get(tuple(args))
-            if fine_at is not None and time.monotonic() - fine_at < self.ttl:
-                return None
-            started = time.perf_counter()
-            verdict = self._grade(args)
-            print(f"[autograde] the canary, a known-good notebook graded to tell the machine's failures from a "
-                  f"submission's: {verdict or 'graded'} ({time.perf_counter() - started:.0f} s)", flush=True)
-            if verdict is None:
-                self._fine_at[tuple(args)] = time.monotonic()
-            return verdict
+        """None when the known-good notebook grades with nbgrader's options ``args``; else what failed.  Asked by
+        one thread, the session's, as everything that hands out the session's indices."""
+        fine_at = self._fine_at.get(tuple(args))
+        if fine_at is not None and time.monotonic() - fine_at < self.ttl:
+            return None
+        started = time.perf_counter()
+        verdict = self._grade(args)
+        print(f"[autograde] the canary, a known-good notebook graded to tell the machine's failures from a "
+              f"submission's: {verdict or 'graded'} ({time.perf_counter() - started:.0f} s)", flush=True)
+        if verdict is None:
+            self._fine_at[tuple(args)] = time.monotonic()
+        return verdict
 
     def _grade(self, args: list[str]) -> str | None:
         notebooks = sorted((self.root / "notebooks" / ASSIGNMENT).glob("*.ipynb")) or \
