@@ -187,7 +187,7 @@ def test_a_worker_s_grading_process_grades_task_after_task_with_the_same_zygotes
         server.close()
 
 
-def test_a_worker_s_tasks_share_the_canary_as_a_batch_s_students_do(tmp_path, monkeypatch):
+def test_a_worker_s_tasks_share_the_canary_as_a_batch_s_students_do(tmp_path):
     """A submission nbgrader cannot run makes the batch grade its canary (a known-good notebook) to tell a broken
     machine from a broken submission.  A worker grading task after task asks it once, as one batch of the same
     students does, not once per task (19 tasks for a class of 100 on 2 workers)."""
@@ -197,9 +197,11 @@ def test_a_worker_s_tasks_share_the_canary_as_a_batch_s_students_do(tmp_path, mo
     root = small_course(tmp_path / "course", ["invalid_json", "marker_in_invalid_json"])
     ensure_assignment(root)
     course, secret = result_folders.fingerprint(root), require_secret(root)
-    server = subprocess.Popen([sys.executable, "-m", "grader.grading.result_folders", "--serve", str(root)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=root,
-                              env=env, text=True)
+    log = tmp_path / "server.log"  # a file, not a pipe: what grading prints never waits for a reader
+    with open(log, "w", encoding="utf-8") as said:
+        server = subprocess.Popen([sys.executable, "-m", "grader.grading.result_folders", "--serve", str(root)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=said, cwd=root, env=env,
+                                  text=True)
     try:
         for number, student in enumerate(["invalid_json", "marker_in_invalid_json"]):
             given = tmp_path / f"task{number}.pickle"
@@ -211,10 +213,10 @@ def test_a_worker_s_tasks_share_the_canary_as_a_batch_s_students_do(tmp_path, mo
             described = json.loads((tmp_path / f"out{number}" / student / result_folders.RESULT).read_text())["result"]
             assert described["failed_notebooks"] and not described["infrastructure"], described
         server.stdin.close()
-        printed = server.stderr.read()
         assert server.wait(timeout=60) == 0
     finally:
         server.kill()
+    printed = log.read_text(encoding="utf-8")
     canaries = [line for line in printed.splitlines() if line.startswith("[autograde] the canary")]
     assert len(canaries) == 1 and canaries[0].split(": ")[-1].startswith("graded"), canaries or printed[-2000:]
 
