@@ -68,8 +68,11 @@ def main(argv: list[str] | None = None) -> int:
                              "run's time)")
     parser.add_argument("--class-jobs", type=int, nargs="+", default=[2],
                         help="--jobs values to time the class with (2: the goal is set for 2 cores)")
-    parser.add_argument("--cluster-workers", type=int, default=2,
+    parser.add_argument("--cluster-workers", type=int, default=1,
                         help="grade the class again on a local Dask cluster of this many workers (0: not)")
+    parser.add_argument("--cluster-threads", type=int, default=2,
+                        help="threads of each of those workers: students it grades at once, in one grading process "
+                             "(2: as JOBS=2 on 2 cores)")
     parser.add_argument("--class-rounds", type=int, default=3,
                         help="times to grade the class, local then cluster in turn (each cluster run is judged "
                              "against the local run just before it, the goal is on their median; about 13 min a round)")
@@ -102,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only_class:
         replace_section(args.out, "class_autograde", lambda: class_autograde(args.class_size, args.class_jobs,
                                                                              workers=args.cluster_workers,
-                                                                             rounds=args.class_rounds), flag="class")
+                                                                             rounds=args.class_rounds,
+                                                                             threads=args.cluster_threads), flag="class")
         return 0
     if args.only_similarity:
         replace_section(args.out, "similarity", lambda: similarity_time(args.class_size))
@@ -163,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         result["class_autograde"] = {"students": 0, "reason": "skipped (--quick, --no-autograde or --class-size 0)"}
     else:
         result["class_autograde"] = class_autograde(args.class_size, args.class_jobs, workers=args.cluster_workers,
-                                                     rounds=args.class_rounds)
+                                                     rounds=args.class_rounds, threads=args.cluster_threads)
     if args.quick or args.no_autograde or args.hub_students <= 0:
         result["hub_cycle"] = {"students": 0, "reason": "skipped (--quick, --no-autograde or --hub-students 0)"}
     else:

@@ -309,11 +309,11 @@ def similarity_time(students: int, full_every: int = 3) -> dict:
             "page_bytes": page, "mix": mix}
 
 
-def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600, workers: int = 2,
-                    rounds: int = 2) -> dict:
+def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600, workers: int = 1,
+                    rounds: int = 2, threads: int = 2) -> dict:
     """Wall time of grading a class of ``students`` (complete solutions mixed with the corpus) with each
     ``--jobs`` value, each from an empty gradebook, sandboxed as ``make autograde`` grades; then on a Dask
-    cluster of ``workers`` local worker processes (0: not).  ``rounds`` times in turn (local, cluster, local,
+    cluster of ``workers`` local worker processes (0: not) of ``threads`` threads each.  ``rounds`` times in turn (local, cluster, local,
     cluster): this machine's speed drifts by 15% or more between runs, so the cluster is judged by each round's
     ratio to the local run just before it, not by two runs apart."""
     reason = _grading_ready()
@@ -330,7 +330,8 @@ def class_autograde(students: int, jobs: list[int], timeout: float = 4 * 3600, w
                     if seconds is not None else {"seconds": None, "reason": reason})
             if not workers or measured[f"jobs_{jobs[-1]}"][-1]["seconds"] is None:
                 continue
-            measured.setdefault("cluster", []).append(_class_on_cluster(course, env, students, workers, timeout))
+            measured.setdefault("cluster", []).append(_class_on_cluster(course, env, students, workers, timeout,
+                                                                        threads))
     for name, runs in measured.items():
         summary = median_run(runs, students)
         if name == "cluster":
@@ -355,20 +356,21 @@ def median_run(runs: list[dict], students: int) -> dict:
     return median
 
 
-def _class_on_cluster(course: Path, env: dict, students: int, workers: int, timeout: float) -> dict:
-    """The same class again, from an empty gradebook, through a Dask scheduler and ``workers`` worker processes
-    on this machine (``grader.grading.cluster``), against the gradebook the last ``--jobs`` run left; and what a class of
-    1,000 would take on more workers, from the measured cost of a student on one worker."""
+def _class_on_cluster(course: Path, env: dict, students: int, workers: int, timeout: float, threads: int = 1) -> dict:
+    """The same class again, from an empty gradebook, through a Dask scheduler and ``workers`` worker processes of
+    ``threads`` threads on this machine (``grader.grading.cluster``), against the gradebook the last ``--jobs`` run
+    left; and what a class of 1,000 would take on more worker threads, from the measured cost of a student on one."""
     local = gradebook_cells(course / "gradebook.db")
     with tempfile.TemporaryDirectory(prefix="translab-dask-") as logs, \
-            LocalCluster(course, workers, env={**env, "PATH": with_venv_bin(env.get("PATH", ""))}, logs=Path(logs)) as cluster:
+            LocalCluster(course, workers, env={**env, "PATH": with_venv_bin(env.get("PATH", ""))}, logs=Path(logs),
+                         threads=threads) as cluster:
         before = cluster.dask_cpu_seconds()
         seconds, reason = timed_autograde(course, env, 0, timeout, "--cluster", cluster.address, "--force")
         dask_cpu = cluster.dask_cpu_seconds() - before
     if seconds is None:
-        return {"workers": workers, "seconds": None, "reason": reason}
-    worker_s = seconds * workers / students  # one student's cost to one worker, start-up included
-    return {"workers": workers, "command": "python -m grader autograde --cluster tcp://127.0.0.1:PORT --force",
+        return {"workers": workers, "threads": threads, "seconds": None, "reason": reason}
+    worker_s = seconds * workers * threads / students  # one student's cost to one worker thread, start-up included
+    return {"workers": workers, "threads": threads, "command": "python -m grader autograde --cluster tcp://127.0.0.1:PORT --force",
             "seconds": seconds, "same_gradebook": gradebook_cells(course / "gradebook.db") == local,
             "student_seconds_by_case": seconds_by_case(course, students),
             "dask_cpu_s": round(dask_cpu, 1), "dask_cpu_share": round(dask_cpu / (seconds * (os.cpu_count() or 1)), 3),

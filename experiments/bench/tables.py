@@ -147,8 +147,11 @@ def readme_tables(result: dict) -> str:
                     f"{', '.join(f'{r - 1:+.1%}' for r in ratios)}; median {statistics.median(ratios) - 1:+.1%})")
         else:
             goal = judged(cluster["seconds"], local * 1.1, f"{local * 1.1:,.0f} s, JOBS=2 + 10%") if local else ""
-        rows.append((f"the same class on a Dask cluster of {cluster['workers']} local worker processes "
-                     f"(`--cluster`), {'the same' if cluster.get('same_gradebook') else 'NOT the same'} gradebook"
+        workers, threads = cluster["workers"], cluster.get("threads", 1)
+        rows.append((f"the same class on a Dask cluster of {workers} local worker process{'es' if workers > 1 else ''}"
+                     + (f" of {threads} threads, grading {threads} students at once in one grading process"
+                        if threads > 1 else "")
+                     + f" (`--cluster`), {'the same' if cluster.get('same_gradebook') else 'NOT the same'} gradebook"
                      + _runs_shown(times, ", each after a `JOBS=2` run"),
                      f"{cluster['seconds']:,.0f} s ({cluster['seconds'] / 60:.1f} min)", goal))
         if cluster.get("dask_cpu_s") is not None:
@@ -157,8 +160,8 @@ def readme_tables(result: dict) -> str:
                          ""))
         projection = ", ".join(f"{minutes:,.0f} min on {workers}" for workers, minutes in
                                cluster.get("projection_1000_students_min", {}).items())
-        rows.append((f"1,000 students, projected from {cluster['worker_seconds_per_student']} s of a worker per "
-                     "student", projection, ""))
+        rows.append((f"1,000 students, projected from {cluster['worker_seconds_per_student']} s of a worker thread "
+                     "per student", projection, ""))
     if overhead.get("overhead_per_submission_s") is not None:
         rows.append(("what the sandbox adds to a submission (median of "
                      f"{overhead.get('rounds')} rounds)", f"{overhead['overhead_per_submission_s']:.1f} s", ""))

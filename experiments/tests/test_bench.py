@@ -100,7 +100,11 @@ def test_the_cluster_is_judged_against_jobs_2_and_the_sizing_by_the_scarcer_reso
               "notebooks": {"06": {"student_s": 30.0, "student_peak_mb": 1500.0}}}
     table = tables.readme_tables(result)
     assert "2 local worker processes (`--cluster`), the same gradebook | 340 s (5.7 min) | not met (at most 330 s" in table
-    assert "| 1,000 students, projected from 6.8 s of a worker per student | 57 min on 2, 4 min on 32 |  |" in table
+    assert "| 1,000 students, projected from 6.8 s of a worker thread per student | 57 min on 2, 4 min on 32 |  |" in table
+    one = dict(result["class_autograde"]["cluster"], workers=1, threads=2)
+    shown = tables.readme_tables({**result, "class_autograde": {**result["class_autograde"], "cluster": one}})
+    assert "a Dask cluster of 1 local worker process of 2 threads, grading 2 students at once in one grading " \
+           "process (`--cluster`)" in shown
     values = tmp_path / "config.yaml"
     values.write_text("singleuser:\n  memory: {guarantee: 2G, limit: 3G}\n  cpu: {guarantee: 0.5, limit: 2}\n")
     sizing = tables.sizing_table(result, values)

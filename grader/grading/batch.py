@@ -25,6 +25,7 @@ import signal
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -101,7 +102,7 @@ class StudentResult:
 class BatchReport:
     results: list[StudentResult]
     seconds: float
-    jobs: int  # students at a time: --jobs, or the cluster's workers
+    jobs: int  # students at a time: --jobs, or the cluster's worker threads
     cluster: str = ""  # the scheduler's address, where the batch graded on a cluster
     setup: float = 0.0  # seconds before the first student could start: the sandbox's walls, the zygotes, the stages
 
@@ -213,22 +214,26 @@ class _Canary:
     def __init__(self, root: Path, work: Path, sandbox: StudentSandbox, ttl: float = 300):
         self.root, self.work, self.sandbox, self.ttl = root, work, sandbox, ttl
         self._fine_at: dict[tuple[str, ...], float] = {}  # nbgrader's options -> when the canary last graded with them
+        # a worker's grading process grades its threads' tasks at once: one canary at a time (its folder, its
+        # uid), and a task that waited reads the verdict the other just found
+        self._lock = threading.Lock()
 
-    def failure(self, args: list[str]) -> str | None:
-        """None when the known-good notebook grades with nbgrader's options ``args``; else what failed.  Asked by
-        one thread, the session's, as everything that hands out the session's indices."""
-        fine_at = self._fine_at.get(tuple(args))
-        if fine_at is not None and time.monotonic() - fine_at < self.ttl:
-            return None
-        started = time.perf_counter()
-        verdict = self._grade(args)
-        print(f"[autograde] the canary, a known-good notebook graded to tell the machine's failures from a "
-              f"submission's: {verdict or 'graded'} ({time.perf_counter() - started:.0f} s)", flush=True)
-        if verdict is None:
-            self._fine_at[tuple(args)] = time.monotonic()
-        return verdict
+    def failure(self, args: list[str], gradebook: Path) -> str | None:
+        """None when the known-good notebook grades with nbgrader's options ``args`` against a copy of ``gradebook``
+        (one that holds the assignment); else what failed."""
+        with self._lock:
+            fine_at = self._fine_at.get(tuple(args))
+            if fine_at is not None and time.monotonic() - fine_at < self.ttl:
+                return None
+            started = time.perf_counter()
+            verdict = self._grade(args, gradebook)
+            print(f"[autograde] the canary, a known-good notebook graded to tell the machine's failures from a "
+                  f"submission's: {verdict or 'graded'} ({time.perf_counter() - started:.0f} s)", flush=True)
+            if verdict is None:
+                self._fine_at[tuple(args)] = time.monotonic()
+            return verdict
 
-    def _grade(self, args: list[str]) -> str | None:
+    def _grade(self, args: list[str], gradebook: Path) -> str | None:
         notebooks = sorted((self.root / "notebooks" / ASSIGNMENT).glob("*.ipynb")) or \
             sorted((self.root / "solutions" / ASSIGNMENT).glob("*.ipynb"))
         if not notebooks:
@@ -238,7 +243,7 @@ class _Canary:
         (folder / "submitted" / CANARY / ASSIGNMENT).mkdir(parents=True)
         shutil.copy(notebooks[0], folder / "submitted" / CANARY / ASSIGNMENT)
         db = folder / "gradebook.db"
-        sqlite_copy(self.root / "gradebook.db", db)
+        sqlite_copy(gradebook, db)
         status = self.sandbox.status
         if status is not None:
             shutil.rmtree(status, ignore_errors=True)
@@ -279,13 +284,15 @@ def grade_batch(root: Path, student_ids: list[str], jobs: int = 1, extra_args: t
 class GradingSession:
     """What a batch sets up once for a course folder: a scratch folder, its walls (``BatchSandbox``: a block of
     uids, the zygotes, the cgroups, the sandbox's kernelspec), the per-student gradebooks and plain copies.  ``grade_batch`` opens one per batch; a cluster worker keeps one open
-    between its tasks (``grader.grading.result_folders.serve``), so that a task costs only its students."""
+    between its tasks (``grader.grading.result_folders.serve``), so that a task costs only its students, and grades
+    the tasks of its threads in it at once, as one batch grades ``--jobs`` students: one pair of zygotes a machine."""
 
     def __init__(self, root: Path, sandbox: bool = True):
         self.root, self.sandbox = root, sandbox
         self._stack = contextlib.ExitStack()
         self._next = 0  # the index of the next student: its uid, status folder and cgroup are its own
-        self._canary: _Canary | None = None  # made at the first grade(), with an index of its own
+        self._canary: _Canary | None = None  # made at the first reserve(), with an index of its own
+        self._indices = threading.Lock()  # tasks graded at once take their indices one after the other
 
     def __enter__(self) -> "GradingSession":
         stack = self._stack.__enter__()
@@ -313,22 +320,32 @@ class GradingSession:
         """How many more students this session can grade (each needs an index of the uid block)."""
         return self.walls.capacity - self._next
 
+    def reserve(self, count: int) -> int:
+        """The first of ``count`` indices of the uid block, the session's alone from now on (the canary takes one at
+        the first call)."""
+        with self._indices:
+            if count + (self._canary is None) > self.room():
+                raise GradingError(f"this grading session has room for {self.room() - (self._canary is None)} more "
+                                   f"student(s), not {count}: grade them in a new one")
+            if self._canary is None:
+                self._canary, self._next = _Canary(self.root, self.work, self.walls.student(self._next)), self._next + 1
+            first, self._next = self._next, self._next + count
+            return first
+
     def _student(self, index: int, extra_args: tuple[str, ...]) -> tuple[StudentSandbox, list[str]]:
         """The ``index``-th student's sandbox, and nbgrader's options for it."""
         walls = self.walls.student(index)
         return walls, _nbgrader_options(walls, extra_args)
 
     def grade(self, student_ids: list[str], jobs: int = 1, extra_args: tuple[str, ...] = (),
-              student_timeout: float = STUDENT_BUDGET) -> BatchReport:
-        """Grade ``student_ids`` (see ``grade_batch``); the report is not written."""
-        if len(student_ids) + 1 > self.room():
-            raise GradingError(f"this grading session has room for {self.room() - 1} more student(s), not "
-                               f"{len(student_ids)}: grade them in a new one")
+              student_timeout: float = STUDENT_BUDGET, first: int | None = None, main_db: Path | None = None
+              ) -> BatchReport:
+        """Grade ``student_ids`` (see ``grade_batch``) into ``main_db`` (the course's gradebook.db), with the indices
+        from ``first`` on (``reserve``: taken now when not given); the report is not written."""
         start = time.perf_counter()
-        main_db = self.root / "gradebook.db"
-        if self._canary is None:
-            self._canary, self._next = _Canary(self.root, self.work, self.walls.student(self._next)), self._next + 1
-        first, self._next = self._next, self._next + len(student_ids)
+        main_db = main_db or self.root / "gradebook.db"
+        if first is None:
+            first = self.reserve(len(student_ids))
         canary_args = _nbgrader_options(self._canary.sandbox, extra_args)
         results = []
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -348,7 +365,7 @@ class GradingSession:
                 except Exception as error:  # our code or the machine, never a submission: say so, stop
                     result = StudentResult(student_ids[list(futures).index(future)], infrastructure=repr(error))
                 if result.suspicious and not result.infrastructure:
-                    failure = self._canary.failure(canary_args)
+                    failure = self._canary.failure(canary_args, main_db)
                     if failure:
                         result.infrastructure = f"a known-good notebook fails to grade too: {failure}"
                 results.append(result)
@@ -397,7 +414,7 @@ def print_summary(root: Path, report: BatchReport, student_timeout: float) -> in
     """What the instructor reads after a batch, and the exit code: 1 when the machine, not a student, failed."""
     failed = [r for r in report.results if r.failed_notebooks]
     graded = len(report.results) - len(report.infrastructure)
-    where = f"on {report.jobs} worker(s) of {report.cluster}" if report.cluster else f"with --jobs {report.jobs}"
+    where = f"on {report.jobs} worker thread(s) of {report.cluster}" if report.cluster else f"with --jobs {report.jobs}"
     print(f"autograded {graded} student(s) in {report.seconds:.0f} s {where}"
           f"{f', {len(report.infrastructure)} not (below)' if report.infrastructure else ''}; "
           f"report: {root / 'autograded' / REPORT_NAME}")

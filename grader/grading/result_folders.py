@@ -18,13 +18,17 @@ import hashlib
 import json
 import os
 import pickle
+import queue
 import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import translab
@@ -115,20 +119,34 @@ def student_gradebook(main_db: Path, keep: list[str]) -> bytes:
         return copy.read_bytes()
 
 
-def grade_to_folders(course: Path, payload: dict, out: Path, session=None) -> list[Path]:
+def grade_to_folders(course: Path, payload: dict, out: Path) -> list[Path]:
     """Grade ``payload``'s students with the batch of ``make autograde`` (its zygotes for them all), in a scratch
-    course beside ``course`` (or in ``session``'s, a ``grader.grading.batch.GradingSession`` kept between tasks), and
-    write a result folder for each, ``out/<student>``: result.json, gradebook.db, autograded/."""
-    if session is not None:
-        student_ids = _load_task(session.root, payload)
-        report = session.grade(student_ids, 1, tuple(payload["args"]), payload["student_timeout"] or batch.STUDENT_BUDGET)
-        return _result_folders(session.root, report, payload, out)
+    course beside ``course``, and write a result folder for each, ``out/<student>``: result.json, gradebook.db,
+    autograded/."""
     with tempfile.TemporaryDirectory(prefix="translab-task-") as scratch:
         root = scratch_course(course, Path(scratch) / "course")
-        student_ids = _load_task(root, payload)
+        student_ids = _load_task(root, payload, root / GRADEBOOK)
         report = batch.grade_batch(root, student_ids, jobs=1, extra_args=tuple(payload["args"]), sandbox=payload["sandbox"],
                                    student_timeout=payload["student_timeout"] or batch.STUDENT_BUDGET)
-        return _result_folders(root, report, payload, out)
+        return _result_folders(root, report, payload, out, root / GRADEBOOK)
+
+
+def grade_in_session(session, first: int, payload: dict, out: Path) -> list[Path]:
+    """``grade_to_folders`` in ``session`` (a ``grader.grading.batch.GradingSession`` kept between tasks, which other
+    tasks may be grading in at the same time), with its indices from ``first`` on.  The task's gradebook is its own,
+    in the session's private folder; of the scratch course it touches only its students' folders, and leaves none."""
+    gradebook = session.dbs / f"task{first}.db"
+    student_ids = [sent["student"] for sent in payload["students"]]
+    try:
+        _load_task(session.root, payload, gradebook)
+        report = session.grade(student_ids, 1, tuple(payload["args"]), payload["student_timeout"] or batch.STUDENT_BUDGET,
+                               first=first, main_db=gradebook)
+        return _result_folders(session.root, report, payload, out, gradebook)
+    finally:
+        gradebook.unlink(missing_ok=True)
+        for student in student_ids:
+            for folder in ("submitted", AUTOGRADED):
+                shutil.rmtree(session.root / folder / student, ignore_errors=True)
 
 
 def scratch_course(course: Path, root: Path) -> Path:
@@ -141,25 +159,31 @@ def scratch_course(course: Path, root: Path) -> Path:
     return root
 
 
-def _load_task(root: Path, payload: dict) -> list[str]:
-    """Put a task into the scratch course ``root``: its gradebook, the secret, the students' files; what an
-    earlier task left there goes first."""
+def _load_task(root: Path, payload: dict, gradebook: Path) -> list[str]:
+    """Put a task into the scratch course ``root``: its gradebook (at ``gradebook``), the secret, the students'
+    files, where an earlier task's for the same students go first."""
     student_ids = [sent["student"] for sent in payload["students"]]
     for student in student_ids:
         if Path(student).name != student or student.startswith("."):
             raise GradingError(f"{student!r} is not a student id")
-    for folder in ("submitted", AUTOGRADED):
-        shutil.rmtree(root / folder, ignore_errors=True)
-    (root / GRADEBOOK).write_bytes(payload["gradebook"])
+    for student in student_ids:
+        for folder in ("submitted", AUTOGRADED):
+            shutil.rmtree(root / folder / student, ignore_errors=True)
+    gradebook.write_bytes(payload["gradebook"])
     secret = root / SECRET_FILE
-    secret.touch(mode=0o600)
-    secret.write_bytes(payload["secret"])
+    if not secret.exists() or secret.read_bytes() != payload["secret"]:
+        # replaced whole, never rewritten in place: a task grading meanwhile reads the old secret or the new; written
+        # first beside the gradebook, where no kernel looks (a name of its own in the course would not be hidden)
+        written = gradebook.parent / f"secret.{threading.get_ident()}"
+        written.touch(mode=0o600)
+        written.write_bytes(payload["secret"])
+        os.replace(written, secret)
     for sent in payload["students"]:
         _unpack(root / "submitted" / sent["student"] / ASSIGNMENT, sent)
     return student_ids
 
 
-def _result_folders(root: Path, report, payload: dict, out: Path) -> list[Path]:
+def _result_folders(root: Path, report, payload: dict, out: Path, gradebook: Path) -> list[Path]:
     broken = [r for r in report.results if r.infrastructure]
     if broken:
         raise GradingError(f"grading {broken[0].student} on {socket.gethostname()} failed, not because of the "
@@ -171,7 +195,7 @@ def _result_folders(root: Path, report, payload: dict, out: Path) -> list[Path]:
         folder = out / student
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        sqlite_copy(root / GRADEBOOK, folder / GRADEBOOK)
+        sqlite_copy(gradebook, folder / GRADEBOOK)
         if (root / AUTOGRADED / student).exists():
             shutil.copytree(root / AUTOGRADED / student, folder / AUTOGRADED, symlinks=True)
         described = {key: (str(value) if isinstance(value, Path) else value)
@@ -202,31 +226,102 @@ def _unpack(submitted: Path, sent: dict) -> None:
 def serve(course: Path) -> int:
     """``python -m grader.grading.result_folders --serve COURSE``: a cluster worker's grading process (``grader.grading.cluster``), kept
     between its tasks so that its zygotes and one fork server serve every student it grades.  Reads one request a
-    line on stdin ({"payload": path, "out": path}), answers one line on stdout ({"ok": true} or {"error": ...});
-    what grading prints goes to stderr.  Ends when stdin does (the worker is gone)."""
+    line on stdin ({"payload": path, "out": path, "id": any}) and grades each at once with those under way, as
+    many as the worker's threads send, in one session; answers one line on stdout for each, in the order they end
+    ({"ok": true} or {"error": ...}, with the request's "id"); what grading prints goes to stderr.  Ends when stdin
+    does (the worker is gone), or after an error of its own code or the machine, once the tasks under way ended."""
     answers = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # prints, ours and the batch's, go to the log, never into the answers
-    session = None
-    with tempfile.TemporaryDirectory(prefix="translab-worker-") as scratch, contextlib.ExitStack() as stack:
-        root = scratch_course(course, Path(scratch) / "course")
+    said, fatal, requests = threading.Lock(), [], queue.Queue()
+
+    def answer(request: dict, reply: dict) -> None:
+        with said:
+            answers.write(json.dumps({**({"id": request["id"]} if "id" in request else {}), **reply}) + "\n")
+
+    def handle(request: dict, sessions: _Sessions) -> None:
+        try:
+            payload = pickle.loads(Path(request["payload"]).read_bytes())
+            with sessions.task(payload) as (session, first):
+                grade_in_session(session, first, payload, Path(request["out"]))
+            answer(request, {"ok": True})
+        except GradingError as error:
+            answer(request, {"error": str(error)})
+        except Exception as error:  # our code or the machine: say so, and end (the worker starts another)
+            answer(request, {"error": f"{type(error).__name__}: {error}"})
+            fatal.append(error)
+            requests.put(None)
+
+    def read() -> None:
         for line in sys.stdin:
-            request = json.loads(line)
-            try:
-                payload = pickle.loads(Path(request["payload"]).read_bytes())
-                if session is None or session.sandbox != payload["sandbox"] or \
-                        session.room() < len(payload["students"]) + 1:
-                    stack.close()
-                    fork_server(checker_imports=not payload["sandbox"])
-                    session = stack.enter_context(batch.GradingSession(root, payload["sandbox"]))
-                grade_to_folders(course, payload, Path(request["out"]), session=session)
-                answer = {"ok": True}
-            except GradingError as error:
-                answer = {"error": str(error)}
-            except Exception as error:  # our code or the machine: say so, and end (the worker starts another)
-                answers.write(json.dumps({"error": f"{type(error).__name__}: {error}"}) + "\n")
-                raise
-            answers.write(json.dumps(answer) + "\n")
+            requests.put(json.loads(line))
+        requests.put(None)
+
+    threading.Thread(target=read, daemon=True, name="requests").start()
+    tasks, under_way = ThreadPoolExecutor(thread_name_prefix="task"), []
+    try:
+        with tempfile.TemporaryDirectory(prefix="translab-worker-") as scratch, \
+                _Sessions(scratch_course(course, Path(scratch) / "course")) as sessions:
+            while not fatal:
+                request = requests.get()
+                if request is None:
+                    break
+                under_way.append(tasks.submit(handle, request, sessions))
+            futures.wait(under_way)
+    finally:  # after the session closed: its zygotes die with the thread that started them (PR_SET_PDEATHSIG)
+        tasks.shutdown()
+    if fatal:
+        raise fatal[0]
     return 0
+
+
+class _Sessions:
+    """The grading process's ``GradingSession``, shared by the tasks it grades at once; made again, once no task is
+    in it, for a task that needs the other sandbox setting or more of the uid block than it has left."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._stack = contextlib.ExitStack()
+        self._changed = threading.Condition()
+        self._session = None
+        self._tasks = 0
+        self._students: set[str] = set()  # those being graded now: a student is graded by one task at a time
+
+    def __enter__(self) -> "_Sessions":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    @contextlib.contextmanager
+    def task(self, payload: dict):
+        """(the session, the first of the task's indices) while the task grades."""
+        students = {sent["student"] for sent in payload["students"]}
+        with self._changed:
+            while not self._fits(payload):
+                if self._tasks:
+                    self._changed.wait()
+                    continue
+                self._session = None
+                self._stack.close()
+                fork_server(checker_imports=not payload["sandbox"])
+                self._session = self._stack.enter_context(batch.GradingSession(self.root, payload["sandbox"]))
+            busy = sorted(self._students & students)
+            if busy:
+                raise GradingError(f"{busy[0]} is being graded on {socket.gethostname()} by another task: grade a "
+                                   "student in one batch at a time")
+            session, first = self._session, self._session.reserve(len(payload["students"]))
+            self._tasks, self._students = self._tasks + 1, self._students | students
+        try:
+            yield session, first
+        finally:
+            with self._changed:
+                self._tasks, self._students = self._tasks - 1, self._students - students
+                self._changed.notify_all()
+
+    def _fits(self, payload: dict) -> bool:
+        session = self._session
+        return session is not None and session.sandbox == payload["sandbox"] and \
+            session.room() >= len(payload["students"]) + 1
 
 
 # ---------------------------------------------------------------- merging, here

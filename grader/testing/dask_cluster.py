@@ -27,9 +27,10 @@ class LocalCluster:
     client on the first host gives ``--cluster``."""
 
     def __init__(self, course: Path, workers: int = 2, env: dict | None = None, logs: Path | None = None,
-                 hosts=None, tls: dict | None = None):
+                 hosts=None, tls: dict | None = None, threads: int = 1):
         assert not hosts or tls, "between hosts, TLS (grader.grading.cluster refuses plain TCP beyond loopback)"
         self.course, self.count, self.logs, self.hosts, self.tls = Path(course), workers, Path(logs or course), hosts, tls
+        self.threads = threads  # each worker's: the tasks its grading process grades at once
         self.env = {**(env or os.environ), COURSE_ENV: str(self.course), **dask_environment()}
         self.processes: list[subprocess.Popen] = []
         self.port = free_port()
@@ -52,7 +53,7 @@ class LocalCluster:
     def __enter__(self) -> "LocalCluster":
         self._start("scheduler", 0, "scheduler", "--host", self.hosts_addresses[0], "--port", str(self.port),
                     *(["--protocol", "tls"] if self.tls else []))
-        self.workers = [self._start(f"worker{i}", 1, "worker", self.address, "--nthreads", "1", "--name", f"w{i}",
+        self.workers = [self._start(f"worker{i}", 1, "worker", self.address, "--nthreads", str(self.threads), "--name", f"w{i}",
                                     "--host", self.hosts_addresses[1]) for i in range(self.count)]
         self.spec.write_text(json.dumps({"address": self.address, **({"security": self.tls} if self.tls else {})}))
         # wait from where a client would connect: the scheduler's host

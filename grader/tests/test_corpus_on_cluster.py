@@ -88,7 +88,8 @@ def test_the_cluster_batch_run_again_grades_only_what_changed(by_cluster):
 @pytest.fixture(scope="module")
 def interrupted(tmp_path_factory):
     """A class graded on a Dask cluster whose client is SIGKILLed after its first merge; run again, with the
-    scheduler's whole process group SIGKILLed after its first merge; run a third time on a new cluster."""
+    scheduler's whole process group SIGKILLed after its first merge; run a third time on a new cluster, of one
+    worker with two threads (``dask worker --nthreads 2``), whose grading process grades two tasks at once."""
     root = tmp_path_factory.mktemp("interrupted")
     corpus_course(root, INTERRUPTED_CLASS)
     marks = []
@@ -100,7 +101,7 @@ def interrupted(tmp_path_factory):
         scheduler_lost, said, _ = _until_merged(command, lambda _: cluster.kill_scheduler())
         lost_after = time.monotonic() - started
         marks.append({name for name in INTERRUPTED_CLASS if merged_mark(root, name)})
-    with LocalCluster(root, workers=2, env=venv_env()) as cluster:
+    with LocalCluster(root, workers=1, threads=2, env=venv_env()) as cluster:
         last = subprocess.run(_batch(cluster, root), env=venv_env(), text=True, capture_output=True, timeout=600)
     return root, client.returncode, marks, scheduler_lost.returncode, said, lost_after, last
 
@@ -119,5 +120,5 @@ def test_a_batch_killed_twice_keeps_what_it_merged_and_finishes_when_run_again(i
     assert last.returncode == 0, finished[-3000:]
     assert f"{len(marks[1])} student(s) already merged" in finished, finished[-3000:]
     assert f"{len(INTERRUPTED_CLASS) - len(marks[1])} student(s) sent" in finished, finished[-3000:]
-    assert " on 2 worker(s) of tcp://127.0.0.1:" in finished and "--jobs" not in finished, finished[-3000:]
+    assert " on 2 worker thread(s) of tcp://127.0.0.1:" in finished and "--jobs" not in finished, finished[-3000:]
     assert_graded_as_the_table_says(root, INTERRUPTED_CLASS)

@@ -137,7 +137,8 @@ def test_volumes_mounts_and_the_grading_cluster_are_valid_kubernetes_objects():
         _k8s_keys(k8s.V1PodSpec, cluster["spec"][role]["spec"], f"dask-cluster.yaml {role}")
     _k8s_keys(k8s.V1ServiceSpec, cluster["spec"]["scheduler"]["service"], "dask-cluster.yaml service")
     worker = cluster["spec"]["worker"]["spec"]["containers"][0]
-    assert worker["args"][worker["args"].index("--nthreads") + 1] == "1", "one student at a time per worker"
+    # a student at a time per CPU, all in the pod's one grading process (grader.grading.cluster.GradingServer)
+    assert worker["args"][worker["args"].index("--nthreads") + 1] == worker["resources"]["limits"]["cpu"]
     from grader.grading.cluster import dask_environment
     for role in ("worker", "scheduler"):
         env = {pair["name"]: pair["value"] for pair in cluster["spec"][role]["spec"]["containers"][0]["env"]}

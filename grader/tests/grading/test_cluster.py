@@ -2,6 +2,7 @@
 (The class graded on a real Dask scheduler and workers, one of them killed, is in test_corpus_on_cluster.py.)"""
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import shutil
@@ -9,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -140,8 +142,12 @@ def _zygotes(pid: int) -> set[int]:
     found, frontier = set(), [pid]
     while frontier:
         parent = frontier.pop()
-        children = Path(f"/proc/{parent}/task/{parent}/children")
-        for child in (children.read_text().split() if children.exists() else []):
+        # every thread's children: the grading process starts its session in the thread of the task that needs it
+        listed = []
+        for path in Path(f"/proc/{parent}/task").glob("*/children"):
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                listed += path.read_text().split()
+        for child in listed:
             try:
                 command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
             except OSError:
@@ -183,6 +189,61 @@ def test_a_worker_s_grading_process_grades_task_after_task_with_the_same_zygotes
         while still_running(zygotes[0]) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not still_running(zygotes[0]), "the zygote ends with it"
+    finally:
+        server.close()
+
+
+def test_a_worker_s_threads_tasks_are_graded_at_once_in_one_session(tmp_path, monkeypatch):
+    """A worker of two threads (``dask worker --nthreads 2``) sends its grading process two tasks at once: it grades
+    them side by side with one pair of zygotes, as ``--jobs 2`` grades two students, so a short task sent second
+    is answered first; each scores as its work deserves.  Two tasks of the same student at once: one is refused."""
+    import nbformat
+    from grader.grading.batch import ensure_assignment
+    from grader.course.variants import require_secret
+    monkeypatch.setenv("PATH", venv_env()["PATH"])  # nbgrader runs alembic from PATH
+    root = small_course(tmp_path / "course", ["solution_01", "blank_01"])
+    slow = root / "submitted" / "slow_solution_01"  # notebook 01 right, after a cell that waits 12 s
+    shutil.copytree(root / "submitted" / "solution_01", slow)
+    for path in (slow / ASSIGNMENT).glob("01_*.ipynb"):
+        notebook = nbformat.read(path, as_version=4)
+        notebook.cells.insert(0, nbformat.v4.new_code_cell("import time\ntime.sleep(12)"))
+        nbformat.write(notebook, path)
+    ensure_assignment(root)
+    course, secret = result_folders.fingerprint(root), require_secret(root)
+
+    def given(student: str, name: str) -> Path:
+        path = tmp_path / f"{name}.pickle"
+        path.write_bytes(pickle.dumps(result_folders.payload(root, [(student, result_folders.submission(root, student))],
+                                                             course, secret, (), True, None)))
+        return path
+
+    server = cluster.GradingServer(root)
+    ended: dict[str, object] = {}
+
+    def grade(student: str, name: str, delay: float = 0.0) -> None:
+        time.sleep(delay)
+        try:
+            server.grade(given(student, name), tmp_path / name)
+            ended[name] = time.monotonic()
+        except GradingError as error:
+            ended[name] = error
+
+    try:
+        pair = [threading.Thread(target=grade, args=("slow_solution_01", "slow")),
+                threading.Thread(target=grade, args=("blank_01", "blank", 1.0))]
+        [thread.start() for thread in pair]
+        [thread.join(timeout=600) for thread in pair]
+        assert isinstance(ended["slow"], float) and isinstance(ended["blank"], float), ended
+        assert ended["blank"] < ended["slow"], "the second task waited for the first"
+        assert len(_zygotes(server.process.pid)) == 2, "one pair of zygotes for both tasks"
+        got = {name: sum(score for score, _, _ in cell_scores(tmp_path / name / student, student).values())
+               for name, student in (("slow", "slow_solution_01"), ("blank", "blank_01"))}
+        assert got["blank"] < got["slow"], got
+        twice = [threading.Thread(target=grade, args=("solution_01", f"again{n}")) for n in range(2)]
+        [thread.start() for thread in twice]
+        [thread.join(timeout=600) for thread in twice]
+        refused = [outcome for outcome in (ended["again0"], ended["again1"]) if isinstance(outcome, GradingError)]
+        assert len(refused) == 1 and "by another task" in str(refused[0]), ended
     finally:
         server.close()
 

@@ -63,7 +63,7 @@ def test_the_first_press_starts_it_and_the_next_finds_it(warm):
     assert "started the warm grader at tls://127.0.0.1:" in first, first[-2000:]
     assert between and after and between["pgids"] == after["pgids"], "the second press started another grader"
     assert "the warm grader started at" in second and "started the warm grader" not in second, second[-2000:]
-    assert f"on 1 worker(s) of the warm grader ({between['address']})" in second, second[-2000:]
+    assert f"on 1 worker thread(s) of the warm grader ({between['address']})" in second, second[-2000:]
     assert len(processes) >= 4, "a scheduler, a worker (and its nanny) and the grading process it keeps"
     assert_graded_as_the_table_says(root, ["solution_01", "blank_01"])
 
