@@ -148,9 +148,13 @@ class GradingServer:
 
     def _read_answers(self) -> None:
         for line in self.process.stdout:
-            answer = json.loads(line)
+            try:
+                answer = json.loads(line)
+                number = answer.pop("id")
+            except (ValueError, KeyError, AttributeError, TypeError):  # not an answer: no request waits on it
+                continue
             with self._answered:
-                self._answers[answer.pop("id")] = answer
+                self._answers[number] = answer
                 self._answered.notify_all()
         with self._answered:
             self._ended = True
