@@ -252,9 +252,11 @@ def serve(course: Path) -> int:
             requests.put(None)
 
     def read() -> None:
-        for line in sys.stdin:
-            requests.put(json.loads(line))
-        requests.put(None)
+        try:
+            for line in sys.stdin:
+                requests.put(json.loads(line))
+        finally:  # stdin closed, or a line that is not a request (the worker's bug): the process ends either way
+            requests.put(None)
 
     threading.Thread(target=read, daemon=True, name="requests").start()
     tasks, under_way = ThreadPoolExecutor(thread_name_prefix="task"), []
