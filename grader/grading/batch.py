@@ -320,11 +320,15 @@ class GradingSession:
         """How many more students this session can grade (each needs an index of the uid block)."""
         return self.walls.capacity - self._next
 
+    def has_room(self, count: int) -> bool:
+        """Whether ``reserve(count)`` would succeed (the canary's index counted while it has none)."""
+        return count + (self._canary is None) <= self.room()
+
     def reserve(self, count: int) -> int:
         """The first of ``count`` indices of the uid block, the session's alone from now on (the canary takes one at
         the first call)."""
         with self._indices:
-            if count + (self._canary is None) > self.room():
+            if not self.has_room(count):
                 raise GradingError(f"this grading session has room for {self.room() - (self._canary is None)} more "
                                    f"student(s), not {count}: grade them in a new one")
             if self._canary is None:

@@ -323,7 +323,7 @@ class _Sessions:
     def _fits(self, payload: dict) -> bool:
         session = self._session
         return session is not None and session.sandbox == payload["sandbox"] and \
-            session.room() >= len(payload["students"]) + 1
+            session.has_room(len(payload["students"]))
 
 
 # ---------------------------------------------------------------- merging, here

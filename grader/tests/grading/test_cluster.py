@@ -193,6 +193,24 @@ def test_a_worker_s_grading_process_grades_task_after_task_with_the_same_zygotes
         server.close()
 
 
+def test_tasks_graded_at_once_each_get_indices_of_their_own_within_the_block(tmp_path):
+    """A session's indices (each a uid, a status folder, a cgroup) go to the tasks its threads grade at once: each
+    index once, the canary's first, none past the uid block."""
+    from types import SimpleNamespace
+    from grader.grading.batch import GradingSession
+    session = GradingSession(tmp_path)
+    session.work, session.walls = tmp_path, SimpleNamespace(capacity=7, student=lambda index: f"sandbox {index}")
+    assert session.has_room(6) and not session.has_room(7), "the canary takes one index"
+    firsts: list[int] = []
+    threads = [threading.Thread(target=lambda: firsts.append(session.reserve(2))) for _ in range(3)]
+    [thread.start() for thread in threads]
+    [thread.join() for thread in threads]
+    assert sorted(firsts) == [1, 3, 5], firsts
+    assert not session.has_room(1)
+    with pytest.raises(GradingError, match="room for 0 more student"):
+        session.reserve(1)
+
+
 def test_a_worker_s_threads_tasks_are_graded_at_once_in_one_session(tmp_path, monkeypatch):
     """A worker of two threads (``dask worker --nthreads 2``) sends its grading process two tasks at once: it grades
     them side by side with one pair of zygotes, as ``--jobs 2`` grades two students, so a short task sent second
