@@ -161,6 +161,15 @@ def _cover_keeping(cover: Path, keep: list[Path], mode: str = "755", writable: b
         _mount("none", str(cover), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
+def _autograded_view(root: Path, cwd: Path) -> None:
+    """The course's autograded/ covered whole, only the kernel's own folder (``cwd``) kept: the classmates graded
+    before it, beside it (``JOBS=2``, a worker's threads: their folders appear after this kernel started) and after
+    it are out of its sight, their answers and their hidden tests with them."""
+    autograded = root / "autograded"
+    if autograded.is_dir():
+        _cover_keeping(autograded, [cwd.resolve()] if autograded in cwd.resolve().parents else [])
+
+
 def _own_proc(pid_namespace: bool) -> None:
     """A /proc of its own.  In its own PID namespace it lists only the namespace's processes (the kernel, what it
     started, and its init, which ``hidepid=invisible`` hides from the student's uid as root).  Without one, as
@@ -281,7 +290,6 @@ def _isolate(args: argparse.Namespace, kernel: list[str], settings: dict, env: d
     (``joined``, or why not).  In a PID namespace, what returns is the namespace's PID 2 (``grader.isolation.processes``);
     ``status`` learns its pid and whether it has a namespace."""
     cwd = Path.cwd()  # nbgrader starts the kernel in autograded/<student>/<assignment>
-    student = cwd.parent.name if cwd.parent.parent.name == "autograded" else None
     empty = args.work / "empty"
     if not empty.exists():
         empty.touch(mode=0o444)
@@ -313,7 +321,8 @@ def _isolate(args: argparse.Namespace, kernel: list[str], settings: dict, env: d
     # and the batch's zygotes, whose sockets fork kernels and checkers (grader.isolation.zygote), and the stages of translab,
     # wherever the batch folder is
     private = [zygote_folder(args.work.resolve()), kernel_stages.stages_folder(args.work.resolve())]
-    _hide(hidden_paths(args.root.resolve(), student) + [p for p in private if p.exists()], empty)
+    _hide(hidden_paths(args.root.resolve()) + [p for p in private if p.exists()], empty)
+    _autograded_view(args.root.resolve(), cwd)
     _private_views(home, sockets, args.root, cwd)
     if sockets is not None:
         _writable(sockets)

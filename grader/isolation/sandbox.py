@@ -380,11 +380,13 @@ def load_ipython_extension(ip) -> None:
     ip.events.register("pre_run_cell", restore)
 
 
-def hidden_paths(root: Path, student: str | None) -> list[Path]:
+def hidden_paths(root: Path) -> list[Path]:
     """What a student's kernel must not read: the gradebook (hidden tests, everyone's grades), the course
-    secret (everyone's variant), the solutions, the checks' references (the checker outside the kernel reads them), other students'
-    submissions, results and feedback, nbgrader's exchange, the checkout's tests and experiments, and the cached
-    stages of translab (every part's answers) and the markdown found clean (grader.course.known_clean)."""
+    secret (everyone's variant), the solutions, the checks' references (the checker outside the kernel reads them), the
+    submissions and feedback, nbgrader's exchange, the checkout's tests and experiments, and the cached
+    stages of translab (every part's answers) and the markdown found clean (grader.course.known_clean).  The
+    classmates' autograded/ folders are not listed: the launcher covers that folder whole, keeping the kernel's own
+    (the launcher's ``_autograded_view``), since a classmate graded at the same time gets a folder after this list was made."""
     from grader.course.variants import SECRET_FILE  # lazy: keeps hashlib and sqlite3 out of every kernel's launcher
     from grader.course.known_clean import FOLDER_NAME as KNOWN_CLEAN  # lazy: likewise (hashlib)
     private = ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback", "downloaded", ".git",
@@ -399,8 +401,6 @@ def hidden_paths(root: Path, student: str | None) -> list[Path]:
     # or in the folder TRANSLAB_HOME names
     paths += [GRADER_DIR / "references", REPO_ROOT / "references", LAB_HOME / "grader" / "references",
               LAB_HOME / "references"]
-    if (root / "autograded").is_dir():  # the kernel's own folder is in there
-        paths += [p for p in (root / "autograded").iterdir() if p.name != student]
     return sorted({p.resolve() for p in paths if p.exists()})
 
 

@@ -551,6 +551,28 @@ print("read from the exchange:", _read)
 case("read_exchange", "the mask answer (right) first reads every file of nbgrader's exchange (classmates' work)")(
     _nb1(lambda nb: _prepend(nb, "mask_answer", READ_EXCHANGE)))
 
+# Classmates graded at the same time (JOBS=2, a cluster worker's threads) get their autograded/ folders after this
+# kernel started, so no list made at its launch could name them.  For a few seconds the answer reads every file
+# under autograded/ outside its own folder: their answers, and the hidden tests their notebooks are written with.
+READ_CLASSMATES = '''import os, pathlib, time
+_autograded, _own = pathlib.Path.cwd().parents[1], pathlib.Path.cwd().parent
+_read, _until = {}, time.monotonic() + 4
+while time.monotonic() < _until:
+    for _folder, _, _files in os.walk(_autograded):
+        if pathlib.Path(_folder) == _own or _own in pathlib.Path(_folder).parents:
+            continue
+        for _name in _files:
+            try:
+                _read[os.path.join(_folder, _name)] = open(os.path.join(_folder, _name), errors="replace").read()[:200]
+            except OSError as _error:
+                _read[os.path.join(_folder, _name)] = type(_error).__name__
+    time.sleep(0.2)
+print("read from classmates:", _read)
+'''
+case("read_classmates", "the mask answer (right) first spends 4 s reading every classmate's autograded/ folder it finds, "
+     "those graded beside it included")(
+    _nb1(lambda nb: _prepend(nb, "mask_answer", READ_CLASSMATES)))
+
 # Kernels are forked by the batch's zygote (grader.isolation.zygote), which forks a kernel in whatever folder a launcher names:
 # reaching its socket would give a kernel in a classmate's folder.  The answer looks for it where the batch keeps
 # its scratch folders and through every process's open descriptors it can list, and asks each socket it finds.

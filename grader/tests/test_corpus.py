@@ -296,6 +296,12 @@ def test_student_code_read_nothing_of_the_exchange(graded):
     assert corpus.EXCHANGE_SECRET not in printed
 
 
+def test_student_code_read_nothing_of_its_classmates(graded):
+    root, *_ = graded
+    printed = _printed(root, "read_classmates")
+    assert "read from classmates: {}" in printed, f"a kernel read a classmate's folder, or the case did not run: {printed[:800]}"
+
+
 def test_student_code_reached_no_zygote(graded):
     root, *_ = graded
     printed = _printed(root, "reach_zygote")

@@ -129,7 +129,7 @@ def test_lines_that_are_not_hashes_are_ignored_and_the_folder_is_hidden_from_ker
     again = KnownClean(folder, "key")
     assert "clean source" in again and len(again.known) == 1
     assert "clean source" not in KnownClean(folder, "another key")
-    assert folder.resolve() in hidden_paths(tmp_path, "alice")
+    assert folder.resolve() in hidden_paths(tmp_path)
 
 
 def test_a_full_file_is_not_read_and_starts_again(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import sys
 from pathlib import Path
@@ -208,7 +209,7 @@ def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(sandbox_course
     assert (sandbox_course.root / "solutions" / "transfer_learning" / "answer.txt").stat().st_mode & 0o004, \
         "the test is only meaningful if the solutions are world-readable on disk"
     assert report["solutions"] in ("PermissionError", []), report["solutions"]
-    assert report["other_student"] in ("PermissionError", []), report["other_student"]
+    assert report["other_student"] in ("FileNotFoundError", "PermissionError", []), report["other_student"]
     assert report["exchange"] in ("PermissionError", []), report["exchange"]
     for key in ("write_gradebook", "write_course", "write_root_home"):  # EROFS is an OSError
         assert report[key] in ("PermissionError", "OSError"), (key, report[key])
@@ -219,6 +220,58 @@ def test_as_root_the_kernel_cannot_read_or_write_what_it_must_not(sandbox_course
     assert not (root / "pwned").exists() and not Path("/root/pwned_by_test_sandbox").exists()
     assert report["write_tmp"] == "ok" and not Path("/tmp/pwned_by_test_sandbox").exists(), \
         "the kernel's /tmp must be its own"
+
+
+# A classmate graded beside this kernel (JOBS=2, a worker's threads) gets its autograded/ folder after this kernel
+# started.  The kernel says when it runs; the test then writes that folder, and a file in the kernel's socket folder
+# (shared with the test, unlike its /tmp) to say so; the kernel then looks.
+LATE_CLASSMATE = r"""
+import json, os, sys, time
+from pathlib import Path
+root = Path(os.environ["PROBE_ROOT"])
+connection = json.loads(Path(sys.argv[sys.argv.index("-f") + 1]).read_text())
+told = Path(connection["ip"]).parent / "carol-is-there"
+print("launched", flush=True)
+deadline = time.monotonic() + 60
+while not told.exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+def attempt(action):
+    try:
+        return action()
+    except OSError as error:
+        return type(error).__name__
+print(json.dumps({"told": told.exists(), "listed": attempt(lambda: sorted(os.listdir(root / "autograded"))),
+                  "carol": attempt(lambda: (root / "autograded" / "carol" / "transfer_learning" / "carol.txt").read_text()),
+                  "own": attempt(lambda: sorted(os.listdir(".")))}))
+"""
+
+
+def test_a_classmate_graded_beside_the_kernel_stays_out_of_its_sight(sandbox_course, launch, probe_env):
+    """autograded/ is covered whole, the kernel's own folder kept: a folder made there after the kernel started (a
+    classmate graded at the same time) is not in its sight either, as the kernel's launch could not name it."""
+    root, work = sandbox_course
+    late = root / "autograded" / "carol" / "transfer_learning"
+    (root / "autograded" / "alice" / "transfer_learning" / "alice.txt").write_text("alice's own")
+
+    def write_when_launched():
+        deadline = time.monotonic() + 60
+        while "launched" not in sandbox.kernel_output_tail(work / "status" / "7") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        late.mkdir(parents=True)  # as nbgrader makes it: the umask's 0755, a file 0644
+        (late / "carol.txt").write_text("carol's answers")
+        (sandbox.socket_prefix(work, 7).parent / "carol-is-there").touch()
+
+    writer = threading.Thread(target=write_when_launched)
+    writer.start()
+    try:
+        report = launch(LATE_CLASSMATE)
+    finally:
+        writer.join()
+        shutil.rmtree(root / "autograded" / "carol", ignore_errors=True)
+    assert report["told"], "the test did not reach the kernel"
+    assert report["carol"] in ("FileNotFoundError", "PermissionError"), f"the kernel read a classmate's folder: {report}"
+    assert report["listed"] in (["alice"], "PermissionError"), f"the kernel saw its classmates: {report}"
+    assert report["own"] == ["alice.txt"], report
 
 
 def test_memory_bomb_gets_memory_error(sandbox_course):
@@ -380,7 +433,7 @@ def test_as_an_ordinary_user_the_kernel_sees_a_read_only_course_without_network(
         pytest.fail(f"the kernel ran as {report['uid']}")
     assert report["gradebook"] == "", "the gradebook must look empty to student code"
     assert report["solutions"] in ("PermissionError", []), report["solutions"]
-    assert report["other_student"] in ("PermissionError", []), report["other_student"]
+    assert report["other_student"] in ("FileNotFoundError", "PermissionError", []), report["other_student"]
     assert report["exchange"] in ("PermissionError", []), report["exchange"]
     for key in ("write_gradebook", "write_course"):  # EROFS: the instructor's own files
         assert report[key] in ("PermissionError", "OSError"), (key, report[key])
