@@ -106,3 +106,32 @@ def test_a_plain_process_of_the_environment_skips_the_iri_grammar_and_still_vali
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "None", f"rfc3987_syntax was {done.stdout.strip()}: run make setup"
+
+
+def test_the_fork_server_ends_at_once_with_what_it_printed_and_without_tearing_down_its_imports():
+    """What it holds is imports only: it skips the interpreter's teardown (0.5 s with nbgrader's), during which it
+    held the batch's stdout open after the batch had ended, and flushes its output first."""
+    script = ("import grader.grading.fork_server_exit\nclass Held:\n    def __del__(self):\n"
+              "        print('torn down', flush=True)\nheld = Held()\nprint('printed before the end', end='')\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "printed before the end", "")
+
+
+CHILD_EXIT = """\
+import sys
+from grader.grading import nbgrader_process
+if __name__ == "__main__":
+    # as an nbgrader child does (nbgrader_process._nbgrader_main): the exit handlers it inherited, then its own code
+    child = nbgrader_process.fork_server().Process(target=exec, args=("import atexit, sys\\natexit._run_exitfuncs()\\n"
+                                                                      "sys.exit(3)",))
+    child.start()
+    child.join(120)
+    print(child.exitcode)
+"""
+
+
+def test_a_child_of_the_fork_server_keeps_its_own_exit_code(tmp_path):
+    script = tmp_path / "child_exit.py"
+    script.write_text(CHILD_EXIT)
+    done = subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+    assert (done.returncode, done.stdout.strip()) == (0, "3"), done.stderr[-2000:]
