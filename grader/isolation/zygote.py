@@ -3,7 +3,7 @@
 A kernel started as a new Python imports ipykernel, torch and the checks (1.7 s before the first cell), then,
 during the notebooks, what torch and the lab load lazily: matplotlib (0.4 s), ``torch._dynamo`` at the first
 optimiser step (0.85 s), sympy at the first key padding mask outside attention's fast path (0.4 s): the same 3.4
-CPU-seconds for every student.  So a batch starts one *zygote*: a process that imports all of that once
+CPU-seconds for every student.  So a batch starts one *zygote*: a process that imports once what grading uses
 (``STARTUP`` and ``LATER``) and then forks one kernel per launch.  A launch that comes while it still imports
 ``LATER`` is forked between two of those imports: the batch's first notebook does not wait for what only later ones
 use.
@@ -60,12 +60,12 @@ from grader.isolation.processes import PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, ex
 # translab: a kernel imports its notebook's stage (``grader.isolation.kernel_stages``), which is mounted over the library once
 # the kernel is isolated, and a module the zygote imported would be the full library's, in every kernel it forks.
 STARTUP = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "torch.testing", "numpy.testing")
-# ...and on the way through the six notebooks (measured: the modules a kernel holds after the solutions, less those
-# it starts with); pyplot is left to the kernel, where it hooks into IPython.  A launch waits for the import under way:
-# long ones go in steps of half a second at most (torch._dynamo took 1.6 s, and notebook 2's kernel waited 0.9 s).
-LATER = ("sympy", "torch.fx.experimental.symbolic_shapes", "torch.distributed.tensor", "torch.distributed.fsdp",
-         "torch._dynamo", "matplotlib", "matplotlib.text", "matplotlib.axes", "matplotlib.figure", "matplotlib.font_manager",
-         "matplotlib.backends.backend_agg", "ipywidgets", "tqdm.auto", "safetensors.torch", "tokenizers", "sentencepiece")
+# ...and on the way through the six notebooks as grading runs them, demos left out (held by test_zygote.py); pyplot
+# is left to the kernel, where it hooks into IPython.  Not torch._dynamo (1.1 CPU-s with torch.distributed), which
+# only the training demos' optimiser steps import.  A launch waits for the import under way: one module at a time.
+LATER = ("sympy", "torch.fx.experimental.symbolic_shapes", "matplotlib", "matplotlib.text", "matplotlib.axes",
+         "matplotlib.figure", "matplotlib.font_manager", "matplotlib.backends.backend_agg", "ipywidgets", "tqdm.auto",
+         "safetensors.torch", "tokenizers", "sentencepiece")
 # The checkers' zygote: torch and the full library with its checks (the checker judges with translab's references).
 # No kernel is ever forked from it.
 CHECKER_PRELOAD = ("torch", "torch.fx.experimental.symbolic_shapes", "translab.checks", "translab.wire",
