@@ -59,8 +59,8 @@ PLUGINS = [f"grader.nbgrader_plugins.{module.name}"
 # plugins): about 1 CPU-second a student, loaded once in a fork server instead (multiprocessing's forkserver: a
 # clean single-threaded process, never the batch's threads), whose children run nbgrader.  Nothing of a student is
 # in it: it only imported modules.
-WARM_IMPORTS = ["grader.grading.nbgrader_process", "grader.grading.fork_server_exit", *PLUGINS, "grader.grading.verdicts", "grader.course.mathml",
-                "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors"]
+WARM_IMPORTS = ["grader.grading.nbgrader_process", "grader.grading.fork_server_exit", *PLUGINS, "grader.grading.verdicts",
+                "grader.course.mathml", "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors"]
 
 
 _forks = None

@@ -165,9 +165,9 @@ def _autograded_view(root: Path, cwd: Path) -> None:
     """The course's autograded/ covered whole, only the kernel's own folder (``cwd``) kept: the classmates graded
     before it, beside it (``JOBS=2``, a worker's threads: their folders appear after this kernel started) and after
     it are out of its sight, their answers and their hidden tests with them."""
-    autograded = root / "autograded"
+    autograded, own = root / "autograded", cwd.resolve()
     if autograded.is_dir():
-        _cover_keeping(autograded, [cwd.resolve()] if autograded in cwd.resolve().parents else [])
+        _cover_keeping(autograded, [own] if autograded in own.parents else [])
 
 
 def _own_proc(pid_namespace: bool) -> None:

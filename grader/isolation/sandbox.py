@@ -384,9 +384,9 @@ def hidden_paths(root: Path) -> list[Path]:
     """What a student's kernel must not read: the gradebook (hidden tests, everyone's grades), the course
     secret (everyone's variant), the solutions, the checks' references (the checker outside the kernel reads them), the
     submissions and feedback, nbgrader's exchange, the checkout's tests and experiments, and the cached
-    stages of translab (every part's answers) and the markdown found clean (grader.course.known_clean).  The
-    classmates' autograded/ folders are not listed: the launcher covers that folder whole, keeping the kernel's own
-    (the launcher's ``_autograded_view``), since a classmate graded at the same time gets a folder after this list was made."""
+    stages of translab (every part's answers) and the markdown found clean (grader.course.known_clean).  Not the
+    classmates' autograded/ folders: one graded at the same time gets its folder after this list is made, so the
+    launcher covers autograded/ whole, keeping the kernel's own (its ``_autograded_view``)."""
     from grader.course.variants import SECRET_FILE  # lazy: keeps hashlib and sqlite3 out of every kernel's launcher
     from grader.course.known_clean import FOLDER_NAME as KNOWN_CLEAN  # lazy: likewise (hashlib)
     private = ("gradebook.db", ".nbgrader.log", "solutions", "submitted", "feedback", "downloaded", ".git",

