@@ -1,12 +1,10 @@
 """Grading kernels forked from a warm interpreter, so that a class does not pay a class's imports.
 
-A kernel started as a new Python imports ipykernel, torch and the checks (1.7 s before the first cell), then,
-during the notebooks, what torch and the lab load lazily: matplotlib (0.4 s), ``torch._dynamo`` at the first
-optimiser step (0.85 s), sympy at the first key padding mask outside attention's fast path (0.4 s): the same 3.4
-CPU-seconds for every student.  So a batch starts one *zygote*: a process that imports once what grading uses
-(``STARTUP`` and ``LATER``) and then forks one kernel per launch.  A launch that comes while it still imports
-``LATER`` is forked between two of those imports: the batch's first notebook does not wait for what only later ones
-use.
+A kernel started as a new Python imports ipykernel, torch and matplotlib before its first cell, then what torch and
+the lab load lazily (sympy at the first key padding mask outside attention's fast path): the same CPU-seconds for
+every student.  So a batch starts one *zygote*, which imports once what grading uses (``STARTUP``, then ``LATER``)
+and forks one kernel per launch.  A launch that comes during ``LATER`` is forked between two of its imports: the
+batch's first notebook does not wait for what only later ones use.
 
 * It holds nothing but imported modules: no submission, reference, gradebook or hidden test ever enters it (it
   reads no file of the course), and it is not dumpable, so no process of the instructor's uid can read its memory.
@@ -56,16 +54,18 @@ from grader.isolation.cgroups import join
 from grader.isolation.kernel_environment import checker_environment, kernel_environment
 from grader.isolation.processes import PR_SET_DEATHSIG_KILL, PR_SET_DUMPABLE, exit_code, pass_on, pass_signals_to, prctl
 
-# What a grading kernel imports before its first cell (ipykernel, and the sandbox extension's snapshot)...  Never
-# translab: a kernel imports its notebook's stage (``grader.isolation.kernel_stages``), which is mounted over the library once
-# the kernel is isolated, and a module the zygote imported would be the full library's, in every kernel it forks.
-STARTUP = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "torch.testing", "numpy.testing")
-# ...and on the way through the six notebooks as grading runs them, demos left out (held by test_zygote.py); pyplot
-# is left to the kernel, where it hooks into IPython.  Not torch._dynamo (1.1 CPU-s with torch.distributed), which
-# only the training demos' optimiser steps import.  A launch waits for the import under way: one module at a time.
-LATER = ("sympy", "torch.fx.experimental.symbolic_shapes", "matplotlib", "matplotlib.text", "matplotlib.axes",
-         "matplotlib.figure", "matplotlib.font_manager", "matplotlib.backends.backend_agg", "ipywidgets", "tqdm.auto",
-         "safetensors.torch", "tokenizers", "sentencepiece")
+# What a grading kernel imports before its first cell (ipykernel, the sandbox extension's snapshot), and matplotlib
+# for every notebook's first cell (pyplot, which hooks into IPython, is left to the kernel): the batch's first kernel,
+# forked before ``LATER``, took 1.4 s to import it itself.  Never translab: a kernel imports its notebook's stage
+# (``grader.isolation.kernel_stages``), mounted over the library once the kernel is isolated; a module the zygote
+# imported would be the full library's, in every kernel it forks.
+STARTUP = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "torch.testing", "numpy.testing", "matplotlib",
+           "matplotlib.text", "matplotlib.axes", "matplotlib.figure", "matplotlib.font_manager",
+           "matplotlib.backends.backend_agg")
+# ...and on the way through the six notebooks as grading runs them, demos left out (held by test_zygote.py); not
+# torch._dynamo (1.1 CPU-s), which only the training demos import.  A launch waits for the import under way.
+LATER = ("sympy", "torch.fx.experimental.symbolic_shapes", "ipywidgets", "tqdm.auto", "safetensors.torch",
+         "tokenizers", "sentencepiece")
 # The checkers' zygote: torch and the full library with its checks (the checker judges with translab's references).
 # No kernel is ever forked from it.
 CHECKER_PRELOAD = ("torch", "torch.fx.experimental.symbolic_shapes", "translab.checks", "translab.wire",

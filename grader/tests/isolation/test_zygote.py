@@ -279,15 +279,18 @@ def test_a_pairs_checkers_zygote_that_does_not_end_is_killed(sandbox_course, tmp
 HELD_MODULES = "import json, sys\nprint(json.dumps(sorted(sys.modules)))"
 
 
-def test_every_module_the_zygote_imports_later_is_one_that_grading_uses(monkeypatch):
-    """``LATER`` is CPU the kernels' zygote spends while the first notebooks run (on 2 cores, beside them): each of its
-    modules must be one that a kernel of a graded run imports, each solution notebook run as grading runs it (its
-    demos left out, ``grader.course.demos``, at the grading budget).  torch._dynamo, which only the training demos'
-    optimiser steps import, cost a single submission 1.1 CPU-seconds there for nothing."""
+def test_every_module_the_zygote_imports_is_one_that_grading_uses(monkeypatch):
+    """``STARTUP`` is CPU the kernels' zygote spends before the first notebook, ``LATER`` while the first notebooks
+    run (on 2 cores, beside them): each of their modules must be one that a kernel of a graded run imports, each
+    solution notebook run as grading runs it (its demos left out, ``grader.course.demos``, at the grading budget), or
+    one the sandbox's snapshot takes (``grader.isolation.sandbox.GUARDED``; this plain kernel has no sandbox).
+    torch._dynamo, which only the training demos' optimiser steps import, cost a single submission 1.1 CPU-seconds
+    there for nothing."""
     import nbformat
     from nbclient import NotebookClient
     from grader.course.demos import left_out
-    from grader.isolation.zygote import LATER
+    from grader.isolation.sandbox import GUARDED
+    from grader.isolation.zygote import LATER, STARTUP
     from translab import variants
     from translab.contract import ASSIGNMENT, GRADING_ENV
     monkeypatch.setenv(GRADING_ENV, "autograde")
@@ -301,4 +304,5 @@ def test_every_module_the_zygote_imports_later_is_one_that_grading_uses(monkeypa
         notebook.cells.append(nbformat.v4.new_code_cell(HELD_MODULES))
         NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
         used |= set(json.loads("".join(output.get("text", "") for output in notebook.cells[-1].outputs)))
-    assert [name for name in LATER if name not in used] == [], "preloaded, and imported by no graded notebook"
+    unused = [name for name in STARTUP + LATER if name not in used | set(GUARDED)]
+    assert unused == [], "preloaded, and imported by no graded notebook"
