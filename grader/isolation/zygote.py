@@ -1,8 +1,8 @@
 """Grading kernels forked from a warm interpreter, so that a class does not pay a class's imports.
 
-A kernel started as a new Python imports ipykernel, torch and matplotlib before its first cell, then what torch and
-the lab load lazily (sympy at the first key padding mask outside attention's fast path): the same CPU-seconds for
-every student.  So a batch starts one *zygote*, which imports once what grading uses (``STARTUP``, then ``LATER``)
+A kernel started as a new Python imports ipykernel and torch before its first cell, matplotlib in it, then what
+torch and the lab load lazily (sympy at the first key padding mask outside attention's fast path): the same
+CPU-seconds for every student.  So a batch starts one *zygote*, which imports once what grading uses (``STARTUP``, then ``LATER``)
 and forks one kernel per launch.  A launch that comes during ``LATER`` is forked between two of its imports: the
 batch's first notebook does not wait for what only later ones use.
 
