@@ -15,5 +15,5 @@ _registered = False  # once per process: the formgrader's server runs the export
 def skip_final_collections() -> None:
     global _registered
     if not _registered:
-        atexit.register(gc.freeze)  # registered last, so run first: before the interpreter's collections
+        atexit.register(gc.freeze)  # exit handlers run before the interpreter's own collections
         _registered = True
