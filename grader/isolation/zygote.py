@@ -2,9 +2,9 @@
 
 A kernel started as a new Python imports ipykernel and torch before its first cell, matplotlib in it, then what
 torch and the lab load lazily (sympy at the first key padding mask outside attention's fast path): the same
-CPU-seconds for every student.  So a batch starts one *zygote*, which imports once what grading uses (``STARTUP``, then ``LATER``)
-and forks one kernel per launch.  A launch that comes during ``LATER`` is forked between two of its imports: the
-batch's first notebook does not wait for what only later ones use.
+CPU-seconds for every student.  So a batch starts one *zygote*, which imports once what grading uses
+(``STARTUP``, then ``LATER``) and forks one kernel per launch.  A launch that comes during ``LATER`` is forked
+between two of its imports: the batch's first notebook does not wait for what only later ones use.
 
 * It holds nothing but imported modules: no submission, reference, gradebook or hidden test ever enters it (it
   reads no file of the course), and it is not dumpable, so no process of the instructor's uid can read its memory.
