@@ -14,6 +14,7 @@ from pathlib import Path
 from translab.contract import GRADER_RUN_ENV, GRADING_ENV, HOME_ENV
 
 from grader.course import GradingError, with_venv_bin
+from grader.grading.gradebook_engines import share_engines
 from grader.grading.verdicts import CHECKER_IMPORTS
 
 
@@ -107,6 +108,7 @@ def _nbgrader_main(args: list[str], env: dict, cwd: str, output: str) -> None:
     code = 0
     try:
         from nbgrader.apps.nbgraderapp import main
+        share_engines()
         main()
     except SystemExit as done:
         code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
