@@ -61,7 +61,8 @@ PLUGINS = [f"grader.nbgrader_plugins.{module.name}"
 # clean single-threaded process, never the batch's threads), whose children run nbgrader.  Nothing of a student is
 # in it: it only imported modules.
 WARM_IMPORTS = ["grader.grading.nbgrader_process", "grader.grading.fork_server_exit", *PLUGINS, "grader.grading.verdicts",
-                "grader.course.mathml", "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors"]
+                "grader.course.mathml", "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors",
+                "grader.grading.fork_server_preload"]
 
 
 _forks = None

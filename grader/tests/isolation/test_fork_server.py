@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import nbformat
 import pytest
 
 from grader.grading import batch, nbgrader_process
@@ -23,12 +24,13 @@ from grader.grading import nbgrader_process
 CHILD = '''
 import json, sys
 import nbformat
+compiled = sorted(key[1:] for key in nbformat.validator.validators)  # before the child validates anything
 nbformat.validate(nbformat.v4.new_notebook())  # jsonschema still validates without the module kept out
-json.dump({name: sys.modules.get(name) is not None for name in %r}, sys.stdout)
+json.dump({"validators": compiled, **{name: sys.modules.get(name) is not None for name in %r}}, sys.stdout)
 '''
 if __name__ == "__main__":
     names = ["nbgrader.apps.nbgraderapp", "jsonschema", "rfc3987_syntax", "torch", "translab.checks",
-             "torch.fx.experimental.symbolic_shapes"]
+             "torch.fx.experimental.symbolic_shapes", "IPython.paths", "sqlalchemy.dialects.sqlite"]
     child = nbgrader_process.fork_server(checker_imports=sys.argv[1] == "1").Process(target=exec, args=(CHILD % names,))
     child.start()
     child.join(120)
@@ -43,9 +45,12 @@ def test_children_start_with_nbgrader_imported_and_the_checks_only_when_asked(tm
     done = subprocess.run([sys.executable, str(script), str(int(checker_imports))], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout) == {"nbgrader.apps.nbgraderapp": True, "jsonschema": True, "rfc3987_syntax": False,
+    minor = nbformat.v4.nbformat_minor  # the strict validator and nbconvert's relaxed one, compiled before the forks
+    assert json.loads(done.stdout) == {"validators": [[4, minor, False], [4, minor, True]],
+                                       "nbgrader.apps.nbgraderapp": True, "jsonschema": True, "rfc3987_syntax": False,
                                        "torch": checker_imports, "translab.checks": checker_imports,
-                                       "torch.fx.experimental.symbolic_shapes": checker_imports}
+                                       "torch.fx.experimental.symbolic_shapes": checker_imports,
+                                       "IPython.paths": True, "sqlalchemy.dialects.sqlite": True}
 
 
 @pytest.mark.parametrize("count, sandbox", [(1, True), (3, True), (1, False), (3, False)])
