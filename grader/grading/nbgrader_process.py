@@ -62,7 +62,7 @@ PLUGINS = [f"grader.nbgrader_plugins.{module.name}"
 # in it: it only imported modules.
 WARM_IMPORTS = ["grader.grading.nbgrader_process", "grader.grading.fork_server_exit", *PLUGINS, "grader.grading.verdicts",
                 "grader.course.mathml", "nbgrader.apps.nbgraderapp", "nbgrader.preprocessors", "nbconvert.preprocessors",
-                "grader.grading.fork_server_preload"]
+                "grader.grading.fork_server_preload"]  # the last: it freezes what the others imported (gc.freeze)
 
 
 _forks = None
@@ -85,7 +85,8 @@ def fork_server(checker_imports: bool = False):
         import multiprocessing
         from multiprocessing import forkserver
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(WARM_IMPORTS + (list(CHECKER_IMPORTS) if checker_imports else []))
+        checks = list(CHECKER_IMPORTS) if checker_imports else []
+        context.set_forkserver_preload(WARM_IMPORTS[:-1] + checks + WARM_IMPORTS[-1:])
         forkserver.ensure_running()
         _forks = context
     return _forks

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -66,8 +67,7 @@ STARTUP = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "torch.testing"
 # torch._dynamo (1.1 CPU-s), which only the training demos import.  A launch waits for the import under way.
 LATER = ("sympy", "torch.fx.experimental.symbolic_shapes", "ipywidgets", "tqdm.auto", "safetensors.torch",
          "tokenizers", "sentencepiece")
-# The checkers' zygote: torch and the full library with its checks (the checker judges with translab's references).
-# No kernel is ever forked from it.
+# The checkers' zygote: torch and the full library with its checks (it never forks a kernel).
 CHECKER_PRELOAD = ("torch", "torch.fx.experimental.symbolic_shapes", "translab.checks", "translab.wire",
                    "translab.model", "translab.attention", "translab.training", "translab.generation", "translab.mlm",
                    "translab.bert", "translab.params")
@@ -77,8 +77,7 @@ MAX_REQUEST = 4 * 1024 ** 2
 # A held zygote (the checkers', while the fork server and the kernels' zygote import) waits at most this long to import
 HOLD_MAX = 5.0
 # What a zygote's children become, by the zygote's role: named, not imported here, so that the zygote imports none
-# of its callers (``grader.isolation.launcher``, the checker's ``grader.grading.verdicts``).  A zygote forks one kind only: the
-# kernels' never has the checker's library, the checkers' never forks a kernel.
+# of its callers (``grader.isolation.launcher``, the checker's ``grader.grading.verdicts``).
 TARGETS = {"kernel": "grader.isolation.launcher:launch", "checker": "grader.grading.verdicts:serve_forked"}
 ROLES = ("kernel", "checker")
 
@@ -98,8 +97,7 @@ def zygote_folder(work: Path) -> Path:
 
 
 def font_list_folder(work: Path) -> Path:
-    """The zygote's matplotlib folder: its font lists are copied into each kernel's HOME
-    (``grader.isolation.launcher``)."""
+    """The zygote's matplotlib folder: each kernel's HOME gets its font lists (``grader.isolation.launcher``)."""
     return zygote_folder(work) / "matplotlib"
 
 
@@ -356,6 +354,7 @@ def _fork_checkers(listener: socket.socket, fds: tuple[int, int, int], kernels_l
     until the batch releases it.  Here, its streams and socket are closed: no kernel forked later inherits them."""
     sys.stdout.flush()
     sys.stderr.flush()
+    gc.freeze()  # as before a kernel's fork (_fork_child)
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the checkers' zygote; test_zygote runs it through Zygote(checkers=True))
         _run_child(lambda: _become_checkers_zygote(listener, fds, kernels_listener))
@@ -478,6 +477,7 @@ def _fork_child(listener: socket.socket, kernels: dict, role: str) -> None:
             os.close(fd)
         connection.close()
         return
+    gc.freeze()  # what the zygote holds stays out of the child's collections, which copied all of it (0.3 s)
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the kernel; its tests run it through the launcher)
         _run_child(lambda: _become_child(request, fds, launcher, [listener, *kernels, connection]))

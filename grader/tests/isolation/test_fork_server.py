@@ -22,11 +22,12 @@ import json, sys
 from grader.grading import nbgrader_process
 
 CHILD = '''
-import json, sys
+import gc, json, sys
 import nbformat
+frozen = gc.get_freeze_count() > 100_000  # nbgrader's objects: out of this child's collections
 compiled = sorted(key[1:] for key in nbformat.validator.validators)  # before the child validates anything
 nbformat.validate(nbformat.v4.new_notebook())  # jsonschema still validates without the module kept out
-json.dump({"validators": compiled, **{name: sys.modules.get(name) is not None for name in %r}}, sys.stdout)
+json.dump({"frozen": frozen, "validators": compiled, **{name: sys.modules.get(name) is not None for name in %r}}, sys.stdout)
 '''
 if __name__ == "__main__":
     names = ["nbgrader.apps.nbgraderapp", "jsonschema", "rfc3987_syntax", "torch", "translab.checks",
@@ -46,7 +47,7 @@ def test_children_start_with_nbgrader_imported_and_the_checks_only_when_asked(tm
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     minor = nbformat.v4.nbformat_minor  # the strict validator and nbconvert's relaxed one, compiled before the forks
-    assert json.loads(done.stdout) == {"validators": [[4, minor, False], [4, minor, True]],
+    assert json.loads(done.stdout) == {"frozen": True, "validators": [[4, minor, False], [4, minor, True]],
                                        "nbgrader.apps.nbgraderapp": True, "jsonschema": True, "rfc3987_syntax": False,
                                        "torch": checker_imports, "translab.checks": checker_imports,
                                        "torch.fx.experimental.symbolic_shapes": checker_imports,

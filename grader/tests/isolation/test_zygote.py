@@ -41,11 +41,11 @@ def zygote(sandbox_course):  # noqa: F811 - pytest's fixture, imported above
         yield started
 
 
-def _start(sandbox_course, zygote: Path) -> tuple[subprocess.Popen, int]:  # noqa: F811
+def _start(sandbox_course, zygote: Path, code: str = WAITS) -> tuple[subprocess.Popen, int]:  # noqa: F811
     """The launcher of a kernel that waits, in the background, and the pid of that kernel once it waits."""
     root, work = sandbox_course
     command = [sys.executable, "-m", "grader.isolation.launcher", "--root", str(root), "--work", str(work),
-               "--zygote", str(zygote), "--", sys.executable, "-c", WAITS, "-f", str(work / "connection.json")]
+               "--zygote", str(zygote), "--", sys.executable, "-c", code, "-f", str(work / "connection.json")]
     env = {**os.environ, **sandbox.student_env(STUDENT_UID, work / "status" / "7"), "PYTHONPATH": str(REPO_ROOT)}
     launcher = subprocess.Popen(command, cwd=root / "autograded" / "alice" / "transfer_learning", env=env,
                                 start_new_session=True)
@@ -76,6 +76,18 @@ def test_an_interrupt_sent_to_the_launcher_reaches_the_kernel(sandbox_course, zy
     assert launcher.wait(30) == 0, "the launcher exits with its kernel's status"
     assert json.dumps({"signal": int(signal.SIGINT)}) in sandbox.kernel_output_tail(sandbox_course.work / "status" / "7")
     assert process_gone(kernel)
+
+
+def test_a_kernel_s_collections_leave_alone_what_the_zygote_imported(sandbox_course, zygote):  # noqa: F811
+    """Frozen before the fork (gc.freeze): a forked kernel's first full collection walked torch's objects and so
+    copied their pages, 0.3 s of the batch's first kernel's start."""
+    launcher, _ = _start(sandbox_course, zygote.path, "import gc, json\n"
+                         "print(json.dumps({'frozen': gc.get_freeze_count()}), flush=True)\n" + WAITS)
+    os.killpg(launcher.pid, signal.SIGKILL)
+    launcher.wait(30)
+    output = sandbox.kernel_output_tail(sandbox_course.work / "status" / "7")
+    frozen = json.loads(next(line for line in output.splitlines() if '"frozen"' in line))["frozen"]
+    assert frozen > 100_000, f"{frozen} objects frozen: the zygote's imports are left to the kernel's collections"
 
 
 def test_a_killed_launcher_takes_its_kernel_with_it(sandbox_course, zygote):  # noqa: F811
