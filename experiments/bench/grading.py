@@ -25,6 +25,7 @@ from grader.grading.batch import REPORT_NAME
 from grader.testing import corpus, hub
 from grader.testing.dask_cluster import LocalCluster, gradebook_cells
 
+from .imports import NBGRADER_COMMAND, ZYGOTE_STARTUP, import_seconds
 from .notebooks import as_a_student, nbgrader_execution
 from .tables import GOALS
 
@@ -102,12 +103,12 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
     with the gradebook ready, as every later submission is graded, whose median is ``seconds`` (one run on a
     shared VM was seen 1.5x off); plus the floor (median of as many) and their ratio.  Each run of the
     submission is followed by one of the floor, so that both see the same minutes of a VM whose speed drifts
-    (the same code measured 2.1 and 2.8 an hour apart when they ran in two blocks).  Null with a reason if it
-    cannot run."""
+    (the same code measured 2.1 and 2.8 an hour apart when they ran in two blocks); plain ``nbgrader autograde``
+    after each, and nbgrader's import timed alone (``imports``).  Null with a reason if it cannot run."""
     reason = _grading_ready()
     if reason:
         return {"seconds": None, "reason": reason}
-    runs, floors, by_nbgrader, split = [], [], [], []
+    runs, floors, by_nbgrader, split, nbgrader_imports = [], [], [], [], []
     with class_course(students=1, full_every=1) as (course, env, _):
         first, reason = timed_autograde(course, env, 1, timeout)
         if first is None:
@@ -123,6 +124,7 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
             floors.append(grading_floor())
             time.sleep(SETTLE_S)
             by_nbgrader.append(timed_autograde(course, env, 1, timeout, keep_gradebook=True, by_nbgrader=True)[0])
+            nbgrader_imports.append(import_seconds(NBGRADER_COMMAND, env, course))  # what plain nbgrader adds
         warm = warm_runs(course, env, timeout, repeats)
     time.sleep(SETTLE_S)
     batch = within_batch(timeout)
@@ -137,6 +139,8 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
             "phases": split[sorted(range(len(runs)), key=runs.__getitem__)[len(runs) // 2]],
             "nbgrader_autograde_s": statistics.median(by_nbgrader) if None not in by_nbgrader else None,
             "nbgrader_autograde_runs_s": by_nbgrader, "warm": warm, "within_batch": batch,
+            "nbgrader_import_s": statistics.median(nbgrader_imports) if None not in nbgrader_imports else None,
+            "nbgrader_import_runs_s": nbgrader_imports,
             "submission": "the solution notebooks, one student", "command": "python -m grader autograde"}
 
 
@@ -144,8 +148,8 @@ def within_batch(timeout: float, students: int = 4) -> dict:
     """The batch's first submission against the next ones (issue 53: the first at most 1.1x the next): ``students``
     complete submissions in one batch at ``JOBS=1``, the gradebook ready (a first batch records the assignment).
     The first student waits for the batch's setup, so its figure is the setup plus its own seconds (the batch's
-    report and phases), against the median of the others' seconds.  Then the same batch sent to the course's warm
-    grader, running (started by the batch before it): what a press or a batch pays once the grader is warm."""
+    report and phases), against the median of the others' seconds, and the kernels' zygote's imports timed alone.
+    Then the same batch on the course's warm grader, running (started by the batch before it)."""
     with class_course(students, full_every=1) as (course, env, _):
         for keep in (False, True):
             seconds, reason = timed_autograde(course, env, 1, timeout, keep_gradebook=keep)
@@ -154,6 +158,9 @@ def within_batch(timeout: float, students: int = 4) -> dict:
             time.sleep(SETTLE_S)
         result = {"students": students, "batch_s": seconds, **_first_and_next(course),
                   "command": "python -m grader autograde --jobs 1"}
+        alone = [import_seconds(ZYGOTE_STARTUP, env, course) for _ in range(3)]  # what the first kernel waits for
+        result.update(zygote_imports_s=statistics.median(alone) if None not in alone else None,
+                      zygote_imports_runs_s=alone)
         try:
             for _ in range(2):  # the first starts the warm grader; the second finds it running
                 seconds, reason = timed_autograde(course, env, 1, timeout, "--warm", keep_gradebook=True)

@@ -38,13 +38,13 @@ def _seconds(value) -> str:
     return "not measured" if value is None else f"{value:,.1f} s"
 
 
-def _runs_shown(times: list, after: str = "") -> str:
+def _runs_shown(times: list, after: str = "", digits: int = 0) -> str:
     """For a figure measured in several runs: which run the table shows (``grading.median_run``) and every run's
     time; nothing for one run."""
     if len(times) < 2:
         return ""
     which = f"the faster of {len(times)} runs" if len(times) == 2 else f"the median of {len(times)} runs"
-    return f" ({which}{after}: {', '.join(f'{t:,.0f}' for t in times if t)} s)"
+    return f" ({which}{after}: {', '.join(f'{t:,.{digits}f}' for t in times if t)} s)"
 
 
 def _warm_rows(auto: dict) -> list[tuple[str, str, str]]:
@@ -63,6 +63,17 @@ def _warm_rows(auto: dict) -> list[tuple[str, str, str]]:
              _seconds(warm.get("start_s")), "")]
 
 
+def _nbgrader_import_row(auto: dict) -> list[tuple[str, str, str]]:
+    """What plain ``nbgrader autograde`` spends before the course's exporter can run: nbgrader's import, timed alone."""
+    plain, project, alone = auto.get("nbgrader_autograde_s"), auto.get("seconds"), auto.get("nbgrader_import_s")
+    if not (plain and project and alone):
+        return []
+    rest, runs = plain - alone, _runs_shown(auto.get("nbgrader_import_runs_s") or [], digits=1)
+    return [("of which nbgrader's import (`nbgrader.apps`, every server extension of nbgrader's with it), timed "
+             f"alone in a new interpreter{runs}: {alone:,.1f} s; plain `nbgrader autograde` without it",
+             f"{rest:,.1f} s ({rest / project:.2f}x)", "")]
+
+
 def _within_batch_row(auto: dict) -> list[tuple[str, str, str]]:
     """A batch's first submission (which waits for the batch's setup) against the next ones of the same batch."""
     batch = auto.get("within_batch") or {}
@@ -75,6 +86,12 @@ def _within_batch_row(auto: dict) -> list[tuple[str, str, str]]:
 
     rows = [(f"within one batch of {batch['students']} (`JOBS=1`): its first submission, with the batch's setup "
              f"({batch['setup_s']:.1f} s), against the median of the next", *against(batch))]
+    alone = batch.get("zygote_imports_s")
+    if alone:  # what the first waits for and the next do not (experiments.bench.imports)
+        rest, runs = batch["first_s"] - alone, _runs_shown(batch.get("zygote_imports_runs_s") or [], digits=1)
+        rows.append(("of which the kernels' zygote's imports (torch, ipykernel, matplotlib), timed alone in a new "
+                     f"interpreter{runs}: {alone:,.1f} s; the first without them",
+                     f"{rest:,.1f} s against {batch['next_s']:,.1f} s: {rest / batch['next_s']:.2f}x", ""))
     if (batch.get("warm") or {}).get("first_to_next"):
         rows.append(("the same batch sent to the course's warm grader (`--warm`), the warm grader running: its first "
                      "submission against the median of the next", *against(batch["warm"])))
@@ -116,6 +133,7 @@ def readme_tables(result: dict) -> str:
             ("the same by plain `nbgrader autograde` (the formgrader's Autograde button's path)",
              _seconds(auto.get("nbgrader_autograde_s")) + ("" if by_nbgrader is None else f" ({by_nbgrader:.2f}x)"),
              judged(by_nbgrader, GOALS["by_nbgrader_ratio"], f"{GOALS['by_nbgrader_ratio']}x")),
+            *_nbgrader_import_row(auto),
             ("the first submission (empty gradebook)", _seconds(auto.get("first_run_s")), ""),
             *_within_batch_row(auto),
             (f"its floor: one kernel, the {floor.get('cells', '?')} answer and test cells and the cells they read",

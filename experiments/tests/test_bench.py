@@ -177,10 +177,20 @@ def test_the_readme_tables_judge_each_figure_by_its_goal():
     assert "with `c.BatchAutogradeExporter.warm` (the median of 3 runs: 18, 17, 18 s) | 17.5 s |" in table
     assert "| the press that starts the warm grader (the first, or the first after it went idle) | 24.0 s |" in table
     assert "within one batch" not in table, "no first-to-next row without its measurement"
+    assert "nbgrader's import" not in table, "no import row without its measurement"
+    result["autograde"].update(nbgrader_import_s=1.8, nbgrader_import_runs_s=[1.7, 1.8, 2.1])
+    assert ("| of which nbgrader's import (`nbgrader.apps`, every server extension of nbgrader's with it), timed alone "
+            "in a new interpreter (the median of 3 runs: 1.7, 1.8, 2.1 s): 1.8 s; plain `nbgrader autograde` without "
+            "it | 19.2 s (1.01x) |  |") in tables.readme_tables(result)
     result["autograde"]["within_batch"] = {"students": 4, "setup_s": 2.5, "first_s": 16.8, "next_s": 15.2,
                                            "first_to_next": 1.11}
     assert ("| within one batch of 4 (`JOBS=1`): its first submission, with the batch's setup (2.5 s), against the "
             "median of the next | 16.8 s against 15.2 s: 1.11x | not met (at most 1.1x) |") in tables.readme_tables(result)
+    assert "zygote's imports" not in tables.readme_tables(result), "no zygote row without its measurement"
+    result["autograde"]["within_batch"].update(zygote_imports_s=3.0, zygote_imports_runs_s=[3.1, 3.0, 2.9])
+    assert ("| of which the kernels' zygote's imports (torch, ipykernel, matplotlib), timed alone in a new interpreter "
+            "(the median of 3 runs: 3.1, 3.0, 2.9 s): 3.0 s; the first without them | 13.8 s against 15.2 s: 0.91x |  |"
+            ) in tables.readme_tables(result)
     result["autograde"]["within_batch"].update(first_s=16.0, first_to_next=1.05)
     assert "| 16.0 s against 15.2 s: 1.05x | met (at most 1.1x) |" in tables.readme_tables(result)
     assert "warm grader running" not in tables.readme_tables(result), "no warm row without its measurement"
@@ -217,6 +227,14 @@ def test_a_class_s_seconds_are_summed_by_what_each_student_submitted(tmp_path):
     assert list(totals.values()) == sorted(totals.values(), reverse=True)
 
 
+def test_an_import_is_timed_in_a_new_interpreter_or_is_none_when_it_fails(tmp_path):
+    from experiments.bench.imports import import_seconds
+    env = {"PATH": "/usr/bin:/bin"}
+    seconds = import_seconds(("json", "csv"), env, tmp_path)
+    assert seconds is not None and 0 < seconds < 60
+    assert import_seconds(("translab_no_such_module",), env, tmp_path) is None
+
+
 def test_the_first_of_a_batch_carries_the_batch_s_setup_against_the_median_of_the_next(monkeypatch, tmp_path):
     """Two batches of the same class (the first records the assignment); the second's report and phases give the
     figure: here (2.0 + 15.0) / median(13.0, 14.0, 12.0) = 17.0 / 13.0.  Then two on the warm grader (the first
@@ -243,17 +261,25 @@ def test_the_first_of_a_batch_carries_the_batch_s_setup_against_the_median_of_th
     monkeypatch.setattr(grading, "phases_of", lambda course: {"batch setup": 0.0 if runs[-1][2] else 2.0, "checks": 9.0})
     monkeypatch.setattr(grading.warm_grader, "stop", lambda course: runs.append("stopped"))
     monkeypatch.setattr(grading, "SETTLE_S", 0)
+    alone = iter([3.2, 2.9, 3.0])
+    monkeypatch.setattr(grading, "import_seconds", lambda modules, env, cwd: runs.append(modules[:3]) or next(alone))
     found = grading.within_batch(600)
-    assert runs == [(1, False, ()), (1, True, ()), (1, True, ("--warm",)), (1, True, ("--warm",)), "stopped"]
+    startup = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch")
+    assert runs == [(1, False, ()), (1, True, ()), startup, startup, startup, (1, True, ("--warm",)),
+                    (1, True, ("--warm",)), "stopped"]
+    assert found["zygote_imports_s"] == 3.0 and found["zygote_imports_runs_s"] == [3.2, 2.9, 3.0]
     assert (found["first_s"], found["next_s"], found["first_to_next"]) == (17.0, 13.0, 1.31)
     assert found["student_s"] == [15.0, 13.0, 14.0, 12.0] and found["setup_s"] == 2.0
     warm = found["warm"]
     assert (warm["first_s"], warm["next_s"], warm["first_to_next"], warm["setup_s"]) == (12.5, 13.0, 0.96, 0.0)
     monkeypatch.setattr(grading, "phases_of", lambda course: {"batch setup": 2.0})
+    monkeypatch.setattr(grading, "import_seconds", lambda modules, env, cwd: None)  # an import that failed
     answers = iter([(60.0, ""), (60.0, ""), (None, "the warm grader did not start")])
     monkeypatch.setattr(grading, "timed_autograde", lambda *args, **kwargs: next(answers))
     runs.clear()
-    assert grading.within_batch(600)["warm"] == {"reason": "the warm grader did not start"} and runs == ["stopped"]
+    second = grading.within_batch(600)
+    assert second["warm"] == {"reason": "the warm grader did not start"} and runs == ["stopped"]
+    assert second["zygote_imports_s"] is None and second["zygote_imports_runs_s"] == [None] * 3
     monkeypatch.setattr(grading, "timed_autograde", lambda *args, **kwargs: (None, "autograde exited 1"))
     assert grading.within_batch(600) == {"students": 4, "reason": "autograde exited 1"}
 
@@ -282,8 +308,11 @@ def test_each_submission_run_is_paired_with_a_floor_run_right_after_it(monkeypat
     monkeypatch.setattr(grading, "warm_runs", lambda *args: order.append("warm") or warm)
     batch = {"first_to_next": 1.2}
     monkeypatch.setattr(grading, "within_batch", lambda timeout: order.append("batch") or batch)
+    imports = iter([1.6, 2.0, 1.7])
+    monkeypatch.setattr(grading, "import_seconds", lambda modules, env, cwd: order.append(modules) or next(imports))
     result = grading.autograde_time()
-    assert order == ["first"] + ["run", "floor", "nbgrader"] * 3 + ["warm", "batch"]
+    assert order == ["first"] + ["run", "floor", "nbgrader", ("nbgrader.apps",)] * 3 + ["warm", "batch"]
+    assert result["nbgrader_import_s"] == 1.7 and result["nbgrader_import_runs_s"] == [1.6, 2.0, 1.7]
     assert result["warm"] is warm and result["within_batch"] is batch
     assert result["phases"] == {"checks": 2.0}  # the median run's (6, 7 and 9 s: the second)
     assert result["seconds"] == 7.0 and result["floor"]["seconds"] == 3.0 and result["ratio_to_floor"] == 2.33
