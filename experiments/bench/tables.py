@@ -86,12 +86,14 @@ def _within_batch_row(auto: dict) -> list[tuple[str, str, str]]:
 
     rows = [(f"within one batch of {batch['students']} (`JOBS=1`): its first submission, with the batch's setup "
              f"({batch['setup_s']:.1f} s), against the median of the next", *against(batch))]
-    alone = batch.get("zygote_imports_s")
-    if alone:  # what the first waits for and the next do not (experiments.bench.imports)
-        rest, runs = batch["first_s"] - alone, _runs_shown(batch.get("zygote_imports_runs_s") or [], digits=1)
-        rows.append(("of which the kernels' zygote's imports (torch, ipykernel, matplotlib), timed alone in a new "
-                     f"interpreter{runs}: {alone:,.1f} s; the first without them",
-                     f"{rest:,.1f} s against {batch['next_s']:,.1f} s: {rest / batch['next_s']:.2f}x", ""))
+    alone, own = batch.get("zygote_imports_s"), (batch.get("student_s") or [None])[0]
+    if alone and own:  # what the first waits for and the next do not (experiments.bench.imports)
+        runs = _runs_shown(batch.get("zygote_imports_runs_s") or [], digits=1)
+        rows.append((f"of which the batch's setup ({batch['setup_s']:.1f} s, which ends once the fork server has "
+                     "imported nbgrader and the course's plugins), then the first student's own seconds, its first "
+                     "kernel's wait for the kernels' zygote included (the zygote's imports of torch, ipykernel and "
+                     f"matplotlib, timed alone in a new interpreter{runs}: {alone:,.1f} s)",
+                     f"{own:,.1f} s against {batch['next_s']:,.1f} s: {own / batch['next_s']:.2f}x", ""))
     if (batch.get("warm") or {}).get("first_to_next"):
         rows.append(("the same batch sent to the course's warm grader (`--warm`), the warm grader running: its first "
                      "submission against the median of the next", *against(batch["warm"])))
