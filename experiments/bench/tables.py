@@ -84,8 +84,10 @@ def _within_batch_row(auto: dict) -> list[tuple[str, str, str]]:
         return (f"{measured['first_s']:,.1f} s against {measured['next_s']:,.1f} s: {ratio:.2f}x",
                 f"{'met' if ratio <= 1.1 else 'not met'} (at most 1.1x)")
 
+    ratios = batch.get("first_to_next_runs") or []
+    batches = f" (the batch of median ratio of {len(ratios)}: {', '.join(f'{r:.2f}x' for r in ratios)})" * (len(ratios) > 1)
     rows = [(f"within one batch of {batch['students']} (`JOBS=1`): its first submission, with the batch's setup "
-             f"({batch['setup_s']:.1f} s), against the median of the next", *against(batch))]
+             f"({batch['setup_s']:.1f} s), against the median of the next{batches}", *against(batch))]
     alone, own = batch.get("zygote_imports_s"), (batch.get("student_s") or [None])[0]
     if alone and own:  # what the first waits for and the next do not (experiments.bench.imports)
         runs = _runs_shown(batch.get("zygote_imports_runs_s") or [], digits=1)
