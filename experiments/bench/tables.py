@@ -38,13 +38,13 @@ def _seconds(value) -> str:
     return "not measured" if value is None else f"{value:,.1f} s"
 
 
-def _runs_shown(times: list, after: str = "", digits: int = 0) -> str:
+def _runs_shown(times: list, after: str = "", digits: int = 0, unit: str = " s", runs: str = "runs") -> str:
     """For a figure measured in several runs: which run the table shows (``grading.median_run``) and every run's
-    time; nothing for one run."""
+    time (or ``unit``); nothing for one run."""
     if len(times) < 2:
         return ""
-    which = f"the faster of {len(times)} runs" if len(times) == 2 else f"the median of {len(times)} runs"
-    return f" ({which}{after}: {', '.join(f'{t:,.{digits}f}' for t in times if t)} s)"
+    which = f"the faster of {len(times)} {runs}" if len(times) == 2 else f"the median of {len(times)} {runs}"
+    return f" ({which}{after}: {', '.join(f'{t:,.{digits}f}' for t in times if t)}{unit})"
 
 
 def _warm_rows(auto: dict) -> list[tuple[str, str, str]]:
@@ -84,8 +84,7 @@ def _within_batch_row(auto: dict) -> list[tuple[str, str, str]]:
         return (f"{measured['first_s']:,.1f} s against {measured['next_s']:,.1f} s: {ratio:.2f}x",
                 f"{'met' if ratio <= 1.1 else 'not met'} (at most 1.1x)")
 
-    ratios = batch.get("first_to_next_runs") or []
-    batches = f" (the batch of median ratio of {len(ratios)}: {', '.join(f'{r:.2f}x' for r in ratios)})" * (len(ratios) > 1)
+    batches = _runs_shown(batch.get("first_to_next_runs") or [], digits=2, unit="x", runs="batches")
     rows = [(f"within one batch of {batch['students']} (`JOBS=1`): its first submission, with the batch's setup "
              f"({batch['setup_s']:.1f} s), against the median of the next{batches}", *against(batch))]
     alone, own = batch.get("zygote_imports_s"), (batch.get("student_s") or [None])[0]
