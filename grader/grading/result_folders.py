@@ -34,7 +34,6 @@ from pathlib import Path
 import translab
 from translab.contract import ASSIGNMENT
 
-import grader
 from grader.course import GradingError
 from grader.course.gradebook import merge_student, sqlite_copy
 from grader.course.variants import SECRET_FILE
@@ -64,7 +63,9 @@ def fingerprint(root: Path) -> dict:
     the commit for the message (empty outside git)."""
     digest = hashlib.sha256()
     files = [root / name for name in FINGERPRINTED]
-    files += [Path(package.__file__).parent for package in (translab, grader)]
+    # grader's folder from this file: run in a course whose grader/ holds only the .pth, ``grader`` is a namespace
+    # package there, without a __file__
+    files += [Path(translab.__file__).parent, Path(__file__).resolve().parents[1]]
     for top in files:
         paths = [top] if top.is_file() else sorted(
             p for p in top.rglob("*") if p.is_file() and p.suffix in GRADING_FILES and "__pycache__" not in p.parts

@@ -52,6 +52,23 @@ def test_the_fingerprint_follows_the_solutions_and_the_configuration(tmp_path):
     assert result_folders.fingerprint(root)["digest"] != second["digest"]
 
 
+def test_the_fingerprint_is_taken_in_a_course_whose_grader_folder_holds_only_the_pth(tmp_path):
+    """A course set up for `make` (the Makefile's grader/skip_iri_syntax.pth beside it) makes ``grader`` a namespace
+    package for a process started there, without a ``__file__``: the warm grader's first press took the fingerprint
+    there and failed."""
+    root = tmp_path / "course"
+    (root / "grader").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "grader" / "skip_iri_syntax.pth", root / "grader")
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
+    code = ("import grader, json; from pathlib import Path; from grader.grading.result_folders import fingerprint; "
+            "print(json.dumps([grader.__file__, fingerprint(Path('.'))]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, env=venv_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    namespace, taken = json.loads(done.stdout)
+    assert namespace is None, "grader was a regular package there: this test would not fail without the mend"
+    assert taken == result_folders.fingerprint(root), "not the digest taken in the checkout's own process"
+
+
 def test_a_worker_with_another_course_refuses_before_it_grades(tmp_path, monkeypatch):
     monkeypatch.setenv(COURSE_ENV, str(REPO_ROOT))
     payload = {"students": [{"student": "alice"}], "fingerprint": {"digest": "0" * 64, "commit": "abc1234"}}
