@@ -16,6 +16,7 @@ PYTHON   ?= python3
 NBGRADER := $(PY) -m nbgrader
 ASSIGNMENT := transfer_learning
 JOBS     ?= 1
+WARM     ?= 1
 ARGS     ?=
 PORT     ?= 8888
 HOST     ?= 127.0.0.1
@@ -100,8 +101,8 @@ release: $(INSTALLED) ## regenerate the student notebooks from solutions/ (nbgra
 references: $(INSTALLED) ## regenerate grader/ reference tensors from translab (ARGS=--margins: measure them on other CPUs' code paths)
 	$(PY) -m grader references $(ARGS)
 
-autograde: $(INSTALLED) ## grade every submission in submitted/ (JOBS=N in parallel; WARM=1 on the course's warm grader; ARGS="--cluster tcp://127.0.0.1:8786": on Dask workers; ARGS=--Execute.timeout=120 ...)
-	$(PY) -m grader autograde --jobs $(JOBS) $(if $(filter 1,$(WARM)),--warm) $(ARGS)
+autograde: $(INSTALLED) ## grade every submission in submitted/ on the course's warm grader (JOBS=N in parallel; WARM=0: a batch of its own; ARGS="--cluster tcp://127.0.0.1:8786": on Dask workers; ARGS=--Execute.timeout=120 ...)
+	$(PY) -m grader autograde --jobs $(JOBS) $(if $(filter 1,$(WARM)),$(if $(findstring --cluster,$(ARGS))$(findstring --results-dir,$(ARGS)),,--warm)) $(ARGS)
 
 merge: $(INSTALLED) ## merge result folders graded elsewhere into gradebook.db: make merge RESULTS="dir ..." (python -m grader autograde --student ID --results-dir dir)
 	@test -n "$(RESULTS)" || { echo "usage: make merge RESULTS=\"folder ...\" (written by python -m grader autograde --student ID --results-dir folder)"; exit 2; }

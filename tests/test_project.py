@@ -104,6 +104,22 @@ def test_make_uses_an_existing_environment_as_it_is():
     assert "pip install" in own and "/nonexistent/venv/bin/python -m grader autograde" in own, own
 
 
+def test_make_autograde_grades_on_the_warm_grader_unless_told_otherwise():
+    """The course's warm grader is the default (issue 53); WARM=0 opts out, and a batch sent to a cluster or to
+    result folders, which the warm grader cannot take, never gets --warm."""
+    def dry(*args: str) -> str:
+        done = subprocess.run(["make", "-n", "autograde", "PY=python", *args], cwd=REPO_ROOT, capture_output=True,
+                              text=True, check=True)
+        return next(line for line in done.stdout.splitlines() if " -m grader autograde " in line)
+
+    assert dry().split() == ["python", "-m", "grader", "autograde", "--jobs", "1", "--warm"]
+    assert dry("JOBS=2").split()[-3:] == ["--jobs", "2", "--warm"]
+    assert "--warm" not in dry("WARM=0")
+    assert "--warm" not in dry("ARGS=--cluster tcp://127.0.0.1:8786") and "--cluster" in dry("ARGS=--cluster x")
+    assert "--warm" not in dry("ARGS=--student a --results-dir r")
+    assert dry("ARGS=--student a").split()[-3:] == ["--warm", "--student", "a"]
+
+
 def test_make_setup_skips_the_hub_s_proxy_in_one_line_without_npm_and_hub_demo_says_what_to_install():
     """Students never need JupyterHub's proxy: without npm `make setup` goes on, saying in one line what it skipped;
     `make hub-demo` (whose prerequisite installs it) refuses, naming what to install."""

@@ -123,7 +123,8 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
             time.sleep(SETTLE_S)
             floors.append(grading_floor())
             time.sleep(SETTLE_S)
-            by_nbgrader.append(timed_autograde(course, env, 1, timeout, keep_gradebook=True, by_nbgrader=True)[0])
+            by_nbgrader.append(timed_autograde(course, env, 1, timeout, "--BatchAutogradeExporter.warm=False",
+                                               keep_gradebook=True, by_nbgrader=True)[0])
             nbgrader_imports.append(import_seconds(NBGRADER_COMMAND, env, course))  # what plain nbgrader adds
         warm = warm_runs(course, env, timeout, repeats)
     time.sleep(SETTLE_S)
@@ -186,8 +187,8 @@ def _first_and_next(course: Path) -> dict:
 
 def warm_runs(course: Path, env: dict, timeout: float, repeats: int) -> dict:
     """The same submission on the course's warm grader (``grader.grading.warm_grader``): the press that starts it,
-    then ``repeats`` presses that find it, by ``python -m grader autograde --warm`` and by plain ``nbgrader
-    autograde`` with ``c.BatchAutogradeExporter.warm`` (the formgrader's path)."""
+    then ``repeats`` presses that find it, by ``python -m grader autograde --warm`` (``make autograde``) and by plain
+    ``nbgrader autograde`` (the formgrader's path), both the course's default."""
     runs, by_nbgrader = [], []
     try:
         time.sleep(SETTLE_S)

@@ -1,6 +1,7 @@
 """The formgrader's Autograde button pressed for each of a class, one after the other, through Chromium, against one
-``make autograde JOBS=1`` of the same class: once with the course's warm grader (``c.BatchAutogradeExporter.warm``),
-whose first press starts it and is reported apart, and once without, where each press is a batch of its own."""
+``make autograde JOBS=1`` of the same class: once with the course's warm grader (the course's default), whose
+first press starts it and is reported apart, and once without (``c.BatchAutogradeExporter.warm = False``), where
+each press is a batch of its own."""
 from __future__ import annotations
 
 import statistics
@@ -29,9 +30,11 @@ def formgrader_presses(students: int = 10, timeout: float = 3600) -> dict:
         if batch is None:
             return {"seconds": None, "reason": reason}
         names = sorted(path.name for path in (course / "submitted").iterdir())
-        cold = _press_each(course, env, names)
         config = course / "nbgrader_config.py"
-        config.write_text(config.read_text() + "\nc.BatchAutogradeExporter.warm = True  # the bench's presses\n")
+        shipped = config.read_text()
+        config.write_text(shipped + "\nc.BatchAutogradeExporter.warm = False  # the bench's cold presses\n")
+        cold = _press_each(course, env, names)
+        config.write_text(shipped)
         try:
             warm = _press_each(course, env, names)
         finally:

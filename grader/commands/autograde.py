@@ -30,7 +30,8 @@ def arguments(parser) -> None:
     parser.add_argument("--warm", action="store_true",
                         help="grade on the course's warm grader (started now if none is running, stopped after "
                              "--idle seconds without work): each later batch skips the grading process's start; "
-                             "one worker, one student at a time (--jobs does not apply)")
+                             "--jobs students at a time, up to a core each (what make autograde and the formgrader "
+                             "do unless WARM=0 or c.BatchAutogradeExporter.warm = False)")
     parser.add_argument("--idle", type=float, default=IDLE_S,
                         help=f"with --warm: seconds without work before the warm grader stops (default {IDLE_S})")
     parser.add_argument("--results-dir", type=Path,
@@ -52,7 +53,7 @@ def run(root: Path, args) -> int:
         if args.cluster or args.results_dir:
             raise GradingError("--warm grades on the course's own warm grader: not with --cluster or --results-dir")
         report = autograde_on_cluster(root, ensure(root, args.idle), args.student, True, nbgrader_options, sandbox,
-                                      args.student_timeout)
+                                      args.student_timeout, jobs=args.jobs)
         report.cluster = f"the warm grader ({report.cluster})"  # named in the summary
     elif args.cluster:
         report = autograde_on_cluster(root, args.cluster, args.student, args.force, nbgrader_options, sandbox,

@@ -259,8 +259,9 @@ def _launch(spec: dict):
 
 def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None = None, force: bool = False,
                          extra_args: tuple[str, ...] = (), sandbox: bool = True, student_timeout: float | None = None,
-                         say=None):
-    """Grade on a Dask cluster; returns ``grader.grading.batch``'s report, so the summary and exit code are the same."""
+                         say=None, jobs: int | None = None):
+    """Grade on a Dask cluster; returns ``grader.grading.batch``'s report, so the summary and exit code are the same.
+    ``jobs``: at most this many tasks on the workers at once (the warm grader's ``--jobs``; else all its threads)."""
     from concurrent.futures import CancelledError  # Dask's FutureCancelledError is one
 
     from distributed import as_completed
@@ -272,9 +273,7 @@ def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None
     student_ids, secret = preflight(root, student_ids, data_here=False)  # each worker checks its own data (grade_remote)
     ensure_assignment(root)
     course_fingerprint = fingerprint(root)
-    reconnects = logging.getLogger("distributed.client")
-    if not any(isinstance(known, _ReconnectNoise) for known in reconnects.filters):
-        reconnects.addFilter(_ReconnectNoise())
+    _ReconnectNoise.quiet()
     pending, skipped, refused_by = _still_to_grade(root, student_ids, course_fingerprint, force)
     client = connect(cluster)
     address = getattr(client.scheduler, "address", None) or cluster
@@ -283,17 +282,21 @@ def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None
         if skipped:
             say(f"[autograde] {len(skipped)} student(s) already merged with this submission and course, not graded "
                 f"again (--force grades them): {', '.join(skipped[:10])}{' ...' if len(skipped) > 10 else ''}")
-        # students at a time: the workers' threads (a worker grades its threads' tasks at once: GradingServer)
-        workers = sum(max(1, int(worker.get("nthreads") or 1))
-                      for worker in client.scheduler_info().get("workers", {}).values())
-        sizes, start = chunk_sizes(len(pending), workers), 0
-        for size in sizes:
-            chunk, start = pending[start:start + size], start + size
+        workers, chunks = _in_tasks(client, pending, jobs)
+        finished = as_completed()
+
+        def send(chunk: list) -> None:
             given = payload(root, chunk, course_fingerprint, secret, extra_args, sandbox, student_timeout)
-            futures[client.submit(remote_task, given, key=task_key(chunk), pure=False)] = [name for name, _ in chunk]
-        say(f"[autograde] {len(pending)} student(s) sent to {address} ({workers} worker thread(s) now, in {_tasks(sizes)})")
+            future = client.submit(remote_task, given, key=task_key(chunk), pure=False)
+            futures[future] = [name for name, _ in chunk]
+            finished.add(future)
+
+        unsent = chunks[workers if jobs else len(chunks):]  # with jobs: sent one by one as tasks end
+        for chunk in chunks[:len(chunks) - len(unsent)]:
+            send(chunk)
+        say(f"[autograde] {len(pending)} student(s) sent to {address} ({workers} worker thread(s) now, in {_tasks(chunks)})")
         stop = None
-        for future in as_completed(futures):
+        for future in finished:
             chunk = futures[future]
             try:
                 returned = future.result()
@@ -302,24 +305,25 @@ def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None
                 # cancelling the future or, when the loss comes while it fetches a result, by a closed connection)
                 if stop is None:
                     lost += chunk
-                continue
             except KilledWorker:
                 for name in chunk:
                     results.append(worker_died(root, name))
                     say(f"[autograde] {name}: its worker died {ALLOWED_FAILURES + 1} times: 0, flagged")
-                continue
             except Exception as error:  # our code, the machine or a mismatched worker: stop, as the batch does
                 results += [StudentResult(name, infrastructure=f"{type(error).__name__}: {error}") for name in chunk]
                 stop = error
                 for other in futures:
                     other.cancel()
-                continue
-            future.release()  # merged: the scheduler may forget it (a lost worker then costs no regrading)
-            for name in chunk:
-                result, host = _merge_returned(root, name, returned[name], course_fingerprint)
-                result.refused = refused_by[name]
-                results.append(result)
-                say(f"[autograde] {name}: {result.status} on {host} ({result.seconds:.0f} s)")
+            else:
+                future.release()  # merged: the scheduler may forget it (a lost worker then costs no regrading)
+                for name in chunk:
+                    result, host = _merge_returned(root, name, returned[name], course_fingerprint)
+                    result.refused = refused_by[name]
+                    results.append(result)
+                    say(f"[autograde] {name}: {result.status} on {host} ({result.seconds:.0f} s)")
+            if unsent and stop is None and not lost:  # one ended: with jobs, the next is sent
+                send(unsent.pop(0))
+        lost += [name for chunk in unsent for name, _ in chunk] if stop is None else []
         if lost:
             results += [StudentResult(name, infrastructure="the connection to the cluster's scheduler was lost before "
                                       "this student was graded") for name in lost]
@@ -331,12 +335,27 @@ def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None
         client.close()
     report = BatchReport(sorted(results, key=lambda r: r.student), time.perf_counter() - started, jobs=workers,
                          cluster=address)
+    _write_report_keeping(root, report, skipped)
+    return report
+
+
+def _in_tasks(client, pending: list, jobs: int | None) -> tuple[int, list[list]]:
+    """(students at a time, ``pending`` cut in tasks in the order sent): the workers' threads (a worker grades its
+    threads' tasks at once: GradingServer), at most ``jobs``."""
+    workers = sum(max(1, int(worker.get("nthreads") or 1))
+                  for worker in client.scheduler_info().get("workers", {}).values())
+    workers = min(workers, jobs) if jobs else workers
+    sizes = chunk_sizes(len(pending), workers)
+    return workers, [pending[start:start + size] for start, size in zip(itertools.accumulate(sizes, initial=0), sizes)]
+
+
+def _write_report_keeping(root: Path, report: BatchReport, skipped: list[str]) -> None:
+    """The batch's report, the rows of the students not graded again (``skipped``) kept."""
     kept = _report_rows(root, skipped)
     write_report(root, report)
-    if kept:  # the students not graded again keep their rows
+    if kept:
         with open(root / AUTOGRADED / REPORT_NAME, "a", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerows(kept)
-    return report
 
 
 def _still_to_grade(root: Path, student_ids: list[str], course_fingerprint: dict, force: bool
@@ -355,7 +374,8 @@ def _still_to_grade(root: Path, student_ids: list[str], course_fingerprint: dict
     return pending, skipped, refused_by
 
 
-def _tasks(sizes: list[int]) -> str:
+def _tasks(chunks: list[list]) -> str:
+    sizes = [len(chunk) for chunk in chunks]
     return (f"{len(sizes)} task(s)" if len(set(sizes)) < 2 else
             f"{len(sizes)} tasks of {sizes[0]} student(s) down to {sizes[-1]}")
 
@@ -365,6 +385,12 @@ class _ReconnectNoise(logging.Filter):
     reconnect (after its whole timeout, it says, though the close cut it short) and, possibly after ``close``
     returns, the traceback of the cancelled attempt (``distributed.utils.log_errors``): noise under our own
     message in the instructor's terminal, so dropped for the batch's process."""
+
+    @classmethod
+    def quiet(cls) -> None:
+        reconnects = logging.getLogger("distributed.client")
+        if not any(isinstance(known, cls) for known in reconnects.filters):
+            reconnects.addFilter(cls())
 
     def filter(self, record: logging.LogRecord) -> bool:
         kind = record.exc_info[0] if record.exc_info else None

@@ -1,12 +1,15 @@
 """The warm grader: the course's grading process kept between presses of Autograde, on a local Dask cluster.
 
-    python -m grader autograde --warm --student ID     # make autograde WARM=1; c.BatchAutogradeExporter.warm
+    python -m grader autograde --warm --student ID     # what make autograde and the formgrader's button do
     python -m grader warm                              # is it running, since when, for which code; --stop ends it
 
 Every batch starts its zygotes and a fork server before a student's first cell (about 10 s, every press of the
 formgrader's button).  With ``--warm`` the batch sends its students to a Dask scheduler and one worker on this
 machine instead (``grader.grading.cluster``: the same batch, sandbox and merge), started at the first use; the
-worker's grading process keeps its zygotes and fork server for the next press.  As safe as a batch:
+worker's grading process keeps its zygotes and fork server for the next press.  The worker has a thread per core
+and a batch uses ``--jobs`` of them.  The course grades this way by default (``make autograde``, plain ``nbgrader
+autograde`` and the formgrader's button); ``WARM=0`` and ``c.BatchAutogradeExporter.warm = False`` start a batch
+of its own instead.  As safe as a batch:
 
 - The scheduler and the worker start with the kernels' allow-list of the environment
   (``grader.isolation.kernel_environment``) and the course folder, never with the environment of the press that
@@ -68,12 +71,14 @@ def environment(root: Path, idle_s: float) -> dict[str, str]:
 
 
 def state(root: Path) -> dict | None:
-    """The running warm grader's record (spec file, process groups, code key, start time), or None."""
+    """The running warm grader's record (spec file, process groups, code key, start time), or None; None too for
+    a record copied with the course folder from another course, whose grader is that course's."""
     path = root / FOLDER / "state.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        found = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return found if found.get("root") == str(root.resolve()) else None
 
 
 def _alive(pgid: int, leader: bool = True) -> bool:
@@ -150,13 +155,14 @@ def _start(root: Path, key: str, idle_s: float, say) -> str:
                                "grade without --warm meanwhile")
         time.sleep(0.1)
     address = json.loads(scheduler_file.read_text(encoding="utf-8"))["address"]
-    worker = _launch(place / "worker.log", env, root, dask, "worker", address, "--nthreads", "1", "--name", "warm",
+    threads = str(len(os.sched_getaffinity(0)))  # a press's --jobs takes up to this many students at once
+    worker = _launch(place / "worker.log", env, root, dask, "worker", address, "--nthreads", threads, "--name", "warm",
                      "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", "30",
                      "--local-directory", str(place / "worker-space"), *security)
     spec = place / "cluster.json"
     spec.write_text(json.dumps({"address": address, "security": tls}), encoding="utf-8")
-    record = {"spec": str(spec), "address": address, "pgids": [scheduler.pid, worker.pid], "key": key,
-              "idle_s": idle_s, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    record = {"root": str(root.resolve()), "spec": str(spec), "address": address, "pgids": [scheduler.pid, worker.pid],
+              "key": key, "idle_s": idle_s, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     (place / "state.json").write_text(json.dumps(record), encoding="utf-8")
     with connect(str(spec)) as client:
         try:

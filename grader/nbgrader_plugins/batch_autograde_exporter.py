@@ -5,7 +5,8 @@ nbgrader's own loop would run each notebook in a kernel it starts as the instruc
 solutions and the network in reach.  nbgrader makes the exporter after it has listed the submissions to grade and
 before it touches one, so this exporter, made by an ``Autograde`` that none of translab's commands started, hands
 that list (the assignment, ``--student``, ``--force``, ``--create``, ``student_id_exclude``, as nbgrader read them)
-to ``python -m grader autograde`` in a process of its own: a plain-file copy, sandboxed kernels forked from
+to ``python -m grader autograde --warm`` in a process of its own (``warm``: the course's warm grader, kept
+between presses; without it a batch of its own): a plain-file copy, sandboxed kernels forked from
 the zygote, verdicts decided outside the student's process, a per-student gradebook merged in one transaction,
 flags and ``autograded/autograde_report.csv``.  nbgrader's loop is then left nothing to do (the converter's
 ``assignments`` emptied), so nbgrader reports the batch's success, or its failure with the batch's own words.
@@ -44,8 +45,9 @@ class BatchAutogradeExporter(NotebookExporter):
 
     jobs = Int(1, help="Students graded at a time when nbgrader autograde hands a class to the batch (make "
                        "autograde's JOBS)").tag(config=True)
-    warm = Bool(False, help="Grade on the course's warm grader (grader.grading.warm_grader): the first press starts "
-                            "it, the next ones find its grading process started").tag(config=True)
+    warm = Bool(True, help="Grade on the course's warm grader (grader.grading.warm_grader): the first press starts "
+                           "it, the next ones find its grading process started; False: each press starts a batch of "
+                           "its own").tag(config=True)
     student_timeout = Float(None, allow_none=True, help="Wall-clock seconds for one student, every notebook "
                             "included (the batch's --student-timeout; None: its default)").tag(config=True)
 

@@ -199,6 +199,18 @@ def run_grader(root: Path, *args: str) -> str:
 _RELEASED: dict[str, Path] = {}  # "base": where the session's released course goes; "course": it, once released
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_warm_grader_left(tmp_path_factory):
+    """The course grades on its warm grader by default (plain nbgrader autograde, the formgrader's button), which
+    outlives the press by ten idle minutes and 0.6 GB: each module's courses have theirs stopped when it ends."""
+    yield
+    from grader.grading import warm_grader
+    base = tmp_path_factory.getbasetemp()
+    for depth in range(1, 5):  # the courses' roots lie a few folders down: no walk through their files
+        for state in base.glob("*/" * depth + f"{warm_grader.FOLDER}/state.json"):
+            warm_grader.stop(state.parent.parent)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _released_course_base(tmp_path_factory):
     _RELEASED["base"] = tmp_path_factory.mktemp("released")

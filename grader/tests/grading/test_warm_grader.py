@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -16,7 +18,7 @@ from grader.grading import warm_grader
 from translab.contract import ASSIGNMENT
 
 from conftest import press_formgrader_button, run_grader, small_course, still_running, venv_env
-from corpus_course import assert_graded_as_the_table_says
+from corpus_course import assert_graded_as_the_table_says, batch_report
 
 pytestmark = pytest.mark.slow  # starts processes or trains: make test runs it, make test-fast does not
 
@@ -88,6 +90,35 @@ def test_it_listens_only_with_its_own_certificate(warm):
         Client(plain, timeout=5)
 
 
+def test_a_batch_takes_jobs_of_its_threads(warm):
+    """The worker has a thread per core and a batch grades ``--jobs`` students at once on them: one after the other
+    with --jobs 1 (the batch lasts as long as its students together), as many as the cores with --jobs 2."""
+    root, *_ = warm
+    class_ = ["solution_01", "syntax_error"]
+    for jobs in (1, 2):
+        students = [arg for name in class_ for arg in ("--student", name)]
+        said = run_grader(root, "autograde", "--warm", "--jobs", str(jobs), *students)
+        threads = min(jobs, len(os.sched_getaffinity(0)))
+        assert f"on {threads} worker thread(s) of the warm grader" in said, said[-2000:]
+        assert "started the warm grader" not in said, "a press with other --jobs started another grader"
+        assert_graded_as_the_table_says(root, class_)
+        if jobs == 1:
+            batch_s = float(re.search(r"autograded 2 student\(s\) in (\d+) s", said).group(1))
+            students_s = sum(float(row["seconds"]) for row in batch_report(root).values())
+            assert batch_s >= students_s - 1, f"--jobs 1 graded at once: {students_s} s of students in {batch_s} s"
+
+
+def test_a_course_copied_with_its_record_starts_its_own(warm, tmp_path):
+    """A course folder copied while its grader runs carries that grader's record: the copy's presses must not
+    send their students to, or stop, the grader of the course it was copied from."""
+    root, *_ = warm
+    copy = tmp_path / "copy"
+    (copy / warm_grader.FOLDER).mkdir(parents=True)
+    shutil.copy(root / warm_grader.FOLDER / "state.json", copy / warm_grader.FOLDER)
+    assert warm_grader.running(root) and warm_grader.state(copy) is None and warm_grader.running(copy) is None
+    assert warm_grader.stop(copy) is False and warm_grader.running(root)
+
+
 def test_a_grader_whose_worker_died_is_started_again_not_waited_on(warm):
     """A worker killed (the OOM killer, an admin) leaves a scheduler with no worker, where a task would wait
     forever: the next press starts a whole new grader."""
@@ -136,10 +167,8 @@ def test_it_stops_by_itself_when_idle(tmp_path):
         warm_grader.stop(root)
 
 
-def test_the_formgrader_button_grades_on_it_when_the_course_says_so(tmp_path):
+def test_the_formgrader_button_grades_on_it_by_default(tmp_path):
     root = small_course(tmp_path / "course", ["solution_01"])
-    config = root / "nbgrader_config.py"
-    config.write_text(config.read_text() + "\nc.BatchAutogradeExporter.warm = True\n")
     try:
         pressed = press_formgrader_button(root, "autograde", ASSIGNMENT, "solution_01", env=venv_env())
         assert pressed["success"], pressed

@@ -78,9 +78,12 @@ def test_the_button_and_plain_nbgrader_give_the_batch_s_grade(course):
     assert by_batch[0] > 0
     assert _press_autograde(root, "alice")["success"] is True
     assert _score(root, "alice") == by_batch
-    done = _nbgrader(root, "--student", "alice", "--force")
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    assert _score(root, "alice") == by_batch
+    for warm in (True, False):  # on the course's warm grader (the default), then in a batch of its own
+        done = _nbgrader(root, "--student", "alice", "--force", f"--BatchAutogradeExporter.warm={warm}")
+        said = done.stdout + done.stderr
+        assert done.returncode == 0, said[-3000:]
+        assert ("of the warm grader" in said) is warm, said[-3000:]
+        assert _score(root, "alice") == by_batch
 
 
 def test_plain_nbgrader_refuses_an_unknown_student_without_create(course, tmp_path):
