@@ -37,6 +37,7 @@ from translab.paths import REPO_ROOT, data_dir
 
 from ..course import with_venv_bin
 from grader.course.variants import SECRET_FILE_ENV, create_secret, secret_path
+from grader.grading import warm_grader
 
 HUB_DIR = REPO_ROOT / "hub"
 CONFIG = HUB_DIR / "jupyterhub_config.py"
@@ -195,7 +196,10 @@ class DemoHub:
         raise HubError(f"JupyterHub did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        """Stop the hub; it stops the users' servers and its proxy.  Whatever is left is killed."""
+        """Stop the hub; it stops the users' servers and its proxy.  Whatever is left is killed, and so is the
+        course's warm grader, which the instructor's presses started and which would outlive the hub by its idle
+        time (``grader.grading.warm_grader``)."""
+        warm_grader.stop(self.course)
         if self.process is None or self.process.poll() is not None:
             return
         self.process.send_signal(signal.SIGTERM)
