@@ -12,7 +12,7 @@ from grader.course import GradingError
 from grader.grading import batch
 from grader.grading.cluster import autograde_on_cluster
 from grader.grading.result_folders import grade_students_to
-from grader.grading.warm_grader import IDLE_S, ensure
+from grader.grading.warm_grader import IDLE_S, held
 
 HELP = "grade every submission in submitted/"
 PASSES_NBGRADER_OPTIONS = True  # --Class.trait=value options after the command go to nbgrader
@@ -52,8 +52,9 @@ def run(root: Path, args) -> int:
     if args.warm:
         if args.cluster or args.results_dir:
             raise GradingError("--warm grades on the course's own warm grader: not with --cluster or --results-dir")
-        report = autograde_on_cluster(root, ensure(root, args.idle), args.student, True, nbgrader_options, sandbox,
-                                      args.student_timeout, jobs=args.jobs)
+        with held(root, args.idle) as spec:
+            report = autograde_on_cluster(root, spec, args.student, True, nbgrader_options, sandbox,
+                                          args.student_timeout, jobs=args.jobs)
         report.cluster = f"the warm grader ({report.cluster})"  # named in the summary
     elif args.cluster:
         report = autograde_on_cluster(root, args.cluster, args.student, args.force, nbgrader_options, sandbox,

@@ -16,13 +16,15 @@ of its own instead.  As safe as a batch:
   started them (on a hub, the instructor's API token).  A task brings the course secret, as any cluster task does.
 - They listen on 127.0.0.1 over TLS, with a certificate made for them in ``.translab_warm/`` (0700): a Dask
   scheduler runs any code its clients send, so another user of the machine must not become one.
-- They stop after ``--idle`` seconds without work (Dask's idle timeout; the worker follows its scheduler), and are
+- They stop after ``--idle`` seconds with no task and no press connected (Dask's idle timeout, held while a press
+  is connected: ``grader.grading.warm_scheduler``; the worker follows its scheduler), and are
   started again rather than reused when what decides grades changed (``result_folders.fingerprint``: the grader's
   and translab's code, the references, the solutions, ``nbgrader_config.py``; and the release): nothing grades
   with code loaded before a change.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -42,8 +44,9 @@ from grader.grading.result_folders import fingerprint
 from grader.isolation.kernel_environment import kernel_environment
 
 FOLDER = ".translab_warm"  # in the course folder, the instructor's only (0700)
-IDLE_S = 600  # seconds without a task before the warm grader stops (python -m grader autograde --warm --idle S)
+IDLE_S = 600  # seconds with no task and no press connected before the warm grader stops (--idle S)
 START_TIMEOUT_S = 120
+HOLD_TIMEOUT_S = 10  # a running grader's scheduler answers on loopback at once, or has just closed
 
 
 def folder(root: Path) -> Path:
@@ -51,6 +54,11 @@ def folder(root: Path) -> Path:
     place.mkdir(mode=0o700, exist_ok=True)
     place.chmod(0o700)
     return place
+
+
+def spec_file(root: Path) -> Path:
+    """Where the running grader's address and certificates are (``grader.grading.cluster.connect`` reads it)."""
+    return root / FOLDER / "cluster.json"
 
 
 def code_key(root: Path) -> str:
@@ -111,7 +119,9 @@ def stop(root: Path) -> bool:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pgid in found["pgids"]:
             if _alive(pgid, leader=False):
-                os.killpg(pgid, sig)
+                with contextlib.suppress(ProcessLookupError):  # it may end between the check and the signal
+                    os.killpg(pgid, sig)
+                    os.killpg(pgid, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
         deadline = time.monotonic() + 10
         while any(_alive(pgid, leader=False) for pgid in found["pgids"]) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -119,25 +129,43 @@ def stop(root: Path) -> bool:
     return was_running
 
 
-def ensure(root: Path, idle_s: float = IDLE_S, say=print) -> str:
-    """The spec file of a warm grader running this course's code: the one already running, else a new one (an
-    earlier one stopped first if the code, references, solutions, configuration or release changed)."""
+@contextlib.contextmanager
+def held(root: Path, idle_s: float = IDLE_S, say=print):
+    """The spec file of a warm grader running this course's code (the one already running, else a new one; an
+    earlier one stopped first if the code, references, solutions, configuration or release changed), held by a
+    connection of this press until the block ends: from the moment it is found, the grader cannot reach its idle
+    time (``grader.grading.warm_scheduler``) before the batch's tasks reach it."""
     key = code_key(root)
     with open(folder(root) / "lock", "w") as lock:  # two presses at once start one grader, not two
         fcntl.flock(lock, fcntl.LOCK_EX)
         found = running(root)
-        if found and found["key"] == key:
+        holder = _hold(found["spec"]) if found and found["key"] == key else None
+        if holder:
             say(f"[autograde] the warm grader started at {found['started']} grades (it stops after "
                 f"{found['idle_s']:.0f} s without work)")
-            return found["spec"]
-        if found:
+        elif found and found["key"] != key:
             say("[autograde] the course's code, references, solutions, configuration or release changed since the "
                 "warm grader started: starting it again")
-        stop(root)
-        return _start(root, key, idle_s, say)
+        if not holder:  # none, another code's, or one that stopped between the check and the connection
+            stop(root)
+            holder = _start(root, key, idle_s, say)
+    with holder:
+        yield str(spec_file(root))
 
 
-def _start(root: Path, key: str, idle_s: float, say) -> str:
+def _hold(spec: str):
+    """A connection to the running grader's scheduler, or None if it closed meanwhile (idle, or stopped)."""
+    import dask
+    import distributed  # noqa: F401  its defaults into dask.config first, or leaving the block below removes them
+    with dask.config.set({"distributed.comm.timeouts.connect": f"{HOLD_TIMEOUT_S}s"}):
+        try:
+            return connect(spec)
+        except GradingError:
+            return None
+
+
+def _start(root: Path, key: str, idle_s: float, say):
+    """Start the scheduler and the worker; returns a connection to the scheduler, which holds it (see ``held``)."""
     place = folder(root)
     tls = certificates(place / "certificates", name="warm grader")
     scheduler_file = place / "scheduler.json"
@@ -148,7 +176,8 @@ def _start(root: Path, key: str, idle_s: float, say) -> str:
                 tls["tls_client_key"]]
     started = time.monotonic()
     scheduler = _launch(place / "scheduler.log", env, root, dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
-                        "--protocol", "tls", "--scheduler-file", str(scheduler_file), "--no-dashboard", *security)
+                        "--protocol", "tls", "--scheduler-file", str(scheduler_file), "--no-dashboard",
+                        "--preload", "grader.grading.warm_scheduler", *security)
     while not scheduler_file.exists():
         if scheduler.poll() is not None or time.monotonic() - started > START_TIMEOUT_S:
             raise GradingError(f"the warm grader's scheduler did not start: see {place / 'scheduler.log'}; "
@@ -159,21 +188,22 @@ def _start(root: Path, key: str, idle_s: float, say) -> str:
     worker = _launch(place / "worker.log", env, root, dask, "worker", address, "--nthreads", threads, "--name", "warm",
                      "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", "30",
                      "--local-directory", str(place / "worker-space"), *security)
-    spec = place / "cluster.json"
+    spec = spec_file(root)
     spec.write_text(json.dumps({"address": address, "security": tls}), encoding="utf-8")
     record = {"root": str(root.resolve()), "spec": str(spec), "address": address, "pgids": [scheduler.pid, worker.pid],
               "key": key, "idle_s": idle_s, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     (place / "state.json").write_text(json.dumps(record), encoding="utf-8")
-    with connect(str(spec)) as client:
-        try:
-            client.wait_for_workers(1, timeout=START_TIMEOUT_S)
-        except TimeoutError as error:
-            stop(root)
-            raise GradingError(f"the warm grader's worker did not start: see {place / 'worker.log'}; grade "
-                               "without --warm meanwhile") from error
+    client = connect(str(spec))
+    try:
+        client.wait_for_workers(1, timeout=START_TIMEOUT_S)
+    except TimeoutError as error:
+        client.close()
+        stop(root)
+        raise GradingError(f"the warm grader's worker did not start: see {place / 'worker.log'}; grade "
+                           "without --warm meanwhile") from error
     say(f"[autograde] started the warm grader at {address} in {time.monotonic() - started:.1f} s (it stops after "
         f"{idle_s:.0f} s without work; python -m grader warm --stop ends it now)")
-    return str(spec)
+    return client
 
 
 def _launch(log_path: Path, env: dict, root: Path, *command: str) -> subprocess.Popen:

@@ -119,18 +119,21 @@ def test_a_course_copied_with_its_record_starts_its_own(warm, tmp_path):
     assert warm_grader.stop(copy) is False and warm_grader.running(root)
 
 
-def test_a_grader_whose_worker_died_is_started_again_not_waited_on(warm):
+@pytest.mark.parametrize("process, sig, student", [("worker", signal.SIGKILL, "solution_01"),
+                                                    ("scheduler", signal.SIGSTOP, "blank_01")])
+def test_a_broken_grader_is_started_again_not_waited_on(warm, process, sig, student):
     """A worker killed (the OOM killer, an admin) leaves a scheduler with no worker, where a task would wait
-    forever: the next press starts a whole new grader."""
+    forever; a scheduler that does not answer (stopped here; idle, it closes the same way between a press's check
+    and its hold) would cost Dask's 30 s connect timeout: the next press starts a whole new grader at once."""
     root, *_ = warm
     before = warm_grader.running(root)
     processes = _descendants(before["pgids"])
-    os.kill(before["pgids"][1], signal.SIGKILL)
-    said = run_grader(root, "autograde", "--warm", "--student", "solution_01")
+    os.kill(before["pgids"][["scheduler", "worker"].index(process)], sig)
+    said = run_grader(root, "autograde", "--warm", "--student", student)
     assert "started the warm grader" in said, said[-2000:]
     assert warm_grader.running(root)["pgids"] != before["pgids"]
     assert not still_running(processes), "what was left of the old grader still runs"
-    assert_graded_as_the_table_says(root, ["solution_01"])
+    assert_graded_as_the_table_says(root, [student])
 
 
 def test_a_changed_configuration_starts_it_again_and_stop_leaves_nothing(warm):
@@ -152,12 +155,21 @@ def test_a_changed_configuration_starts_it_again_and_stop_leaves_nothing(warm):
     assert "no warm grader is running" in run_grader(root, "warm")
 
 
-def test_it_stops_by_itself_when_idle(tmp_path):
+def test_a_press_holds_it_past_its_idle_time_and_then_it_stops_by_itself(tmp_path):
+    """Dask's idle time counts only tasks: before the hold, a 3 s --idle outran a slow machine's start and the
+    press failed after Dask's 30 s connect timeout (CI, session 54)."""
     root = small_course(tmp_path / "course", ["blank_01"])
+    said = []
     try:
-        run_grader(root, "autograde", "--warm", "--idle", "3", "--student", "blank_01")
-        processes = _descendants(warm_grader.state(root)["pgids"])
+        with warm_grader.held(root, 3, say=said.append):  # a press between finding the grader and its first task
+            time.sleep(8)
+            assert warm_grader.running(root), "the warm grader stopped under a connected press"
+            pressed = run_grader(root, "autograde", "--warm", "--idle", "3", "--student", "blank_01")
+            assert "the warm grader started at" in pressed, pressed[-2000:]
+            processes = _descendants(warm_grader.state(root)["pgids"])
+        assert any("started the warm grader" in line for line in said), said
         assert len(processes) >= 4, processes
+        assert_graded_as_the_table_says(root, ["blank_01"])
         deadline = time.monotonic() + 60
         while still_running(processes) and time.monotonic() < deadline:
             time.sleep(1)
