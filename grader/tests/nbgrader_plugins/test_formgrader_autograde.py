@@ -12,6 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.course.variants import SECRET_ENVS
 from grader.testing import corpus
 from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 from translab.paths import REPO_ROOT
@@ -55,8 +56,8 @@ def _score(root: Path, student: str) -> tuple[float, bool]:
         return submission.score, any(notebook.flagged for notebook in submission.notebooks)
 
 
-def _nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:
-    env = venv_env()
+def _nbgrader(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = env or venv_env()
     return subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=600)
 
@@ -65,7 +66,8 @@ def test_the_button_grades_in_the_sandbox_and_the_probe_reaches_nothing_outside(
     root, marker = course
     result = _press_autograde(root, "probe")
     assert result["success"] is True, (result.get("error", "") + result.get("log", ""))[-3000:]
-    assert "translab grades 1 submission(s) in its sandbox" in result.get("log", ""), result.get("log", "")[-2000:]
+    assert "translab grades 1 submission(s) in its sandbox (in a process of its own)" in result.get("log", ""), \
+        result.get("log", "")[-2000:]  # not in the notebook server's process, where nbgrader runs the button
     assert not marker.exists(), "the probe's code ran outside the sandbox"
     assert (root / "autograded" / "probe" / ASSIGNMENT / f"{corpus.NB1}.ipynb").exists()
     report = (root / "autograded" / "autograde_report.csv").read_text().splitlines()
@@ -83,7 +85,21 @@ def test_the_button_and_plain_nbgrader_give_the_batch_s_grade(course):
         said = done.stdout + done.stderr
         assert done.returncode == 0, said[-3000:]
         assert ("of the warm grader" in said) is warm, said[-3000:]
+        assert "in its sandbox (in nbgrader's process)" in said and "autograded 1 student(s)" in said, said[-3000:]
         assert _score(root, "alice") == by_batch
+
+
+def test_plain_nbgrader_says_why_the_batch_in_its_process_graded_nothing(course):
+    """The batch runs in nbgrader's own process from the command line: its refusal still reaches the instructor as
+    the batch's words and a failed command, and the gradebook keeps what it had."""
+    root, _ = course
+    before = _score(root, "alice")
+    env = {name: value for name, value in venv_env().items() if name not in SECRET_ENVS}
+    done = _nbgrader(root, "--student", "alice", "--force", env=env)
+    said = done.stdout + done.stderr
+    assert done.returncode != 0, said[-3000:]
+    assert "translab's batch exited 1: error: no course secret" in said, said[-3000:]
+    assert _score(root, "alice") == before
 
 
 def test_plain_nbgrader_refuses_an_unknown_student_without_create(course, tmp_path):
