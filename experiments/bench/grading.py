@@ -56,7 +56,7 @@ def timed_autograde(course: Path, env: dict, jobs: int, timeout: float, *options
                keep_gradebook: bool = False, by_nbgrader: bool = False) -> tuple[float | None, str]:
     """Wall time of ``grader.grading.batch autograde --jobs N [options]`` on the course from an empty gradebook (or the
     one a previous run left, with ``keep_gradebook``), or (None, reason).  ``by_nbgrader``: plain ``nbgrader
-    autograde --force`` instead, which hands the submissions to the batch (what the formgrader's button does)."""
+    autograde --force`` instead, whose exporter hands the submissions to the batch in its own process."""
     for leftover in ("autograded", "feedback") if keep_gradebook else ("gradebook.db", "autograded", "feedback"):
         path = course / leftover
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
@@ -188,7 +188,7 @@ def _first_and_next(course: Path) -> dict:
 def warm_runs(course: Path, env: dict, timeout: float, repeats: int) -> dict:
     """The same submission on the course's warm grader (``grader.grading.warm_grader``): the press that starts it,
     then ``repeats`` presses that find it, by ``python -m grader autograde --warm`` (``make autograde``) and by plain
-    ``nbgrader autograde`` (the formgrader's path), both the course's default."""
+    ``nbgrader autograde``, both the course's default."""
     runs, by_nbgrader = [], []
     try:
         time.sleep(SETTLE_S)

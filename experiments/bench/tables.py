@@ -47,6 +47,11 @@ def _runs_shown(times: list, after: str = "", digits: int = 0, unit: str = " s",
     return f" ({which}{after}: {', '.join(f'{t:,.{digits}f}' for t in times if t)}{unit})"
 
 
+def judged(value, goal, shown=None) -> str:
+    """A goal's column: met or not, and the goal."""
+    return "" if value is None else f"{'met' if value <= goal else 'not met'} (at most {shown or goal})"
+
+
 def _warm_rows(auto: dict) -> list[tuple[str, str, str]]:
     """The warm grader's rows of the grading table: each press that finds it running, against the cold batch."""
     warm = auto.get("warm") or {}
@@ -58,9 +63,11 @@ def _warm_rows(auto: dict) -> list[tuple[str, str, str]]:
     return [("the same on the course's warm grader (`make autograde`, the course's default: `autograde --warm`), a "
              "press that finds it running" + _runs_shown(warm.get("runs_s") or []),
              _seconds(warm["seconds"]) + against, ""),
-            ("the same by plain `nbgrader autograde` (the formgrader's button's path), a press that finds it running"
+            ("the same by plain `nbgrader autograde` (the course's default for it too), a press that finds it running"
              + _runs_shown(warm.get("nbgrader_autograde_runs_s") or []),
-             _seconds(plain) + (f" ({plain / warm['seconds']:.2f}x the row above)" if plain else ""), ""),
+             _seconds(plain) + (f" ({plain / warm['seconds']:.2f}x the row above)" if plain else ""),
+             judged(round(plain / warm["seconds"], 2) if plain else None, GOALS["by_nbgrader_ratio"],
+                    f"{GOALS['by_nbgrader_ratio']}x")),
             ("the press that starts the warm grader (the first, or the first after it went idle)",
              _seconds(warm.get("start_s")), "")]
 
@@ -127,9 +134,6 @@ def readme_tables(result: dict) -> str:
     runs = (result.get("class_autograde") or {}).get("runs") or {}
     mix = (result.get("class_autograde") or {}).get("mix") or {}
     overhead = result.get("isolation_overhead") or {}
-
-    def judged(value, goal, shown=None):
-        return "" if value is None else f"{'met' if value <= goal else 'not met'} (at most {shown or goal})"
 
     repeats = len(auto.get("runs_s") or [])
     plain, project = auto.get("nbgrader_autograde_s"), auto.get("seconds")
