@@ -149,8 +149,10 @@ def held(root: Path, idle_s: float = IDLE_S, say=print):
         if not holder:  # none, another code's, or one that stopped between the check and the connection
             stop(root)
             holder = _start(root, key, idle_s, say)
-    with holder:
-        yield str(spec_file(root))
+    try:  # not ``with holder``: that made it Dask's current client over the batch's own, and the batch's results
+        yield str(spec_file(root))  # then came only at whole seconds (a press took 1 s longer)
+    finally:
+        holder.close()
 
 
 def _hold(spec: str):

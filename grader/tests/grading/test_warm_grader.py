@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from distributed import default_client
+
 from grader.grading import warm_grader
+from grader.grading.cluster import connect
 from translab.contract import ASSIGNMENT
 
 from conftest import press_formgrader_button, run_grader, small_course, still_running, venv_env
@@ -162,7 +165,12 @@ def test_a_press_holds_it_past_its_idle_time_and_then_it_stops_by_itself(tmp_pat
     root = small_course(tmp_path / "course", ["blank_01"])
     said = []
     try:
-        with warm_grader.held(root, 3, say=said.append):  # a press between finding the grader and its first task
+        with warm_grader.held(root, 3, say=said.append) as spec:  # a press between finding it and its first task
+            batch_client = connect(spec)
+            try:  # the batch's own client is the one Dask's helpers (as_completed) use, not the hold's
+                assert default_client() is batch_client
+            finally:
+                batch_client.close()
             time.sleep(8)
             assert warm_grader.running(root), "the warm grader stopped under a connected press"
             pressed = run_grader(root, "autograde", "--warm", "--idle", "3", "--student", "blank_01")
