@@ -95,6 +95,7 @@ def short_of_full_marks(course: Path) -> str:
 
 
 SETTLE_S = 2  # before each timed run: the last one's processes (a zygote unmapping torch, a kernel) have exited
+WARM_PAIRS = 5  # presses on the warm grader by each path, in pairs (``warm_runs``)
 
 
 def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
@@ -126,7 +127,7 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
             by_nbgrader.append(timed_autograde(course, env, 1, timeout, "--BatchAutogradeExporter.warm=False",
                                                keep_gradebook=True, by_nbgrader=True)[0])
             nbgrader_imports.append(import_seconds(NBGRADER_COMMAND, env, course))  # what plain nbgrader adds
-        warm = warm_runs(course, env, timeout, repeats)
+        warm = warm_runs(course, env, timeout, WARM_PAIRS)
     time.sleep(SETTLE_S)
     batch = within_batch(timeout)
     measured = [f for f in floors if f.get("seconds")] or floors[:1]
@@ -187,8 +188,9 @@ def _first_and_next(course: Path) -> dict:
 
 def warm_runs(course: Path, env: dict, timeout: float, repeats: int) -> dict:
     """The same submission on the course's warm grader (``grader.grading.warm_grader``): the press that starts it,
-    then ``repeats`` presses that find it, by ``python -m grader autograde --warm`` (``make autograde``) and by plain
-    ``nbgrader autograde``, both the course's default."""
+    then ``repeats`` pairs of presses that find it, by ``python -m grader autograde --warm`` (``make autograde``) then
+    by plain ``nbgrader autograde``, both the course's default, with each pair's ratio (the two differ by about a
+    second, and one run's noise on this VM is as large: three pairs gave 1.09x and 1.19x an hour apart)."""
     runs, by_nbgrader = [], []
     try:
         time.sleep(SETTLE_S)
@@ -205,6 +207,7 @@ def warm_runs(course: Path, env: dict, timeout: float, repeats: int) -> dict:
         return {"seconds": None, "reason": reason or "a warm run failed"}
     return {"start_s": start, "seconds": statistics.median(runs), "runs_s": runs,
             "nbgrader_autograde_s": statistics.median(by_nbgrader), "nbgrader_autograde_runs_s": by_nbgrader,
+            "nbgrader_paired_ratios": [round(plain / project, 2) for project, plain in zip(runs, by_nbgrader)],
             "command": "python -m grader autograde --warm"}
 
 

@@ -38,13 +38,14 @@ def _seconds(value) -> str:
     return "not measured" if value is None else f"{value:,.1f} s"
 
 
-def _runs_shown(times: list, after: str = "", digits: int = 0, unit: str = " s", runs: str = "runs") -> str:
+def _runs_shown(times: list, after: str = "", digits: int = 0, unit: str = " s", runs: str = "runs",
+                more: str = "") -> str:
     """For a figure measured in several runs: which run the table shows (``grading.median_run``) and every run's
-    time (or ``unit``); nothing for one run."""
+    time (or ``unit``), then ``more``; nothing for one run."""
     if len(times) < 2:
         return ""
     which = f"the faster of {len(times)} {runs}" if len(times) == 2 else f"the median of {len(times)} {runs}"
-    return f" ({which}{after}: {', '.join(f'{t:,.{digits}f}' for t in times if t)}{unit})"
+    return f" ({which}{after}: {', '.join(f'{t:,.{digits}f}' for t in times if t)}{unit}{more})"
 
 
 def judged(value, goal, shown=None) -> str:
@@ -64,12 +65,17 @@ def _warm_rows(auto: dict) -> list[tuple[str, str, str]]:
              "press that finds it running" + _runs_shown(warm.get("runs_s") or []),
              _seconds(warm["seconds"]) + against, ""),
             ("the same by plain `nbgrader autograde` (the course's default for it too), a press that finds it running"
-             + _runs_shown(warm.get("nbgrader_autograde_runs_s") or []),
+             + _runs_shown(warm.get("nbgrader_autograde_runs_s") or [], more=_paired(warm.get("nbgrader_paired_ratios"))),
              _seconds(plain) + (f" ({plain / warm['seconds']:.2f}x the row above)" if plain else ""),
              judged(round(plain / warm["seconds"], 2) if plain else None, GOALS["by_nbgrader_ratio"],
                     f"{GOALS['by_nbgrader_ratio']}x")),
             ("the press that starts the warm grader (the first, or the first after it went idle)",
              _seconds(warm.get("start_s")), "")]
+
+
+def _paired(ratios: list | None) -> str:
+    """Each run's ratio to the run it was paired with, when the runs alternated."""
+    return f"; each against the press by `make autograde` before it: {', '.join(f'{r:.2f}x' for r in ratios)}" if ratios else ""
 
 
 def _nbgrader_import_row(auto: dict) -> list[tuple[str, str, str]]:
