@@ -11,7 +11,7 @@ from pathlib import Path
 from grader.course import GradingError
 from grader.grading import batch
 from grader.grading.cluster import autograde_on_cluster
-from grader.grading.result_folders import grade_students_to
+from grader.grading.result_folders import fingerprint, grade_students_to
 from grader.grading.warm_grader import IDLE_S, held
 
 HELP = "grade every submission in submitted/"
@@ -52,9 +52,10 @@ def run(root: Path, args) -> int:
     if args.warm:
         if args.cluster or args.results_dir:
             raise GradingError("--warm grades on the course's own warm grader: not with --cluster or --results-dir")
-        with held(root, args.idle) as spec:
+        course_fingerprint = fingerprint(root)  # once: the grader is chosen by the digest the tasks carry
+        with held(root, args.idle, course_fingerprint=course_fingerprint) as spec:
             report = autograde_on_cluster(root, spec, args.student, True, nbgrader_options, sandbox,
-                                          args.student_timeout, jobs=args.jobs)
+                                          args.student_timeout, jobs=args.jobs, course_fingerprint=course_fingerprint)
         report.cluster = f"the warm grader ({report.cluster})"  # named in the summary
     elif args.cluster:
         report = autograde_on_cluster(root, args.cluster, args.student, args.force, nbgrader_options, sandbox,

@@ -259,7 +259,7 @@ def _launch(spec: dict):
 
 def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None = None, force: bool = False,
                          extra_args: tuple[str, ...] = (), sandbox: bool = True, student_timeout: float | None = None,
-                         say=None, jobs: int | None = None):
+                         say=None, jobs: int | None = None, course_fingerprint: dict | None = None):
     """Grade on a Dask cluster; returns ``grader.grading.batch``'s report, so the summary and exit code are the same.
     ``jobs``: at most this many tasks on the workers at once (the warm grader's ``--jobs``; else all its threads)."""
     from concurrent.futures import CancelledError  # Dask's FutureCancelledError is one
@@ -272,7 +272,7 @@ def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None
     started = time.perf_counter()
     student_ids, secret = preflight(root, student_ids, data_here=False)  # each worker checks its own data (grade_remote)
     ensure_assignment(root)
-    course_fingerprint = fingerprint(root)
+    course_fingerprint = course_fingerprint or fingerprint(root)  # a warm press's: it chose the grader by it
     _ReconnectNoise.quiet()
     pending, skipped, refused_by = _still_to_grade(root, student_ids, course_fingerprint, force)
     client = connect(cluster)
@@ -291,8 +291,8 @@ def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None
             futures[future] = [name for name, _ in chunk]
             finished.add(future)
 
-        unsent = chunks[workers if jobs else len(chunks):]  # with jobs: sent one by one as tasks end
-        for chunk in chunks[:len(chunks) - len(unsent)]:
+        unsent = chunks[workers:] if jobs else []  # with jobs: sent one by one as tasks end
+        for chunk in chunks[:workers] if jobs else chunks:
             send(chunk)
         say(f"[autograde] {len(pending)} student(s) sent to {address} ({workers} worker thread(s) now, in {_tasks(chunks)})")
         stop = None

@@ -61,9 +61,10 @@ def spec_file(root: Path) -> Path:
     return root / FOLDER / "cluster.json"
 
 
-def code_key(root: Path) -> str:
-    """What decides grades, as one digest: the course fingerprint and the released notebooks."""
-    digest = hashlib.sha256(fingerprint(root)["digest"].encode())
+def code_key(root: Path, course_fingerprint: dict) -> str:
+    """What decides grades, as one digest: the course fingerprint (``result_folders.fingerprint``) and the released
+    notebooks."""
+    digest = hashlib.sha256(course_fingerprint["digest"].encode())
     release = root / "release" / ASSIGNMENT
     for path in sorted(release.rglob("*.ipynb")) if release.is_dir() else []:
         digest.update(str(path.relative_to(release)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -130,12 +131,13 @@ def stop(root: Path) -> bool:
 
 
 @contextlib.contextmanager
-def held(root: Path, idle_s: float = IDLE_S, say=print):
+def held(root: Path, idle_s: float = IDLE_S, say=print, course_fingerprint: dict | None = None):
     """The spec file of a warm grader running this course's code (the one already running, else a new one; an
     earlier one stopped first if the code, references, solutions, configuration or release changed), held by a
     connection of this press until the block ends: from the moment it is found, the grader cannot reach its idle
-    time (``grader.grading.warm_scheduler``) before the batch's tasks reach it."""
-    key = code_key(root)
+    time (``grader.grading.warm_scheduler``) before the batch's tasks reach it.  ``course_fingerprint``: the one the
+    press's tasks carry, so that the grader is chosen by the same digest (else taken here)."""
+    key = code_key(root, course_fingerprint or fingerprint(root))
     with open(folder(root) / "lock", "w") as lock:  # two presses at once start one grader, not two
         fcntl.flock(lock, fcntl.LOCK_EX)
         found = running(root)

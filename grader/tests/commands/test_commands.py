@@ -99,3 +99,27 @@ def test_autograde_hands_the_nbgrader_options_on(tmp_path, monkeypatch):
                      "--GuardedExecute.notebook_budget=30"])
     assert code == 0 and given["student_ids"] == ["alice"] and given["sandbox"] is True
     assert given["extra"] == ("--Execute.timeout=5", "--GuardedExecute.notebook_budget=30")
+
+
+def test_a_warm_press_takes_the_course_fingerprint_once_for_its_grader_and_its_tasks(tmp_path, monkeypatch):
+    """The warm grader is chosen by the digest the press's tasks carry: one reading of the course, not two (two
+    readings cost 0.03 s a press, and a file changed between them could part the grader from its tasks)."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+    command, taken, seen = cli.command_module("autograde"), [], {}
+
+    @contextmanager
+    def held(root, idle_s, course_fingerprint=None):
+        seen["held"] = course_fingerprint
+        yield "spec.json"
+
+    def on_cluster(root, spec, *args, course_fingerprint=None, **options):
+        seen["tasks"] = course_fingerprint
+        return SimpleNamespace(cluster=spec)
+
+    monkeypatch.setattr(command, "fingerprint", lambda root: taken.append(root) or {"digest": f"d{len(taken)}"})
+    monkeypatch.setattr(command, "held", held)
+    monkeypatch.setattr(command, "autograde_on_cluster", on_cluster)
+    monkeypatch.setattr(batch, "print_summary", lambda root, report, timeout: 0)
+    assert cli.main(["--root", str(tmp_path), "autograde", "--warm", "--student", "alice"]) == 0
+    assert len(taken) == 1 and seen == {"held": {"digest": "d1"}, "tasks": {"digest": "d1"}}
