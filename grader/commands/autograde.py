@@ -11,6 +11,7 @@ from pathlib import Path
 from grader.course import GradingError
 from grader.grading import batch
 from grader.grading.cluster import autograde_on_cluster
+from grader.grading.preflight import preflight
 from grader.grading.result_folders import fingerprint, grade_students_to
 from grader.grading.warm_grader import IDLE_S, held
 
@@ -52,6 +53,7 @@ def run(root: Path, args) -> int:
     if args.warm:
         if args.cluster or args.results_dir:
             raise GradingError("--warm grades on the course's own warm grader: not with --cluster or --results-dir")
+        preflight(root, args.student, data_here=False)  # a press that will be refused starts or holds no grader
         course_fingerprint = fingerprint(root)  # once: the grader is chosen by the digest the tasks carry
         with held(root, args.idle, course_fingerprint=course_fingerprint) as spec:
             report = autograde_on_cluster(root, spec, args.student, True, nbgrader_options, sandbox,

@@ -121,5 +121,21 @@ def test_a_warm_press_takes_the_course_fingerprint_once_for_its_grader_and_its_t
     monkeypatch.setattr(command, "held", held)
     monkeypatch.setattr(command, "autograde_on_cluster", on_cluster)
     monkeypatch.setattr(batch, "print_summary", lambda root, report, timeout: 0)
-    assert cli.main(["--root", str(tmp_path), "autograde", "--warm", "--student", "alice"]) == 0
+    monkeypatch.setenv("TRANSLAB_COURSE_SECRET", "a secret for this test")
+    root = _course(tmp_path / "course", students=("alice",))
+    assert cli.main(["--root", str(root), "autograde", "--warm", "--student", "alice"]) == 0
     assert len(taken) == 1 and seen == {"held": {"digest": "d1"}, "tasks": {"digest": "d1"}}
+
+
+@pytest.mark.parametrize("refused", ["no secret", "no submission"])
+def test_a_warm_press_that_is_refused_starts_no_warm_grader(tmp_path, monkeypatch, capsys, refused):
+    """The refusal comes before the warm grader is found or started: a misconfigured course does not pay a
+    grader's start (4-20 s) nor leave one holding 0.6 GB for its idle minutes."""
+    root = _course(tmp_path / "course", students=("student0",) if refused == "no secret" else ("student1",))
+    if refused == "no secret":
+        monkeypatch.delenv("TRANSLAB_COURSE_SECRET", raising=False)
+    command, entered = cli.command_module("autograde"), []
+    monkeypatch.setattr(command, "held", lambda *args, **options: entered.append(args))
+    assert cli.main(["--root", str(root), "autograde", "--warm", "--student", "student0"]) == 1
+    said = capsys.readouterr().err
+    assert entered == [] and ("variants --init" in said if refused == "no secret" else "no submission for" in said)
