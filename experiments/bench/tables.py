@@ -69,8 +69,20 @@ def _warm_rows(auto: dict) -> list[tuple[str, str, str]]:
              _seconds(plain) + (f" ({plain / warm['seconds']:.2f}x the row above)" if plain else ""),
              judged(round(plain / warm["seconds"], 2) if plain else None, GOALS["by_nbgrader_ratio"],
                     f"{GOALS['by_nbgrader_ratio']}x")),
+            *_warm_floor_row(warm),
             ("the press that starts the warm grader (the first, or the first after it went idle)",
              _seconds(warm.get("start_s")), "")]
+
+
+def _warm_floor_row(warm: dict) -> list[tuple[str, str, str]]:
+    """A press on the warm grader against the floor, each press paired with the floor run after it."""
+    ratio, paired = warm.get("ratio_to_floor"), warm.get("floor_paired_ratios") or []
+    if ratio is None:
+        return []
+    return [("a press by `make autograde` on the warm grader against the floor (medians), and each press's against "
+             "the floor run after it (the floor's runs: "
+             + ", ".join(f"{f:.1f}" for f in warm.get("floor_runs_s") or [] if f) + " s)",
+             f"{ratio:.2f} ({', '.join(f'{r:.2f}' for r in paired)})", judged(ratio, GOALS["ratio_to_floor"]))]
 
 
 def _paired(ratios: list | None) -> str:

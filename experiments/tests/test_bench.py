@@ -171,7 +171,8 @@ def test_the_readme_tables_judge_each_figure_by_its_goal():
     assert "warm grader" not in table, "no warm row without a warm measurement"
     result["autograde"]["warm"] = {"start_s": 24.0, "seconds": 15.2, "runs_s": [15.0, 15.2, 16.0],
                                    "nbgrader_autograde_s": 17.5, "nbgrader_autograde_runs_s": [17.5, 17.0, 18.0],
-                                   "nbgrader_paired_ratios": [1.17, 1.13, 1.13]}
+                                   "nbgrader_paired_ratios": [1.17, 1.13, 1.13], "floor_runs_s": [10.0, 9.5, 10.5],
+                                   "ratio_to_floor": 1.52, "floor_paired_ratios": [1.5, 1.6, 1.52]}
     table = tables.readme_tables(result)
     assert ("| the same on the course's warm grader (`make autograde`, the course's default: `autograde --warm`), a "
             "press that finds it running (the median of 3 runs: 15, 15, 16 s) | 15.2 s (0.80 of the batch above) |  |"
@@ -180,6 +181,9 @@ def test_the_readme_tables_judge_each_figure_by_its_goal():
             "each against the press by `make autograde` before it: 1.17x, 1.13x, 1.13x) | 17.5 s (1.15x the row above) "
             "| not met (at most 1.1x) |" in table)
     assert "| the press that starts the warm grader (the first, or the first after it went idle) | 24.0 s |" in table
+    assert ("| a press by `make autograde` on the warm grader against the floor (medians), and each press's against the "
+            "floor run after it (the floor's runs: 10.0, 9.5, 10.5 s) | 1.52 (1.50, 1.60, 1.52) | not met (at most 1.5) |"
+            ) in table
     assert "within one batch" not in table, "no first-to-next row without its measurement"
     assert "nbgrader's import" not in table, "no import row without its measurement"
     result["autograde"].update(nbgrader_import_s=1.8, nbgrader_import_runs_s=[1.7, 1.8, 2.1])
@@ -248,9 +252,9 @@ def test_an_import_is_timed_in_a_new_interpreter_or_is_none_when_it_fails(tmp_pa
     assert import_seconds(("translab_no_such_module",), env, tmp_path) is None
 
 
-def test_warm_presses_alternate_the_two_paths_and_pair_each_with_the_one_before(monkeypatch, tmp_path):
-    """The press that starts the warm grader, then pairs: ``make autograde``'s path, then plain nbgrader's; each
-    pair's ratio kept beside the medians; the warm grader stopped, and a failed press gives no figure."""
+def test_warm_presses_alternate_the_two_paths_and_the_floor_and_pair_each_round(monkeypatch, tmp_path):
+    """The press that starts the warm grader, then rounds: ``make autograde``'s path, plain nbgrader's, the floor;
+    each round's ratios kept beside the medians; the warm grader stopped, and a failed press gives no figure."""
     pressed = []
     times = iter([20.0, 10.0, 11.0, 12.0, 12.5, 11.0, 13.2])
 
@@ -260,16 +264,20 @@ def test_warm_presses_alternate_the_two_paths_and_pair_each_with_the_one_before(
                                               else (("--BatchAutogradeExporter.warm=True",),)), options
         return next(times), ""
 
+    floors = iter([9.0, None, 10.0])  # the second floor run failed: its press is not paired
     monkeypatch.setattr(grading, "timed_autograde", autograde)
+    monkeypatch.setattr(grading, "grading_floor", lambda: pressed.append("floor") or {"seconds": next(floors)})
     monkeypatch.setattr(grading.warm_grader, "stop", lambda course: pressed.append("stopped"))
     monkeypatch.setattr(grading, "SETTLE_S", 0)
     found = grading.warm_runs(tmp_path, {}, 600, 3)
-    assert pressed == [("--warm",), *[("--warm",), "nbgrader"] * 3, "stopped"]
+    assert pressed == [("--warm",), *[("--warm",), "nbgrader", "floor"] * 3, "stopped"]
+    assert found["floor_runs_s"] == [9.0, None, 10.0] and found["floor_paired_ratios"] == [1.11, 1.1]
+    assert found["ratio_to_floor"] == round(11.0 / 9.5, 2)
     assert (found["start_s"], found["runs_s"], found["nbgrader_autograde_runs_s"]) == (20.0, [10.0, 12.0, 11.0],
                                                                                         [11.0, 12.5, 13.2])
     assert (found["seconds"], found["nbgrader_autograde_s"]) == (11.0, 12.5)
     assert found["nbgrader_paired_ratios"] == [1.1, 1.04, 1.2]
-    times = iter([20.0, 10.0, None, 11.0, 12.0])
+    times, floors = iter([20.0, 10.0, None, 11.0, 12.0]), iter([9.0, 9.0])
     pressed.clear()
     assert grading.warm_runs(tmp_path, {}, 600, 2)["seconds"] is None and pressed[-1] == "stopped"
 
