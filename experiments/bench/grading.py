@@ -95,7 +95,7 @@ def short_of_full_marks(course: Path) -> str:
 
 
 SETTLE_S = 2  # before each timed run: the last one's processes (a zygote unmapping torch, a kernel) have exited
-WARM_PAIRS = 5  # presses on the warm grader by each path, in pairs (``warm_runs``)
+WARM_ROUNDS = 5  # on the warm grader: a press by each path, then a floor run (``warm_runs``)
 
 
 def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
@@ -127,7 +127,7 @@ def autograde_time(timeout: float = 1800, repeats: int = 3) -> dict:
             by_nbgrader.append(timed_autograde(course, env, 1, timeout, "--BatchAutogradeExporter.warm=False",
                                                keep_gradebook=True, by_nbgrader=True)[0])
             nbgrader_imports.append(import_seconds(NBGRADER_COMMAND, env, course))  # what plain nbgrader adds
-        warm = warm_runs(course, env, timeout, WARM_PAIRS)
+        warm = warm_runs(course, env, timeout, WARM_ROUNDS)
     time.sleep(SETTLE_S)
     batch = within_batch(timeout)
     measured = [f for f in floors if f.get("seconds")] or floors[:1]

@@ -78,11 +78,18 @@ def _warm_floor_row(warm: dict) -> list[tuple[str, str, str]]:
     """A press on the warm grader against the floor, each press paired with the floor run after it."""
     ratio, paired = warm.get("ratio_to_floor"), warm.get("floor_paired_ratios") or []
     if ratio is None:
-        return []
+        return []  # measured before the warm presses were paired with floor runs
     return [("a press by `make autograde` on the warm grader against the floor (medians), and each press's against "
              "the floor run after it (the floor's runs: "
              + ", ".join(f"{f:.1f}" for f in warm.get("floor_runs_s") or [] if f) + " s)",
-             f"{ratio:.2f} ({', '.join(f'{r:.2f}' for r in paired)})", judged(ratio, GOALS["ratio_to_floor"]))]
+             _ratio_and_pairs(ratio, paired), judged(ratio, GOALS["ratio_to_floor"]))]
+
+
+def _ratio_and_pairs(ratio: float | None, paired: list) -> str:
+    """A ratio of medians, then each paired run's ratio."""
+    if ratio is None:
+        return "not measured"
+    return f"{ratio:.2f}" + (f" ({', '.join(f'{r:.2f}' for r in paired)})" if paired else "")
 
 
 def _paired(ratios: list | None) -> str:
@@ -168,8 +175,7 @@ def readme_tables(result: dict) -> str:
              _seconds(floor.get("seconds")), ""),
             ("ratio to the floor (medians)" + (" and each run's to the floor run after it"
                                                if auto.get("paired_ratios") else ""),
-             "not measured" if auto.get("ratio_to_floor") is None else f"{auto['ratio_to_floor']:.2f}"
-             + (f" ({', '.join(f'{r:.2f}' for r in auto['paired_ratios'])})" if auto.get("paired_ratios") else ""),
+             _ratio_and_pairs(auto.get("ratio_to_floor"), auto.get("paired_ratios") or []),
              judged(auto.get("ratio_to_floor"), GOALS["ratio_to_floor"])), *_warm_rows(auto)]  # goals: issue 53
     one_submission = len(rows)
     rows += _press_rows(result.get("formgrader_presses") or {})
