@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from grader.course.demos import is_graded, needed
 from grader.course.gradebook import cell_scores
 from grader.grading import phases, warm_grader
 from grader.grading.batch import REPORT_NAME
+from grader.grading.cluster import SENT
 from grader.testing import corpus, hub
 from grader.testing.dask_cluster import LocalCluster, gradebook_cells
 
@@ -57,22 +59,54 @@ def timed_autograde(course: Path, env: dict, jobs: int, timeout: float, *options
     """Wall time of ``grader.grading.batch autograde --jobs N [options]`` on the course from an empty gradebook (or the
     one a previous run left, with ``keep_gradebook``), or (None, reason).  ``by_nbgrader``: plain ``nbgrader
     autograde --force`` instead, whose exporter hands the submissions to the batch in its own process."""
+    seconds, _, reason = timed_and_sent(course, env, jobs, timeout, *options, keep_gradebook=keep_gradebook,
+                                        by_nbgrader=by_nbgrader)
+    return seconds, reason
+
+
+def timed_and_sent(course: Path, env: dict, jobs: int, timeout: float, *options: str, keep_gradebook: bool = False,
+                   by_nbgrader: bool = False) -> tuple[float | None, float | None, str]:
+    """``timed_autograde``'s time and reason, with the seconds until the batch said it had sent its students to a
+    cluster (``grader.grading.cluster.SENT``; None if it sent none): on the warm grader, what a press spends before
+    any grading (its process's start, its imports, the check, the connection), and after it the grading."""
     for leftover in ("autograded", "feedback") if keep_gradebook else ("gradebook.db", "autograded", "feedback"):
         path = course / leftover
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     command = (["-m", "nbgrader", "autograde", ASSIGNMENT, "--force", f"--BatchAutogradeExporter.jobs={jobs}"]
                if by_nbgrader else ["-m", "grader", "autograde", "--jobs", str(jobs)])
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, *command, *options], cwd=course, capture_output=True, text=True,
-                          timeout=timeout, env={**env, "PATH": with_venv_bin(env.get("PATH", ""))})
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        return None, f"autograde exited {done.returncode}: {' | '.join(tail)}"
+    code, seconds, lines = run_timestamped([sys.executable, *command, *options], course,
+                                           {**env, "PATH": with_venv_bin(env.get("PATH", ""))}, timeout)
+    if code != 0:
+        tail = [line for _, line in lines if line.strip()][-3:]
+        return None, None, f"autograde exited {code}: {' | '.join(tail)}"
     short = short_of_full_marks(course)
     if short:  # a time for grading that failed is no time for grading
-        return None, f"the complete solutions did not get full marks: {short}"
-    return round(seconds, 1), ""
+        return None, None, f"the complete solutions did not get full marks: {short}"
+    sent = next((at for at, line in lines if SENT in line), None)
+    return round(seconds, 1), (None if sent is None else round(sent, 2)), ""
+
+
+def run_timestamped(argv: list[str], cwd: Path, env: dict, timeout: float) -> tuple[int, float, list[tuple[float, str]]]:
+    """Run ``argv`` with its output and errors in one stream: (exit code, wall seconds, each line with the seconds at
+    which it came).  Killed past ``timeout``, raising ``subprocess.TimeoutExpired`` as ``subprocess.run`` does."""
+    lines: list[tuple[float, str]] = []
+    start = time.perf_counter()
+    with subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          bufsize=1) as process:
+        def read() -> None:
+            for line in process.stdout:
+                lines.append((time.perf_counter() - start, line.rstrip("\n")))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+        seconds = time.perf_counter() - start
+        reader.join()  # the warm grader a press starts writes to its own log, not into this stream
+    return code, seconds, lines
 
 
 def phases_of(course: Path) -> dict:
@@ -191,27 +225,31 @@ def warm_runs(course: Path, env: dict, timeout: float, repeats: int) -> dict:
     then ``repeats`` rounds of presses that find it, by ``python -m grader autograde --warm`` (``make autograde``)
     then by plain ``nbgrader autograde``, both the course's default, then the floor: each round's ratios are kept
     (the two presses differ by about a second, and one run's noise on this VM is as large: three pairs gave 1.09x
-    and 1.19x an hour apart)."""
-    runs, by_nbgrader, floors = [], [], []
+    and 1.19x an hour apart), and each press's seconds until it had sent its student, which split the press into
+    its own start and the grading (``timed_and_sent``)."""
+    presses, by_nbgrader, floors = [], [], []  # each press's (seconds, seconds until its student was sent, reason)
     try:
         time.sleep(SETTLE_S)
-        start, reason = timed_autograde(course, env, 1, timeout, "--warm", keep_gradebook=True)
+        start, _, reason = timed_and_sent(course, env, 1, timeout, "--warm", keep_gradebook=True)
         for _ in range(repeats if start is not None else 0):
             time.sleep(SETTLE_S)
-            runs.append(timed_autograde(course, env, 1, timeout, "--warm", keep_gradebook=True)[0])
+            presses.append(timed_and_sent(course, env, 1, timeout, "--warm", keep_gradebook=True))
             time.sleep(SETTLE_S)
-            by_nbgrader.append(timed_autograde(course, env, 1, timeout, "--BatchAutogradeExporter.warm=True",
-                                          keep_gradebook=True, by_nbgrader=True)[0])
+            by_nbgrader.append(timed_and_sent(course, env, 1, timeout, "--BatchAutogradeExporter.warm=True",
+                                              keep_gradebook=True, by_nbgrader=True))
             time.sleep(SETTLE_S)
             floors.append(grading_floor().get("seconds"))
     finally:
         warm_grader.stop(course)
-    if start is None or None in runs + by_nbgrader:
+    runs, plain = [press[0] for press in presses], [press[0] for press in by_nbgrader]
+    if start is None or None in runs + plain:
         return {"seconds": None, "reason": reason or "a warm run failed"}
+    sent, plain_sent = [press[1] for press in presses], [press[1] for press in by_nbgrader]
     measured = [(run, floor) for run, floor in zip(runs, floors) if floor]
     return {"start_s": start, "seconds": statistics.median(runs), "runs_s": runs,
-            "nbgrader_autograde_s": statistics.median(by_nbgrader), "nbgrader_autograde_runs_s": by_nbgrader,
-            "nbgrader_paired_ratios": [round(plain / project, 2) for project, plain in zip(runs, by_nbgrader)],
+            "nbgrader_autograde_s": statistics.median(plain), "nbgrader_autograde_runs_s": plain,
+            "nbgrader_paired_ratios": [round(by / project, 2) for project, by in zip(runs, plain)],
+            "sent_runs_s": sent, "nbgrader_sent_runs_s": plain_sent,
             "floor_runs_s": floors, "ratio_to_floor": round(statistics.median(runs) / statistics.median(
                 floor for _, floor in measured), 2) if measured else None,
             "floor_paired_ratios": [round(run / floor, 2) for run, floor in measured],

@@ -69,9 +69,29 @@ def _warm_rows(auto: dict) -> list[tuple[str, str, str]]:
              _seconds(plain) + (f" ({plain / warm['seconds']:.2f}x the row above)" if plain else ""),
              judged(round(plain / warm["seconds"], 2) if plain else None, GOALS["by_nbgrader_ratio"],
                     f"{GOALS['by_nbgrader_ratio']}x")),
+            *_warm_sent_row(warm),
             *_warm_floor_row(warm),
             ("the press that starts the warm grader (the first, or the first after it went idle)",
              _seconds(warm.get("start_s")), "")]
+
+
+def _warm_sent_row(warm: dict) -> list[tuple[str, str, str]]:
+    """Each press of the two rows above cut where it had sent its student: its own start, then the grading."""
+    sent, plain_sent = warm.get("sent_runs_s") or [], warm.get("nbgrader_sent_runs_s") or []
+    if not sent or None in sent + plain_sent:
+        return []  # measured before the presses were cut, or a press that sent nothing
+
+    def cut(runs: list, sent_at: list) -> str:
+        return (f"{statistics.median(sent_at):.1f} s + "
+                f"{statistics.median(run - at for run, at in zip(runs, sent_at)):.1f} s")
+
+    return [("of which before the press had sent its student to the warm grader (the press's start, its imports, the "
+             "check, the connection; plain `nbgrader autograde`'s with nbgrader's own import and set-up, which come "
+             "before any code of the course's), then after it (the grading, the merge, the exit), medians: "
+             "`make autograde` against plain `nbgrader autograde` (the times to the student sent: "
+             + ", ".join(f"{at:.1f}" for at in sent) + " s against " + ", ".join(f"{at:.1f}" for at in plain_sent)
+             + " s)",
+             f"{cut(warm['runs_s'], sent)} against {cut(warm['nbgrader_autograde_runs_s'], plain_sent)}", "")]
 
 
 def _warm_floor_row(warm: dict) -> list[tuple[str, str, str]]:

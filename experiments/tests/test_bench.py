@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 
@@ -181,6 +182,13 @@ def test_the_readme_tables_judge_each_figure_by_its_goal():
             "each against the press by `make autograde` before it: 1.17x, 1.13x, 1.13x) | 17.5 s (1.15x the row above) "
             "| not met (at most 1.1x) |" in table)
     assert "| the press that starts the warm grader (the first, or the first after it went idle) | 24.0 s |" in table
+    assert "sent its student" not in table, "no row cutting the presses without their times to the student sent"
+    result["autograde"]["warm"].update(sent_runs_s=[0.9, 1.1, 1.0], nbgrader_sent_runs_s=[2.4, 2.2, 2.5])
+    assert ("then after it (the grading, the merge, the exit), medians: `make autograde` against plain `nbgrader "
+            "autograde` (the times to the student sent: 0.9, 1.1, 1.0 s against 2.4, 2.2, 2.5 s) | 1.0 s + 14.1 s "
+            "against 2.4 s + 15.1 s |  |") in tables.readme_tables(result)
+    result["autograde"]["warm"]["nbgrader_sent_runs_s"][1] = None  # a press that printed no line of its students sent
+    assert "sent its student" not in tables.readme_tables(result)
     assert ("| a press by `make autograde` on the warm grader against the floor (medians), and each press's against the "
             "floor run after it (the floor's runs: 10.0, 9.5, 10.5 s) | 1.52 (1.50, 1.60, 1.52) | not met (at most 1.5) |"
             ) in table
@@ -254,18 +262,21 @@ def test_an_import_is_timed_in_a_new_interpreter_or_is_none_when_it_fails(tmp_pa
 
 def test_warm_presses_alternate_the_two_paths_and_the_floor_and_pair_each_round(monkeypatch, tmp_path):
     """The press that starts the warm grader, then rounds: ``make autograde``'s path, plain nbgrader's, the floor;
-    each round's ratios kept beside the medians; the warm grader stopped, and a failed press gives no figure."""
+    each round's ratios and each press's time to its student sent kept beside the medians; the warm grader stopped,
+    and a failed press gives no figure."""
     pressed = []
     times = iter([20.0, 10.0, 11.0, 12.0, 12.5, 11.0, 13.2])
+    sent = iter([1.5, 0.9, 2.4, 1.0, 2.2, 0.8, 2.6])
 
     def autograde(course, env, jobs, timeout, *options, keep_gradebook=False, by_nbgrader=False):
         pressed.append("nbgrader" if by_nbgrader else options)
         assert keep_gradebook and options in ((("--warm",),) if not by_nbgrader
                                               else (("--BatchAutogradeExporter.warm=True",),)), options
-        return next(times), ""
+        seconds = next(times)
+        return seconds, (next(sent) if seconds else None), ""
 
     floors = iter([9.0, None, 10.0])  # the second floor run failed: its press is not paired
-    monkeypatch.setattr(grading, "timed_autograde", autograde)
+    monkeypatch.setattr(grading, "timed_and_sent", autograde)
     monkeypatch.setattr(grading, "grading_floor", lambda: pressed.append("floor") or {"seconds": next(floors)})
     monkeypatch.setattr(grading.warm_grader, "stop", lambda course: pressed.append("stopped"))
     monkeypatch.setattr(grading, "SETTLE_S", 0)
@@ -277,9 +288,24 @@ def test_warm_presses_alternate_the_two_paths_and_the_floor_and_pair_each_round(
                                                                                         [11.0, 12.5, 13.2])
     assert (found["seconds"], found["nbgrader_autograde_s"]) == (11.0, 12.5)
     assert found["nbgrader_paired_ratios"] == [1.1, 1.04, 1.2]
-    times, floors = iter([20.0, 10.0, None, 11.0, 12.0]), iter([9.0, 9.0])
+    assert (found["sent_runs_s"], found["nbgrader_sent_runs_s"]) == ([0.9, 1.0, 0.8], [2.4, 2.2, 2.6])
+    times, floors, sent = iter([20.0, 10.0, None, 11.0, 12.0]), iter([9.0, 9.0]), iter([1.0] * 4)
     pressed.clear()
     assert grading.warm_runs(tmp_path, {}, 600, 2)["seconds"] is None and pressed[-1] == "stopped"
+
+
+def test_a_command_s_lines_come_with_the_seconds_at_which_each_came(tmp_path):
+    """What ``timed_and_sent`` cuts a press by: its output and errors as one stream, each line timed as it came,
+    the exit code kept; past its timeout the command is killed and the bench told so."""
+    script = ("import sys, time; print('before', flush=True); time.sleep(1); "
+              "print('[autograde] 1 student(s) sent to tls://127.0.0.1:1', file=sys.stderr, flush=True); "
+              "time.sleep(0.3); sys.exit(3)")
+    code, seconds, lines = grading.run_timestamped([sys.executable, "-c", script], tmp_path, dict(os.environ), 60)
+    assert code == 3 and [line for _, line in lines] == ["before", "[autograde] 1 student(s) sent to tls://127.0.0.1:1"]
+    assert lines[0][0] + 0.5 <= lines[1][0] < seconds  # the second came a second after the first
+    assert grading.SENT in lines[1][1]
+    with pytest.raises(subprocess.TimeoutExpired):
+        grading.run_timestamped([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path, dict(os.environ), 1)
 
 
 def test_the_first_of_a_batch_carries_the_batch_s_setup_against_the_median_of_the_next(monkeypatch, tmp_path):

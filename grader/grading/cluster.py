@@ -57,6 +57,7 @@ from grader.grading.result_folders import (AUTOGRADED, GRADEBOOK, CourseMismatch
                                            merged_mark, payload, submission)
 
 ALLOWED_FAILURES = 2  # retries after a worker died with the student: the scheduler's allowed-failures
+SENT = "student(s) sent to"  # the batch's line once its students are on their way (make bench times a press to it)
 # Dask's own upkeep, relaxed where grading needs none of it, for the workers and the scheduler: the statistical
 # profiler samples every thread each 10 ms, the nanny reads its worker's memory each 100 ms, the system monitor
 # each 0.5 s, the event loop ticks each 20 ms: CPU taken from the students' kernels (``make bench`` measures what
@@ -294,7 +295,7 @@ def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None
         unsent = chunks[workers:] if jobs else []  # with jobs: sent one by one as tasks end
         for chunk in chunks[:workers] if jobs else chunks:
             send(chunk)
-        say(f"[autograde] {len(pending)} student(s) sent to {address} ({workers} worker thread(s) now, in {_tasks(chunks)})")
+        say(f"[autograde] {len(pending)} {SENT} {address} ({workers} worker thread(s) now, in {_tasks(chunks)})")
         stop = None
         for future in finished:
             chunk = futures[future]
