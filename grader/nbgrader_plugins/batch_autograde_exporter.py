@@ -8,11 +8,12 @@ that list (the assignment, ``--student``, ``--force``, ``--create``, ``student_i
 to ``python -m grader autograde --warm`` (``warm``: the course's warm grader, kept between presses; without it a
 batch of its own).  From the formgrader's button that runs in a process of its own, since nbgrader runs the button's
 Autograde inside the notebook server; from the command line in nbgrader's own short-lived process, which has
-imported most of what the batch's process would import again (0.3 s of the 1.1 s plain ``nbgrader autograde`` cost
-over ``make autograde``).  Either way: a plain-file copy, sandboxed kernels forked from
-the zygote, verdicts decided outside the student's process, a per-student gradebook merged in one transaction,
-flags and ``autograded/autograde_report.csv``.  nbgrader's loop is then left nothing to do (the converter's
-``assignments`` emptied), so nbgrader reports the batch's success, or its failure with the batch's own words.
+imported most of what the batch's process would import again (what plain ``nbgrader autograde`` still spends over
+``make autograde``, nbgrader's own start, ``make bench`` measures).  Either way: a plain-file copy, sandboxed
+kernels forked from the zygote, verdicts decided outside the student's process, a per-student gradebook merged in
+one transaction, flags and ``autograded/autograde_report.csv``.  nbgrader's loop is then left nothing to do (the
+converter's ``assignments`` emptied), so nbgrader reports the batch's success, or its failure with the batch's own
+words.
 
 Inside the nbgrader processes of translab's commands (``GRADER_RUN_ENV``), and where the instructor opted out of
 the sandbox for trusted notebooks (``UNSANDBOXED_ENV=1``, what ``--no-sandbox`` sets), it is nbgrader's
