@@ -37,8 +37,8 @@ from traitlets import Bool, Float, Int
 
 from translab.contract import ASSIGNMENT, UNSANDBOXED_ENV
 
-from grader.grading.process_exit import skip_final_collections
 from grader.grading.nbgrader_selection import listed, refusal, run_by_translab
+from grader.grading.process_exit import skip_final_collections
 
 from ..course import students
 from .guarded_execute import GuardedExecute
