@@ -55,6 +55,7 @@ def test_the_setup_cell_without_a_package_says_where_to_open_the_notebook(tmp_pa
     done = _run_cell(bare, setup_cell.source(1), tmp_path, isolated=True)
     assert done.returncode != 0
     assert "RuntimeError: translab is not installed here" in done.stderr and "course's link" in done.stderr
+    assert "upload the translab-*.whl file" in done.stderr
 
 
 def test_the_release_writes_the_package_and_the_badge_into_a_cell_it_can_find_again():
@@ -91,12 +92,15 @@ def test_a_wheel_install_copies_the_notebooks_and_never_overwrites_the_students_
     folder = local.place_notebooks(say=said.append)
     assert folder == (tmp_path / local.DEFAULT_NOTEBOOKS).resolve()
     assert (folder / "01_a.ipynb").read_text() == "my answers" and (folder / "02_b.ipynb").read_text() == "release 02_b.ipynb"
-    assert said == [f"notebooks in {folder}: 1 copied, 1 of yours kept as they are"]
+    assert said == [f"notebooks in {folder}: 1 copied (02_b.ipynb), 1 of yours kept as they are"]
+    monkeypatch.chdir(folder)  # run again inside the folder it made: that folder, not a copy below it
+    assert local.place_notebooks(say=said.append) == folder and not (folder / local.DEFAULT_NOTEBOOKS).exists()
+    assert said[-1] == f"notebooks in {folder}: 0 copied, 2 of yours kept as they are"
 
 
 def test_the_lab_command_is_the_student_lab_without_a_shell(tmp_path):
     command = local.lab_command(tmp_path, port=8123, host="127.0.0.1")
-    assert command[:4] == [sys.executable, "-m", "jupyter", "lab"] and f"--notebook-dir={tmp_path}" in command
+    assert command[:3] == [sys.executable, "-m", "jupyterlab"] and f"--notebook-dir={tmp_path}" in command
     assert "--port=8123" in command and "--ServerApp.ip=127.0.0.1" in command and "--no-browser" in command
     assert {f"--ServerApp.jpserver_extensions=nbgrader.server_extensions.{name}=False"
             for name in ("formgrader", "course_list", "assignment_list")} <= set(command)

@@ -46,28 +46,40 @@ def _archive_bytes() -> int:
 
 def place_notebooks(folder: Path | None = None, say=print) -> Path:
     """The folder the student works in: a checkout's or release's own notebooks, or (a wheel install) ``folder``
-    (default ./translab-notebooks) with the wheel's notebooks copied in where missing; a notebook already there is
-    the student's work and is kept as it is."""
+    (default: the folder it is run in when that holds the lab's notebooks already, else ./translab-notebooks) with
+    the wheel's notebooks copied in where missing; a notebook already there is the student's work and is kept as
+    it is."""
     if folder is None and notebooks_dir() is not None:
         return notebooks_dir()
-    target = Path(folder or DEFAULT_NOTEBOOKS).expanduser().resolve()
     bundled = BUNDLED_HOME / "notebooks" / ASSIGNMENT
-    if not bundled.is_dir():
+    released = sorted(bundled.glob("*.ipynb")) if bundled.is_dir() else []
+    target = Path(folder or _working_folder(notebook.name for notebook in released)).expanduser().resolve()
+    if not released:
         if folder is not None and target.is_dir():
             return target
         raise SystemExit(f"no notebooks to open: {bundled} is missing. Install the student wheel your instructor "
                          "gives (`pip install ...`), or run this inside the course or its student release.")
     target.mkdir(parents=True, exist_ok=True)
     copied, kept = [], []
-    for notebook in sorted(bundled.glob("*.ipynb")):
+    for notebook in released:
         destination = target / notebook.name
         if destination.exists():
             kept.append(notebook.name)
         else:
             shutil.copyfile(notebook, destination)
             copied.append(notebook.name)
-    say(f"notebooks in {target}: {len(copied)} copied" + (f", {len(kept)} of yours kept as they are" if kept else ""))
+    say(f"notebooks in {target}: {len(copied)} copied" + (f" ({', '.join(copied)})" if copied else "")
+        + (f", {len(kept)} of yours kept as they are" if kept else ""))
     return target
+
+
+def _working_folder(names) -> Path:
+    """Where a student who names no folder works: here, when they run it inside the folder that ``setup`` made
+    (it holds one of the lab's notebooks), so that their work is served rather than a new copy below it."""
+    here = Path.cwd()
+    if here.name == DEFAULT_NOTEBOOKS or any((here / name).is_file() for name in names):
+        return here
+    return here / DEFAULT_NOTEBOOKS
 
 
 def setup(part: int | None = None, notebooks: Path | None = None, say=print) -> dict:
@@ -80,7 +92,7 @@ def setup(part: int | None = None, notebooks: Path | None = None, say=print) -> 
 
 def lab_command(notebooks: Path, port: int = 8888, host: str = "127.0.0.1", browser: bool = False) -> list[str]:
     """JupyterLab on the student's notebooks with the student settings: no instructor panels."""
-    command = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={notebooks}", f"--ServerApp.ip={host}",
+    command = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={notebooks}", f"--ServerApp.ip={host}",
                f"--port={port}"]
     command += [f"--ServerApp.jpserver_extensions=nbgrader.server_extensions.{name}=False"
                 for name in INSTRUCTOR_EXTENSIONS]

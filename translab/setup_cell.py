@@ -1,8 +1,9 @@
 """The first code cell of every notebook, and the "Open in Colab" badge above it.
 
 In Colab (or any hosted Jupyter that reaches PyPI) the cell installs the student package from where the instructor
-published it (``make student-release PACKAGE=... COLAB=...`` writes that into each released notebook), then fetches
-the data its part reads; where translab is importable already (``make setup``, a hub, the grader) it does nothing.
+published it (``make student-release PACKAGE=... COLAB=...`` writes that into each released notebook), or else the
+release's wheel the student uploaded beside the notebook (the newest, where there are several), then fetches the
+data its part reads; where translab is importable already (``make setup``, a hub, the grader) it does nothing.
 The solution notebooks hold it with no package set; a test keeps them equal to ``source(part)``.
 """
 from __future__ import annotations
@@ -18,14 +19,18 @@ TEMPLATE = '''\
 TRANSLAB_PACKAGE = {package!r}  # where translab comes from: written by your instructor's release
 import importlib.util
 if importlib.util.find_spec("translab") is None:
-    import subprocess, sys, time
-    if not TRANSLAB_PACKAGE:
+    import glob, os, subprocess, sys, time
+    uploaded = sorted(glob.glob("translab-*.whl"), key=os.path.getmtime)  # a wheel uploaded beside the notebook
+    package = TRANSLAB_PACKAGE or (uploaded[-1] if uploaded else "")
+    if not package:
         raise RuntimeError("translab is not installed here, and this copy of the notebook does not say where it comes "
-                           "from: open the notebook from your course's link, or run `python -m translab lab`")
+                           "from: upload the translab-*.whl file of your course's release into this runtime's files "
+                           "(Colab: the folder icon on the left, then Upload) and run this cell again, or open the "
+                           "notebook from your course's link")
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", TRANSLAB_PACKAGE], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", package], check=True)
     importlib.invalidate_caches()
-    print(f"translab installed in {{time.monotonic() - started:.0f}} s")
+    print(f"translab installed from {{package}} in {{time.monotonic() - started:.0f}} s")
     from translab.local import fetch_data
     fetch_data(part={part})'''
 

@@ -14,6 +14,8 @@ release is pushed to, for the "Open in Colab" badges) are written into each note
 """
 from __future__ import annotations
 
+import datetime
+import json
 import re
 import shutil
 import subprocess
@@ -33,7 +35,8 @@ from translab.paths import REPO_ROOT
 LIBRARY = "translab"
 ARTIFACTS = ("tokenizer.model", "pretrained_lm.pt", "pretrained_lm.json")
 RESULTS = ("transfer.json", "transfer.png", "bert_finetune.json", "diagnostics.json", "recipe_search.json",
-           "student_run.json", "bench.json")  # bench.json: the time each training cell prints before it starts
+           "student_run.json", "decoding.json",
+           "bench.json")  # bench.json: the time each training cell prints before it starts
 # What the student wheel needs, as ranges: the platform's own packages (Colab's torch, numpy, ...) satisfy them, so
 # the setup cell installs translab beside them instead of replacing them.  torch: the versions tested, by
 # grader/tests/test_students_anywhere.py (2.14.1, a fresh venv, CPU), `make test` itself (2.13.0) and a GPU runtime
@@ -54,6 +57,10 @@ STUDENT_REQUIREMENTS = {
 LAB_REQUIREMENTS = {"jupyterlab": ">=4.0", "notebook": ">=7.0", "nbgrader": ">=0.9", "ipykernel": ">=6.25"}
 TESTED_PYTHON = ">=3.11"  # 3.11 here, 3.12 on the GPU runtime
 BUNDLED = "_lab"  # translab/_lab in the wheel: artifacts, results, references, notebooks
+# Every release of the course, numbered: the wheel's version carries the week and this number, so that each release
+# upgrades the one before with the README's one `pip install` (pip skips a wheel whose version is installed).  Kept
+# in the course root beside the gradebook; git-ignored like the other working files.
+RELEASE_LOG = ".translab_releases.json"
 
 STUDENT_MAKEFILE = """\
 # translab, the student release: `make setup` once, then `make lab` (shortcuts for python -m translab setup / lab).
@@ -93,11 +100,16 @@ STUDENT_README = """\
 minutes, once per runtime); a GPU runtime trains faster, and the checks run on the CPU either way. Download your
 notebook (File > Download .ipynb) and hand it in as your course asks.
 
-**On your laptop** (Linux, macOS or Windows, Python 3.11 or later; a virtual environment is best):
+**On your laptop** (Linux, macOS or Windows, Python 3.11 or later; a virtual environment is best), in one folder of
+your own that you keep all term{save}:
 
-    pip install "translab[lab] @ {wheel}"
-    python -m translab setup    # once: the data (sha256-checked) and the notebooks, into ./translab-notebooks
+    pip install "{requirement}"
+    python -m translab setup    # the data (sha256-checked) and the notebooks, into ./translab-notebooks
     python -m translab lab      # JupyterLab on them, at the printed URL
+
+Each release has a version of its own ({version}: week {until}, the course's release {serial}). When the next week's
+comes, run the same three commands with its wheel, in the same folder: pip replaces translab with the new release,
+`setup` adds the new week's notebooks and leaves yours as they are.
 
 In this folder, `make setup` then `make lab` do the same with the exact versions the course was tested with.
 
@@ -115,18 +127,21 @@ class ReleaseError(RuntimeError):
     """The release cannot be written as asked; the message says why and what to do."""
 
 
-def write(dest: Path, root: Path = REPO_ROOT, until: int = 1, package: str = "", colab: str = "", wheel: bool = False) -> list[Path]:
+def write(dest: Path, root: Path = REPO_ROOT, until: int = 1, package: str = "", colab: str = "", wheel: bool = False,
+          serial: int = 0) -> list[Path]:
     """Write the student release into ``dest`` (which must not exist or be empty); returns the files written.
     ``until``: the part the students start now: the notebooks up to it, translab's reference code of the parts
     before it, stubs for the rest (``grader.course.withheld``; ``LAST_PART + 1``: everything).
     ``package``: what the notebooks' setup cells ``pip install`` (a wheel URL, a name on PyPI); ``colab``: the
     GitHub repository (owner/name[@ref]) the release will be pushed to: badges open its notebooks in Colab, and
-    ``package`` defaults to its ``dist/`` wheel.  ``wheel``: build that wheel into ``dest/dist``."""
+    ``package`` defaults to its ``dist/`` wheel.  ``wheel``: build that wheel into ``dest/dist``.  ``serial``: the
+    release's number in the course (``next_serial``; 0: unnumbered), which with ``until`` makes its version."""
     dest = Path(dest).resolve()
     if colab and not re.fullmatch(r"[\w.-]+/[\w.-]+(@[\w./-]+)?", colab):
         raise ReleaseError(f"COLAB={colab!r} is not a GitHub repository: write owner/name or owner/name@branch")
+    version = student_version(root, until, serial)
     if colab and not package:
-        package = setup_cell.wheel_url(colab, wheel_name(root))
+        package = setup_cell.wheel_url(colab, wheel_file(version))
     try:
         withheld.withheld(until)
     except withheld.StageError as error:
@@ -159,10 +174,10 @@ def write(dest: Path, root: Path = REPO_ROOT, until: int = 1, package: str = "",
         visible = references.load_from(root / "grader" / "references", name)["visible"]
         torch.save({"visible": visible}, dest / "references" / f"{name}.pt")
     _copy(root / "constraints.txt", dest / "constraints.txt")
-    (dest / "pyproject.toml").write_text(student_pyproject((root / "pyproject.toml").read_text(encoding="utf-8")),
-                                         encoding="utf-8")
+    (dest / "pyproject.toml").write_text(student_pyproject(version), encoding="utf-8")
     (dest / "Makefile").write_text(STUDENT_MAKEFILE, encoding="utf-8")
-    (dest / "README.md").write_text(student_readme(package, colab, notebooks[0].name), encoding="utf-8")
+    (dest / "README.md").write_text(student_readme(package, colab, notebooks[0].name, until, serial, version,
+                                                   built=wheel), encoding="utf-8")
     (dest / "data").mkdir()
     _copy(root / "data" / "README.md", dest / "data" / "README.md")
     if wheel:
@@ -177,8 +192,44 @@ def _version(course_pyproject: str) -> str:
     return found.group(1)
 
 
-def wheel_name(root: Path = REPO_ROOT) -> str:
-    return f"translab-{_version((root / 'pyproject.toml').read_text(encoding='utf-8'))}-py3-none-any.whl"
+def student_version(root: Path = REPO_ROOT, until: int = 1, serial: int = 0) -> str:
+    """The course's version, then the week (the part students start now) and the release's number: 0.1.0.2.5 is
+    week 2, the course's fifth release.  No two releases share a version, so pip installs each over the last."""
+    return f"{_version((root / 'pyproject.toml').read_text(encoding='utf-8'))}.{until}.{serial}"
+
+
+def wheel_name(root: Path = REPO_ROOT, until: int = 1, serial: int = 0) -> str:
+    return wheel_file(student_version(root, until, serial))
+
+
+def wheel_file(version: str) -> str:
+    """The file name setuptools gives the student wheel at ``version``."""
+    return f"translab-{version}-py3-none-any.whl"
+
+
+def releases(root: Path = REPO_ROOT) -> list[dict]:
+    """The course's releases so far, oldest first (``RELEASE_LOG``)."""
+    log = Path(root) / RELEASE_LOG
+    if not log.exists():
+        return []
+    try:
+        return json.loads(log.read_text(encoding="utf-8"))["releases"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ReleaseError(f"{log} is not the release log translab writes ({error}): restore it from a backup, or "
+                           "give the release's number yourself (--serial N, above every number already given out)") \
+            from error
+
+
+def next_serial(root: Path = REPO_ROOT) -> int:
+    return max((release["serial"] for release in releases(root)), default=0) + 1
+
+
+def record(root: Path, serial: int, until: int, dest: Path) -> None:
+    """Add a release to the course's log, so that the next one gets the next number."""
+    entries = [release for release in releases(root) if release["serial"] != serial]
+    entries.append({"serial": serial, "until": until, "version": student_version(root, until, serial),
+                    "dest": str(Path(dest).resolve()), "written": datetime.date.today().isoformat()})
+    (Path(root) / RELEASE_LOG).write_text(json.dumps({"releases": entries}, indent=1) + "\n", encoding="utf-8")
 
 
 def student_packages(root: Path = REPO_ROOT) -> list[str]:
@@ -187,8 +238,9 @@ def student_packages(root: Path = REPO_ROOT) -> list[str]:
                   if "__pycache__" not in init.parts)
 
 
-def student_pyproject(course_pyproject: str) -> str:
-    """The student package's pyproject.toml: ``translab`` only, its dependencies as tested ranges (not the course's
+def student_pyproject(version: str) -> str:
+    """The student package's pyproject.toml at ``version`` (``student_version``): ``translab`` only, its
+    dependencies as tested ranges (not the course's
     pins, which ``constraints.txt`` still applies in ``make setup``), JupyterLab and nbgrader as the ``lab`` extra,
     and the lab's files inside the package where a wheel carries them."""
     def listed(requirements: dict[str, str]) -> str:
@@ -199,7 +251,7 @@ build-backend = "setuptools.build_meta"
 
 [project]
 name = "translab"
-version = "{_version(course_pyproject)}"
+version = "{version}"
 description = "Transformers and transfer learning for NLP: the student package of an autograded lab"
 readme = "README.md"
 license = {{text = "MIT"}}
@@ -219,15 +271,37 @@ translab = ["jupyter_student/*/*.json", "{BUNDLED}/**/*"]
 """
 
 
-def student_readme(package: str, colab: str, first_notebook: str) -> str:
-    """The release's README: the Colab badge first when the release says where it is published."""
+def student_readme(package: str, colab: str, first_notebook: str, until: int, serial: int, version: str,
+                   built: bool = True) -> str:
+    """The release's README: the Colab badge first when the release says where it is published, and the commands
+    that install this release (``version``: week ``until``, release ``serial``) as written: from ``package`` where
+    it is published, else from its wheel in ``dist/`` (``built``) or the file the instructor hands out."""
+    wheel = wheel_file(version)
     if colab:
         url = setup_cell.colab_url(colab, f"notebooks/{ASSIGNMENT}/{first_notebook}")
         badge, where = setup_cell.badge(url), f"open [part 1 in Colab]({url}), then each part from its own badge."
+    elif package:
+        badge, where = "", "open a notebook of this release (File > Upload notebook)."
     else:
-        badge, where = "", ("open a notebook of this release (upload it, or push the release to GitHub and make "
-                            "it again with COLAB=owner/name for one-click links).")
-    return STUDENT_README.format(badge=badge, colab=where, wheel=package or "<the wheel your instructor gives>")
+        badge, where = "", (f"open a notebook of this release (File > Upload notebook), then upload "
+                            f"`dist/{wheel}` from this folder into the runtime's files (the folder icon on the left, "
+                            "then Upload) before you run the first cell, which installs it.")
+    local = wheel if built else "<the wheel file your instructor gives>"
+    save = "" if package else (f" (save this release's wheel, `dist/{wheel}`, into it first)" if built
+                               else " (save the wheel your instructor gives into it first)")
+    return STUDENT_README.format(badge=badge, colab=where, requirement=pip_requirement(package or local), save=save,
+                                 version=version, until=until, serial=serial)
+
+
+def pip_requirement(where: str, extras: str = "lab") -> str:
+    """What ``pip install`` takes for translab with ``extras`` from ``where``: a URL (``translab[lab] @ URL``), a
+    wheel file (``path.whl[lab]``: pip takes no ``name @`` before a plain path) or a name on PyPI."""
+    if "://" in where:
+        return f"translab[{extras}] @ {where}"
+    if where.endswith(".whl") or where.startswith("<"):
+        return f"{where}[{extras}]"
+    named = re.fullmatch(r"([A-Za-z0-9_.-]+)(.*)", where)  # a name on PyPI, with or without a version
+    return f"{named.group(1)}[{extras}]{named.group(2)}" if named else where
 
 
 def _fill_in(notebook: Path, package: str, colab: str) -> None:

@@ -3,7 +3,8 @@
 A student's laptop gets ``pip install "translab[lab] @ wheel"``: the wheel's declared dependencies and theirs,
 nothing of the course's (no grader, no pytest, no editable translab).  Downloading them again costs minutes and the
 network, so this venv borrows the distributions of the running environment (our pins) that the wheel's requirements
-reach, linking each one's top-level files into the new site-packages, then lets pip install the wheel with its
+reach, linking each one's top-level files into the new site-packages (and its data files, JupyterLab's assets
+among them, into the new prefix), then lets pip install the wheel with its
 dependency check on and no index: a requirement the wheel forgets is missing there, one it states wrongly fails
 pip.  (Installing from PyPI, with another torch, is ``test_students_anywhere``'s exhaustive test.)
 """
@@ -70,15 +71,31 @@ def _top_level(distribution: metadata.Distribution) -> set[str]:
     return names
 
 
-def create(venv: Path, wheel: Path, extras: tuple[str, ...] = ("lab",)) -> Path:
-    """The venv at ``venv`` with ``wheel`` installed by pip (dependency check on, no index); returns its python."""
+def _data_files(distribution: metadata.Distribution) -> list[Path]:
+    """The files a distribution puts beside site-packages, relative to the environment's prefix (JupyterLab's assets
+    and extensions in share/, server extensions enabled in etc/), but not its scripts in bin/, whose first line
+    names this environment's Python."""
+    prefix, found = Path(sys.prefix).resolve(), []
+    for file in distribution.files or []:
+        if Path(file).parts[:1] == ("..",):
+            path = Path(distribution.locate_file(file)).resolve()
+            if prefix in path.parents and path.relative_to(prefix).parts[0] != "bin":
+                found.append(path.relative_to(prefix))
+    return found
+
+
+def create(venv: Path, wheel: Path, extras: tuple[str, ...] = ("lab",), install: bool = True) -> Path:
+    """The venv at ``venv`` with ``wheel`` installed by pip (dependency check on, no index); returns its python.
+    Its own ``python -m pip`` works, as in any venv.  ``install`` False: what the wheel needs is there, translab is
+    not (a platform before the setup cell, a laptop before the README's ``pip install``)."""
     subprocess.run([Path(sys.base_prefix, "bin", "python3"), "-m", "venv", "--without-pip", str(venv)], check=True,
                    timeout=120)
     python = venv / "bin" / "python"
     site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True, timeout=60).stdout.strip())
     here = {canonicalize_name("translab")}
-    for key, distribution in closure(wheel_requirements(wheel, extras)).items():
+    needed = closure([*wheel_requirements(wheel, extras), Requirement("pip")])
+    for key, distribution in needed.items():
         if key in here:
             continue
         origin = Path(distribution.locate_file(""))
@@ -86,9 +103,16 @@ def create(venv: Path, wheel: Path, extras: tuple[str, ...] = ("lab",)) -> Path:
             target = site / name
             if (origin / name).exists() and not target.exists():
                 target.symlink_to(origin / name)
+        for relative in _data_files(distribution):
+            target = venv / relative
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.symlink_to(Path(sys.prefix).resolve() / relative)
+    if not install:
+        return python
     requirement = f"translab[{','.join(extras)}] @ {wheel.resolve().as_uri()}" if extras else str(wheel.resolve())
-    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-                                "--no-index", "--no-compile", "--disable-pip-version-check", requirement],
+    installed = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-index", "--no-compile",
+                                "--disable-pip-version-check", requirement],
                                capture_output=True, text=True, timeout=300)
     if installed.returncode != 0:
         raise RuntimeError(f"pip could not install the student wheel into a venv holding only what it declares:\n"

@@ -43,6 +43,15 @@ def release(stages) -> Path:
     return stages[2]
 
 
+def test_every_result_a_notebook_or_translab_reads_ships_with_the_release():
+    """Issue 90: notebook 03 read results/decoding.json, which no release shipped, and said "ask your instructor"."""
+    read = set()
+    for path in [*(REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"), *(REPO_ROOT / "translab").rglob("*.py")]:
+        read |= set(re.findall(r'RESULTS_DIR\s*/\s*\\?"([\w.]+)\\?"', path.read_text(encoding="utf-8")))
+    assert {"decoding.json", "transfer.png", "bench.json"} <= read, read
+    assert read <= set(student_release.RESULTS), f"read but never shipped: {read - set(student_release.RESULTS)}"
+
+
 def test_the_release_holds_no_solutions_gradebook_grader_or_hidden_cases(release):
     names = {path.relative_to(release).parts[0] for path in release.rglob("*")}
     assert names == {"notebooks", "translab", "references", "artifacts", "results", "data", "Makefile",
