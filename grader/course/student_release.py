@@ -96,8 +96,8 @@ STUDENT_README = """\
 1. causal mask and positional encoding; 2. the model and its parameters; 3. pretraining and generation;
 4. transfer: pretrained vs from scratch; 5. masked language modelling; 6. transfer at scale (a real BERT).
 
-**In Colab** (or any hosted Jupyter): {colab} The first cell installs translab and fetches the part's data (a few
-minutes, once per runtime); a GPU runtime trains faster, and the checks run on the CPU either way. Download your
+**In Colab** (or any hosted Jupyter): {colab} The first cell installs translab and fetches the part's data (a
+few minutes, once per runtime); a GPU runtime trains faster, and the checks run on the CPU either way. Download your
 notebook (File > Download .ipynb) and hand it in as your course asks.
 
 **On your laptop** (Linux, macOS or Windows, Python 3.11 or later; a virtual environment is best), in one folder of
@@ -283,9 +283,8 @@ def student_readme(package: str, colab: str, first_notebook: str, until: int, se
     elif package:
         badge, where = "", "open a notebook of this release (File > Upload notebook)."
     else:
-        badge, where = "", (f"open a notebook of this release (File > Upload notebook), then upload "
-                            f"`dist/{wheel}` from this folder into the runtime's files (the folder icon on the left, "
-                            "then Upload) before you run the first cell, which installs it.")
+        badge, where = "", (f"open a notebook of this release (File > Upload notebook) and upload `dist/{wheel}` "
+                            "from this folder into the runtime's files (the folder icon on the left, then Upload).")
     local = wheel if built else "<the wheel file your instructor gives>"
     save = "" if package else (f" (save this release's wheel, `dist/{wheel}`, into it first)" if built
                                else " (save the wheel your instructor gives into it first)")
