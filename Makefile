@@ -27,9 +27,13 @@ HOST     ?= 127.0.0.1
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
+# pip stays quiet (its full log is a few hundred lines): the step says what it does, how long to expect, how long it took
 $(VENV)/.installed: pyproject.toml constraints.txt grader/skip_iri_syntax.pth
+	@echo "setup: installing the pinned packages into $(VENV): about 2.2 GB (torch's CPU build is 750 MB of it), \
+	about 4 minutes on 2 cores (measured), longer on a slow connection; pip prints nothing until it is done"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[distributed,hub-kubernetes]"
+	SECONDS=0; $(PY) -m pip install --quiet -c constraints.txt -e ".[distributed,hub-kubernetes]" \
+		&& echo "setup: packages installed in $$SECONDS s"
 	cp grader/skip_iri_syntax.pth "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
 	touch $@
 
@@ -88,12 +92,13 @@ test-exhaustive: $(INSTALLED) ## what make test samples once, every case: each w
 lab: $(INSTALLED) ## JupyterLab for students on notebooks/, no instructor tools (prints the URL; HOST=127.0.0.1; python -m translab lab)
 	$(PY) -m translab lab --notebooks notebooks/$(ASSIGNMENT) --host $(HOST) --port $(PORT)
 
-formgrader: $(INSTALLED) ## JupyterLab at the course root for instructors, on the formgrader (HOST=127.0.0.1; COURSE=folder: another course, e.g. demo-class)
+formgrader: $(INSTALLED) ## JupyterLab at the course root for instructors: the URL it prints opens the formgrader (HOST=127.0.0.1; COURSE=folder: another course, e.g. demo-class)
 	@# nbgrader runs `alembic` (the gradebook's migrations) from PATH: the venv's bin/ goes first; it reads the
-	@# nbgrader_config.py of the folder it starts in
+	@# nbgrader_config.py of the folder it starts in.  The URL it prints, and where / leads, is JupyterLab's own
+	@# default_url (LabApp's: it overrides ServerApp.default_url, so /lab was printed): set there, it is the formgrader
 	cd "$(or $(COURSE),$(CURDIR))" && mkdir -p exchange && PATH="$(BIN):$$PATH" $(BIN)/jupyter lab --no-browser \
 		--notebook-dir=. --ServerApp.ip=$(HOST) --port=$(PORT) \
-		--ServerApp.default_url=/formgrader $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+		--LabApp.default_url=/formgrader $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 release: $(INSTALLED) ## regenerate the student notebooks from solutions/ (nbgrader generate_assignment)
 	$(PY) -m grader release
@@ -108,7 +113,7 @@ merge: $(INSTALLED) ## merge result folders graded elsewhere into gradebook.db: 
 	@test -n "$(RESULTS)" || { echo "usage: make merge RESULTS=\"folder ...\" (written by python -m grader autograde --student ID --results-dir folder)"; exit 2; }
 	$(PY) -m grader merge $(RESULTS)
 
-feedback: $(INSTALLED) ## HTML feedback in feedback/ (hidden tests removed); refuses while written answers are ungraded (ARGS=--graded-only or --force)
+feedback: $(INSTALLED) ## HTML feedback in feedback/ (hidden tests removed), a line a student; refuses while written answers are ungraded (ARGS=--graded-only or --force; --verbose: nbgrader's log)
 	$(PY) -m grader feedback $(ARGS)
 
 grades: $(INSTALLED) ## grades.csv (per notebook and per task); FORMAT=canvas CANVAS_COLUMN="Title (id)" or FORMAT=moodle MOODLE_WORKSHEET=file.csv: the LMS's import file

@@ -7,7 +7,8 @@ a ``CheckFailed`` whose value ends with ``[diagnosis: key ...]`` (``translab.che
 Writes, under ``reports/`` of the course:
 
 * ``tasks.csv``          one row per autograded test cell: notebook, task, points, students, passed, failed,
-                         pass_rate, diagnosed (failures with a diagnosis), top_misconception;
+                         not_submitted (the notebook never handed in: not a failure of the task), pass_rate (of
+                         those who handed it in), diagnosed (failures with a diagnosis), top_misconception;
 * ``misconceptions.csv`` one row per misconception: rank, kind, key, description, students, tasks, example (the
                          first line of one student's message);
 * ``report.html``        the same as one page with two plots (PNG inside the page): no script, every piece of text
@@ -40,7 +41,7 @@ from .phases import PHASES_NAME, SETUP, read_students, read_totals
 
 NO_DIAGNOSIS = "(no diagnosis)"
 NOT_RUN = "(no output: not run)"
-NOT_SUBMITTED = "(notebook not submitted)"
+NOT_READ = "(no graded copy to read)"
 
 
 @dataclass
@@ -50,14 +51,26 @@ class Task:
     points: float
     scores: dict = field(default_factory=dict)          # student -> score
     causes: dict = field(default_factory=dict)          # student -> [misconception keys]
+    missing: set = field(default_factory=set)           # students who never handed this notebook in
 
     @property
     def passed(self) -> list[str]:
         return sorted(s for s, score in self.scores.items() if score is not None and score >= self.points)
 
     @property
+    def not_submitted(self) -> list[str]:
+        """Scored 0 by nbgrader ("No submitted file"), but nothing to re-teach: kept apart from ``failed``."""
+        return sorted(s for s in self.scores if s in self.missing and s not in self.passed)
+
+    @property
     def failed(self) -> list[str]:
-        return sorted(s for s in self.scores if s not in self.passed)
+        return sorted(s for s in self.scores if s not in self.passed and s not in self.missing)
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Of the students who handed the notebook in."""
+        handed_in = len(self.scores) - len(self.not_submitted)
+        return len(self.passed) / handed_in if handed_in else None
 
 
 @dataclass
@@ -71,7 +84,7 @@ class Misconception:
     @property
     def kind(self) -> str:
         """"misconception" (what a student got wrong), or "other": why a check could not judge (not written, an
-        error, calls translab, not run, not submitted, a check without a diagnosis)."""
+        error, calls translab, not run, no graded copy, a check without a diagnosis)."""
         return "other" if is_other(self.key) else "misconception"
 
 
@@ -136,13 +149,18 @@ def collect(root: Path) -> tuple[list[Task], dict[str, Misconception]]:
     for notebook in sorted({nb for nb, _ in tasks}):
         for student in sorted({s for t in tasks.values() for s in t.scores}):
             safe = re.fullmatch(r"[A-Za-z0-9_.@+-]{1,128}", student) and student not in (".", "..")
-            document = read_notebook_json(root / "autograded" / student / ASSIGNMENT / f"{notebook}.ipynb") if safe else None
+            graded_copy = root / "autograded" / student / ASSIGNMENT / f"{notebook}.ipynb"
+            document = read_notebook_json(graded_copy) if safe else None
             outputs = _test_cell_outputs(document) if document else {}
+            handed_in = not safe or graded_copy.exists() or (
+                root / "submitted" / student / ASSIGNMENT / f"{notebook}.ipynb").exists()
             for (nb, name), task in tasks.items():
+                if nb == notebook and not handed_in:
+                    task.missing.add(student)
                 if nb != notebook or student not in task.failed:
                     continue
                 errors = [o for o in outputs.get(name, []) if o.get("output_type") == "error"]
-                keys, example = [NOT_RUN if document else NOT_SUBMITTED], ""
+                keys, example = [NOT_RUN if document else NOT_READ], ""
                 if errors:
                     keys, example = causes_of(errors[-1])
                 task.causes[student] = keys
@@ -159,8 +177,8 @@ def _describe(key: str) -> str:
         return "failed a check that names no specific misconception (see the feedback)"
     if key == NOT_RUN:
         return "the test cell has no output: not run (a kernel that died, a time budget spent)"
-    if key == NOT_SUBMITTED:
-        return "the notebook was not submitted (or could not be read)"
+    if key == NOT_READ:
+        return "no autograded copy of the handed-in notebook could be read (not graded, or not a notebook)"
     if key.startswith("error"):
         return "the test cell raised an error before the check could run (e.g. a name the answer cell never defined)"
     return describe(key) or "(a key this version of translab does not know)"
@@ -171,9 +189,18 @@ def ranked(misconceptions: dict[str, Misconception]) -> list[Misconception]:
     return sorted(misconceptions.values(), key=lambda m: (m.kind != "misconception", -len(m.students), m.key))
 
 
+# a task's bar, left to right: (legend, the Task's list of those students, how it is drawn); each part is told
+# apart by its hatch as well as its colour
+TASK_BARS = (("passed", "passed", {"color": PALETTE[0]}),
+             ("failed", "failed", {"color": PALETTE[1], "hatch": "//", "edgecolor": "white"}),
+             ("not submitted", "not_submitted",
+              {"color": "white", "hatch": "..", "edgecolor": PALETTE[4], "linewidth": 0.8}))
+
+
 def _plot(tasks: list[Task], top: list[Misconception]) -> tuple[str, str]:
-    """Two horizontal bar charts as a PNG in base64, pass rate per task and students per misconception, and what
-    they show in words (the image's alt): failed bars are hatched as well as coloured."""
+    """Two horizontal bar charts as a PNG in base64, per task who passed, failed and never handed the notebook in,
+    and students per misconception, and what they show in words (the image's alt): each part of a task's bar is
+    hatched differently as well as coloured, so that the categories never differ by colour alone."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -181,9 +208,11 @@ def _plot(tasks: list[Task], top: list[Misconception]) -> tuple[str, str]:
     rows_tasks, rows_mis = max(len(tasks), 1), max(len(top), 1)
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 0.28 * max(rows_tasks, rows_mis) + 1.6))
     names = [f"{t.notebook[:2]} {t.name}" for t in tasks]
-    left.barh(names, [len(t.passed) for t in tasks], color=PALETTE[0], label="passed")
-    left.barh(names, [len(t.failed) for t in tasks], left=[len(t.passed) for t in tasks], color=PALETTE[1],
-              hatch="//", edgecolor="white", label="failed")
+    start = [0] * len(tasks)
+    for label, students, style in TASK_BARS:
+        counts = [len(getattr(t, students)) for t in tasks]
+        left.barh(names, counts, left=start, label=label, **style)
+        start = [a + b for a, b in zip(start, counts)]
     left.invert_yaxis()
     left.set_xlabel("students")
     left.set_title("per task")
@@ -201,9 +230,13 @@ def _plot(tasks: list[Task], top: list[Misconception]) -> tuple[str, str]:
     figure.savefig(buffer, format="png", dpi=90)
     plt.close(figure)
     hardest = max(tasks, key=lambda t: len(t.failed), default=None)
-    words = f"Bar charts: students who passed and failed each of {len(tasks)} tasks"
+    words = (f"Bar charts: students who passed (plain bars), failed (hatched //) and did not hand the notebook in "
+             f"(dotted outline) each of {len(tasks)} tasks")
     if hardest is not None and hardest.failed:
         words += f" (most failed: {hardest.notebook[:2]} {hardest.name}, {len(hardest.failed)} of {len(hardest.scores)})"
+    missing = {t.notebook: len(t.not_submitted) for t in tasks if t.not_submitted}
+    if missing:
+        words += "; not handed in: " + ", ".join(f"notebook {nb[:2]} by {n}" for nb, n in sorted(missing.items()))
     words += f"; students per diagnosed misconception ({len(top)} shown"
     words += f", the most common: {top[0].description}, {len(top[0].students)} students)" if top else ")"
     return base64.b64encode(buffer.getvalue()).decode("ascii"), words + ". The tables below give every number."
@@ -249,7 +282,7 @@ def _html(tasks: list[Task], misconceptions: list[Misconception], students: int,
     e = html.escape
     task_rows = "\n".join(
         f"<tr><td>{e(t.notebook)}</td><td>{e(t.name)}</td><td>{len(t.passed)}</td><td>{len(t.failed)}</td>"
-        f"<td>{_top(t)}</td></tr>" for t in tasks)
+        f"<td>{len(t.not_submitted)}</td><td>{_top(t)}</td></tr>" for t in tasks)
     real = [m for m in misconceptions if m.kind == "misconception"]
     other = [m for m in misconceptions if m.kind != "misconception"]
     mis_rows = "\n".join(
@@ -269,8 +302,8 @@ img{{max-width:100%;height:auto}}</style>
 </head><body><main>
 <h1>{e(ASSIGNMENT)}: what the class got wrong</h1>
 <p>{students} students graded. Misconceptions are counted once per student, ranked by how many students made
-them; the checks name them in each failing test's message (translab.diagnosis). Text quoted from submissions is
-escaped.</p>
+them; the checks name them in each failing test's message (translab.diagnosis). A notebook a student never handed
+in counts as not submitted, not as failed. Text quoted from submissions is escaped.</p>
 <img alt="{e(image_text)}" src="data:image/png;base64,{image}">
 <h2>Misconceptions, most common first</h2>
 <table><tr><th>rank</th><th>students</th><th>misconception</th><th>key</th><th>tasks</th><th>example message</th></tr>
@@ -281,7 +314,8 @@ escaped.</p>
 {other_rows}
 </table>
 <h2>Tasks</h2>
-<table><tr><th>notebook</th><th>task</th><th>passed</th><th>failed</th><th>most common misconception</th></tr>
+<table><tr><th>notebook</th><th>task</th><th>passed</th><th>failed</th><th>not submitted</th>
+<th>most common misconception</th></tr>
 {task_rows}
 </table>
 {similar}
@@ -311,8 +345,8 @@ def write(root: Path, out_dir: Path | None = None) -> list[Path]:
     students = len({s for t in tasks for s in t.scores})
     with open(out_dir / "tasks.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["notebook", "task", "points", "students", "passed", "failed", "pass_rate", "diagnosed",
-                         "top_misconception"])
+        writer.writerow(["notebook", "task", "points", "students", "passed", "failed", "not_submitted", "pass_rate",
+                         "diagnosed", "top_misconception"])
         for t in tasks:
             diagnosed = sum(1 for keys in t.causes.values() if not all(is_other(k) for k in keys))
             counts: dict[str, int] = defaultdict(int)
@@ -321,7 +355,8 @@ def write(root: Path, out_dir: Path | None = None) -> list[Path]:
                     counts[key] += 1
             top = min(counts.items(), key=lambda item: (-item[1], item[0]))[0] if counts else ""
             writer.writerow([t.notebook, t.name, t.points, len(t.scores), len(t.passed), len(t.failed),
-                             f"{len(t.passed) / len(t.scores):.2f}" if t.scores else "", diagnosed, defuse_formula(top)])
+                             len(t.not_submitted), "" if t.pass_rate is None else f"{t.pass_rate:.2f}", diagnosed,
+                             defuse_formula(top)])
     with open(out_dir / "misconceptions.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["rank", "kind", "key", "description", "students", "tasks", "example"])

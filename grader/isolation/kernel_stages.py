@@ -180,6 +180,20 @@ def unstaged_library(root: Path, env: dict) -> str | None:
         return None
     where = f"translab from {found}" if found else "no translab at all"
     return (f"the grading kernels would import {where}, which the sandbox does not replace with the notebook's "
-            f"stage ({', '.join(map(str, covered))}): every answer would score 0. Grade with the grader of the "
-            f"checkout {sys.executable} has installed, or install this one (`pip install -e {root}`), or put it "
-            f"first on PYTHONPATH")
+            f"stage ({', '.join(map(str, covered))}): every answer would score 0. {how_to_stage(root, found)}")
+
+
+def how_to_stage(root: Path, found: str) -> str:
+    """What gives the kernels a translab the stage covers: an interpreter with this grader's own checkout installed
+    (``make setup`` there), never ``pip install -e`` of the course, which is a folder of notebooks, not a package."""
+    checkout = PACKAGE_DIR.parent
+    if not (checkout / "Makefile").is_file():  # this translab is an installed package, not a checkout's
+        return (f"Grade with a Python that imports {PACKAGE_DIR} from any folder (`make autograde PY=/path/to/python` "
+                f"in the course's checkout), or put {checkout} first on PYTHONPATH")
+    grade = ("`make autograde` there" if Path(root).resolve() == checkout.resolve()
+             else f"`.venv/bin/python -m grader --root {root} autograde` in it")
+    elsewhere = Path(found).parent
+    other = (f"; or grade with the grader of the checkout {sys.executable} has installed: `{sys.executable} -m grader "
+             f"--root {root} autograde` in {elsewhere}" if found and (elsewhere / "grader").is_dir() else "")
+    return (f"Run `make setup` in {checkout}, the checkout of this grader (its .venv installs that checkout's "
+            f"translab), then {grade}{other}; or put {checkout} first on PYTHONPATH")

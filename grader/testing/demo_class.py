@@ -19,11 +19,12 @@ from translab.paths import REPO_ROOT
 from .outside.end_to_end import grader_command, released_course, submit
 
 DEFAULT = REPO_ROOT / "demo-class"
+FEEDBACK_PAGES = "feedback/{student}/" + ASSIGNMENT + "/*.html"  # where nbgrader writes them, in the course
 
 
 def make_demo_class(dest: Path, part: int = 1) -> dict:
-    """Build and grade the demo class in ``dest`` (a new folder); returns what an instructor opens, and each
-    student's answers (``students``)."""
+    """Build and grade the demo class in ``dest`` (a new folder); returns what an instructor opens (``feedback``: the
+    pages nbgrader wrote), and each student's answers (``students``)."""
     if dest.exists() and any(dest.iterdir()):
         raise FileExistsError(f"{dest} is not empty: remove it (rm -r {dest}) or give another DEST")
     course = released_course(dest)
@@ -31,10 +32,20 @@ def make_demo_class(dest: Path, part: int = 1) -> dict:
     students = submit(course, part)
     for command in (("autograde",), ("feedback", "--force"), ("grades",), ("report",)):
         grader_command(course, *command)
-    first = sorted(students)[0]
-    return {"course": course, "students": students,
-            "feedback": course / "feedback" / first / ASSIGNMENT,
+    pages = sorted(course.glob(FEEDBACK_PAGES.format(student="*")))
+    return {"course": course, "students": students, "feedback": pages,
             "grades": course / "grades.csv", "report": course / "reports" / "report.html"}
+
+
+def what_to_open(made: dict) -> str:
+    """What ``main`` prints: each path one that exists; the feedback pages as the pattern they follow (nbgrader's
+    ``feedback/<student>/<assignment>/``), with one of them."""
+    course, pattern = made["course"], FEEDBACK_PAGES.format(student="<student>")
+    return (f"graded {len(made['students'])} students of notebook 01 in {course}:\n"
+            f"  their feedback pages   {course / pattern} (one: {made['feedback'][0]})\n"
+            f"  the class's grades     {made['grades']}\n"
+            f"  what the class got wrong, ranked   {made['report']}\n"
+            f"  grade the written answers by hand: make formgrader COURSE={course}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,11 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     except FileExistsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(f"graded {len(made['students'])} students of notebook 01 in {made['course']}:\n"
-          f"  their feedback pages   {made['feedback'].parent}/<student>/{ASSIGNMENT}/*.html (one: {made['feedback']})\n"
-          f"  the class's grades     {made['grades']}\n"
-          f"  what the class got wrong, ranked   {made['report']}\n"
-          f"  grade the written answers by hand: make formgrader COURSE={made['course']}")
+    print(what_to_open(made))
     return 0
 
 

@@ -501,14 +501,14 @@ def test_a_failed_merge_leaves_the_gradebook_as_it_was(tmp_path, venv_path):
 def test_make_report_on_the_corpus_counts_every_student_and_the_wrong_masks(graded):
     """`make report` on a class full of broken and hostile work: it completes, counts every student on every
     task, and ranks the mask of 1s (the wrong mask of six cases whose mask tests ran) first among the
-    misconceptions (a task's top reason may be another kind: a notebook not submitted)."""
+    misconceptions (a task's top reason may be another kind: an error, a test not run)."""
     root, *_ = graded
     run_grader(root, "report")
     with open(root / "reports" / "tasks.csv", newline="", encoding="utf-8") as handle:
         tasks = {(row["notebook"], row["task"]): row for row in csv.DictReader(handle)}
     mask = tasks[("01_mask_and_positional_encoding", "mask_visible")]
     assert int(mask["students"]) == len(GRADED)
-    assert int(mask["passed"]) + int(mask["failed"]) == len(GRADED)
+    assert int(mask["passed"]) + int(mask["failed"]) + int(mask["not_submitted"]) == len(GRADED)
     with open(root / "reports" / "misconceptions.csv", newline="", encoding="utf-8") as handle:
         found = {row["key"]: row for row in csv.DictReader(handle)}
     assert int(found["mask.ones"]["students"]) >= 4, found["mask.ones"]

@@ -57,7 +57,9 @@ def test_make_lab_serves_the_notebooks_without_the_instructor_tools(course):
 
 def test_make_formgrader_serves_the_course_root_with_a_working_formgrader(course):
     with served(course, "formgrader") as (base, log):
-        assert f"http://127.0.0.1:{base.rsplit(':', 1)[1]}/" in log
+        # the URL it prints leads to the formgrader, not to JupyterLab's /lab (LabApp.default_url, not ServerApp's)
+        assert f"http://127.0.0.1:{base.rsplit(':', 1)[1]}/formgrader?token=" in log, log[-3000:]
+        assert "/lab?token=" not in log, log[-3000:]
         status, page = _get(f"{base}/formgrader?token={TOKEN}")
         assert status == 200, page[-2000:]
         assert "encountered an error" not in page and "not a subdirectory" not in page, page[-2000:]

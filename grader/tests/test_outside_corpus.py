@@ -100,6 +100,8 @@ def test_part_1s_outside_answers_through_autograde_validate_and_the_feedback(tmp
     assert set(grades) == set(chosen) and len({row["total"] for row in grades.values()}) > 1
     report = made["report"].read_text(encoding="utf-8")
     assert "mask." in report and "attention." in report  # diagnosis keys of notebook 01, ranked
-    assert made["feedback"].is_dir() and all((course / "feedback" / sid).is_dir() for sid in chosen)
+    assert {page.relative_to(course).parts[1] for page in made["feedback"]} == set(chosen)
+    from test_demo_class import unopened
+    assert unopened(demo_class.what_to_open(made), chosen) == [], demo_class.what_to_open(made)
     with pytest.raises(FileExistsError):
         demo_class.make_demo_class(course)

@@ -139,3 +139,28 @@ def test_a_warm_press_that_is_refused_starts_no_warm_grader(tmp_path, monkeypatc
     assert cli.main(["--root", str(root), "autograde", "--warm", "--student", "student0"]) == 1
     said = capsys.readouterr().err
     assert entered == [] and ("variants --init" in said if refused == "no secret" else "no submission for" in said)
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_feedback_says_one_line_a_student_and_nbgrader_s_log_only_when_asked(tmp_path, monkeypatch, capsys, verbose):
+    """``make feedback`` printed nbgrader's six INFO lines a student: now a line a student and the class's, and
+    nbgrader's own log level quiets it (its errors still show and fail) unless ``ARGS=--verbose``."""
+    from grader.commands import feedback
+    students, calls = ("ann", "ben"), []
+
+    def nbgrader(root, *args):
+        calls.append(args)
+        for student in students:
+            for notebook in ("01_first", "02_second"):
+                page = root / "feedback" / student / ASSIGNMENT / f"{notebook}.html"
+                page.parent.mkdir(parents=True, exist_ok=True)
+                page.write_text("<html></html>", encoding="utf-8")
+        return ""
+
+    monkeypatch.setattr(feedback, "nbgrader", nbgrader)
+    monkeypatch.setattr(feedback, "held_back", lambda root, mode, how: [])
+    assert cli.main(["--root", str(tmp_path), "feedback", "--force", *(["--verbose"] if verbose else [])]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == [f"  {student}: 2 page(s) in feedback/{student}/{ASSIGNMENT}/" for student in students]
+    assert lines[2].startswith(f"feedback for 2 student(s), 4 page(s), in {tmp_path / 'feedback'}") and len(lines) == 3
+    assert ("--log-level=ERROR" in calls[0]) is not verbose and ("ARGS=--verbose" in lines[2]) is not verbose

@@ -294,8 +294,14 @@ def test_feedback_waits_for_manual_grades(course, tmp_path):
     assert released.returncode == 0, released.stderr[-3000:]
     assert sorted(p.name for p in (copy / "feedback").iterdir()) == sorted({"alice", "blank", BOB, "mallory"}
                                                                             - set(pending))
-    assert feedback("--force").returncode == 0
+    forced = feedback("--force")
+    assert forced.returncode == 0
     assert sorted(p.name for p in (copy / "feedback").iterdir()) == sorted(["alice", "blank", BOB, "mallory"])
+    # quiet: a line a student and the class's, none of nbgrader's INFO lines (ARGS=--verbose shows them)
+    said = forced.stdout.splitlines()
+    assert "| INFO]" not in forced.stdout + forced.stderr and len(said) == 5, forced.stdout
+    assert said[-1].startswith("feedback for 4 student(s)"), forced.stdout
+    assert [line.split(":")[0].strip() for line in said[:-1]] == sorted(["alice", "blank", BOB, "mallory"]), said
 
 
 def test_nbgrader_s_own_feedback_and_the_buttons_follow_the_same_rule(course, tmp_path):

@@ -596,6 +596,27 @@ def test_a_batch_whose_kernels_would_import_another_translab_refuses_to_grade(tm
     assert problem and "no translab at all" in problem, problem
 
 
+def test_the_refusal_says_what_fixes_it_for_a_course_folder_that_is_no_package(tmp_path, monkeypatch):
+    """A course of its own (``make demo-class``'s, a copy for the bench) is a folder of notebooks: ``pip install -e``
+    of it installs nothing. The refusal names this grader's checkout, ``make setup`` there and the command that
+    grades the course from it, and the other checkout's grader that the interpreter has installed."""
+    from grader.isolation.kernel_environment import kernel_environment
+    from grader.isolation.kernel_stages import unstaged_library
+    course, other = tmp_path / "course", tmp_path / "other"
+    course.mkdir()
+    (other / "translab").mkdir(parents=True)
+    (other / "translab" / "__init__.py").write_text("")
+    (other / "grader").mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(other))
+    problem = unstaged_library(course, kernel_environment(os.environ))
+    assert problem and "pip install" not in problem, problem
+    assert f"Run `make setup` in {REPO_ROOT}, the checkout of this grader" in problem, problem
+    assert f"`.venv/bin/python -m grader --root {course} autograde` in it" in problem, problem
+    assert f"--root {course} autograde` in {other}" in problem, problem
+    problem = unstaged_library(REPO_ROOT, kernel_environment(os.environ))  # the course is the checkout: its make
+    assert f"`make setup` in {REPO_ROOT}" in problem and "then `make autograde` there" in problem, problem
+
+
 def test_the_launcher_never_imports_a_grader_package_submitted_beside_the_notebook(tmp_path, monkeypatch):
     """The kernelspec's launcher starts as root in the student's folder, before any isolation: a submitted
     grader/isolation/launcher.py (the corpus's ``shadows_the_launcher``) must not be what it runs, even where the
