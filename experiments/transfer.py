@@ -336,30 +336,43 @@ def check_targets(rows: list[dict]) -> dict:
     return targets
 
 
-STYLES = {"minilm": ("C4", "D", "MiniLM fine-tuned (pretrained at scale)"),
-          "minilm_frozen": ("C5", "", "MiniLM frozen + log. regression"),
-          "pretrained": ("C0", "o", "our Transformer, pretrained (part 3)"),
-          "scratch": ("C1", "s", "our Transformer from scratch"),
-          "naive_bayes": ("C2", "", "naive Bayes (BoW)"),
-          "logistic_regression": ("C3", "", "logistic regression (BoW)")}
+# the curves' labels; their looks are the lab's (translab.plots.MODEL_STYLES), the same in part 6's figure
+LABELS = {"minilm": "MiniLM fine-tuned (pretrained at scale)",
+          "minilm_frozen": "MiniLM frozen + log. regression",
+          "pretrained": "our Transformer, pretrained (part 3)",
+          "scratch": "our Transformer from scratch",
+          "naive_bayes": "naive Bayes (BoW)",
+          "logistic_regression": "logistic regression (BoW)"}
 
 
 def plot(result: dict, path: Path) -> None:
+    """transfer.png from a result (``--replot`` draws it again from transfer.json, training nothing)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    fig = draw(result)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def draw(result: dict):
+    """The figure of transfer.png: left, test accuracy against the number of labels; right, validation per epoch."""
+    import matplotlib.pyplot as plt
     import matplotlib.ticker
+
+    # here, not at the top: translab.plots imports pyplot, which the workers never need (plot picks Agg before it)
+    from translab.plots import MODEL_STYLES, legend_below
 
     rows = result["learning_curve"]
     x = [row["n_train"] for row in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5.4))
-    for key, (color, marker, label) in STYLES.items():
+    for key, label in LABELS.items():
         if key not in rows[0]:
             continue
         mean = [row[key]["mean"] * 100 for row in rows]
         sd = [row[key]["sd"] * 100 for row in rows]
-        line = "-" if marker else "--"
-        left.errorbar(x, mean, yerr=sd, color=color, marker=marker or None, linestyle=line, capsize=3, label=label)
+        left.errorbar(x, mean, yerr=sd, capsize=3, label=label, **MODEL_STYLES[key])
     left.set_xscale("log")
     left.set_xticks(x, [str(v) for v in x])
     left.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -367,12 +380,12 @@ def plot(result: dict, path: Path) -> None:
     left.set_ylabel("test accuracy (%)")
     left.set_title(f"mean ± sd over {len(result['seeds'])} seeds")
     left.grid(alpha=0.3)
-    left.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2)
+    legend_below(left, fontsize=7.5, ncol=2)
     curves = result.get("epoch_curves") or {}
-    for init, (color, marker, label) in ((k, STYLES[k]) for k in INITS):
+    for init in INITS:
         for i, history in enumerate(curves.get(init, [])):
-            right.plot(history["epoch"], [a * 100 for a in history["valid_accuracy"]], color=color, alpha=0.8,
-                       marker=marker or ".", markersize=4, label=label if i == 0 else None)
+            right.plot(history["epoch"], [a * 100 for a in history["valid_accuracy"]], alpha=0.8, markersize=4,
+                       label=LABELS[init] if i == 0 else None, **MODEL_STYLES[init])
     # validation, never test, per epoch: the lab teaches that test is scored once, for the epoch validation kept
     right.set_xlabel("epoch")
     right.set_ylabel("validation accuracy (%)")
@@ -382,8 +395,7 @@ def plot(result: dict, path: Path) -> None:
     if curves:
         right.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 def run(sizes: list[str], seeds: list[int], out: Path, checkpoint: Path, threads: int, jobs: int,

@@ -2,7 +2,9 @@
 so a plot that broke would reach students unseen: each figure here is rendered, and what it shows is checked."""
 from __future__ import annotations
 
+import base64
 import math
+from html.parser import HTMLParser
 
 import matplotlib
 
@@ -11,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.container import ErrorbarContainer  # noqa: E402
 
 from translab import plots  # noqa: E402
 from translab.attention import scaling_demo  # noqa: E402
@@ -124,16 +127,101 @@ def test_no_two_series_differ_by_colour_alone(draw):
     assert all(matplotlib.colors.to_hex(line.get_color()).upper() in plots.PALETTE for line in lines)
 
 
+class _Images(HTMLParser):
+    """The attributes of each ``<img>`` of a page, their character references decoded (as a browser reads them)."""
+
+    def __init__(self, page: str):
+        super().__init__()
+        self.found: list[dict] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.found.append(dict(attrs))
+
+
 def test_in_a_notebook_the_image_carries_its_words_as_alt():
-    ax = plots.plot_loss_curve([2.0, 1.0, 0.5], window=2, title="run")
-    png, metadata = plots.png_with_alt(ax.figure)
-    assert png.startswith(b"\x89PNG") and metadata == {"alt": plots.summary(ax)}
+    """In JupyterLab and on the feedback page alike (both show text/html before image/png): one ``<img>``, the
+    figure's PNG, with its words as alt, quotes and brackets of a title included."""
+    ax = plots.plot_loss_curve([2.0, 1.0, 0.5], window=2, title='run "<b>" & co')
+    data, metadata = plots.figure_output(ax.figure)
+    assert base64.b64decode(data["image/png"]).startswith(b"\x89PNG")
+    assert metadata == {"image/png": {"alt": plots.summary(ax)}}
+    assert _Images(data["text/html"]).found == [{"src": f"data:image/png;base64,{data['image/png']}",
+                                                 "alt": plots.summary(ax)}]
     import nbformat
     from nbconvert import HTMLExporter
+
+    from grader.nbgrader_plugins.sanitize_student_content import SanitizeStudentContent
     cell = nbformat.v4.new_code_cell("plots.plot_loss_curve(losses)", outputs=[nbformat.v4.new_output(
-        "display_data", data={"image/png": "iVBORw0KGgo="}, metadata=metadata)])
-    page, _ = HTMLExporter(template_name="classic").from_notebook_node(nbformat.v4.new_notebook(cells=[cell]))
-    assert f'alt="{plots.summary(ax)}"' in page
+        "display_data", data=data, metadata=metadata)])
+    notebook, _ = SanitizeStudentContent().preprocess(nbformat.v4.new_notebook(cells=[cell]), {})
+    page, _ = HTMLExporter(template_name="classic").from_notebook_node(notebook)
+    assert [image["alt"] for image in _Images(page).found] == [plots.summary(ax)]
+
+
+def test_a_figure_that_says_nothing_is_its_png_alone():
+    _, ax = plt.subplots()
+    ax.plot([1, 2, 3])
+    data, metadata = plots.figure_output(ax.figure)
+    assert set(data) == {"image/png"} and metadata == {}
+
+
+def test_no_two_models_look_alike_but_for_colour():
+    looks = [(style["marker"], style["linestyle"]) for style in plots.MODEL_STYLES.values()]
+    assert len(set(looks)) == len(looks) and len({marker for marker, _ in looks}) == len(looks)
+
+
+def _assert_no_data_point_under_a_legend(figure) -> None:
+    figure.canvas.draw()
+    for ax in figure.axes:
+        if ax.get_legend() is None:
+            continue
+        box = ax.get_legend().get_window_extent().transformed(ax.transData.inverted())  # in data coordinates
+        for line in ax.get_lines():
+            under = [(x, y) for x, y in line.get_xydata() if box.contains(x, y)]
+            assert not under, (ax.get_title(), line.get_label(), under)
+
+
+def _looks(ax) -> dict:
+    """{label: (marker, line style)} of what ``ax``'s legend lists (an error bar's look is its data line's)."""
+    handles, labels = ax.get_legend_handles_labels()
+    lines = [handle[0] if isinstance(handle, ErrorbarContainer) else handle for handle in handles]
+    return {label: (line.get_marker(), line.get_linestyle()) for line, label in zip(lines, labels)}
+
+
+def _below_the_axis(ax) -> bool:
+    """Whether ``ax``'s legend lies under its tick labels and x label."""
+    renderer = ax.figure.canvas.get_renderer()
+    return ax.get_legend().get_window_extent(renderer).y1 <= ax.xaxis.get_tightbbox(renderer).y0
+
+
+def test_transfer_png_tells_every_series_apart_without_colour():
+    """results/transfer.png as ``python -m experiments.transfer --replot`` draws it from the shipped results."""
+    from experiments import transfer
+    from translab.paths import RESULTS_DIR
+    figure = transfer.draw(plots.load_results(RESULTS_DIR / "transfer.json"))
+    left, right = figure.axes
+    for ax in (left, right):
+        assert len(set(_looks(ax).values())) == len(_looks(ax)), _looks(ax)
+    assert {"naive Bayes (BoW)", "logistic regression (BoW)", "MiniLM frozen + log. regression"} <= set(_looks(left))
+    _assert_no_data_point_under_a_legend(figure)
+    assert _below_the_axis(left)
+
+
+def test_part_6_s_legends_cover_no_data():
+    """Part 6's figure as the notebook draws it (then ``plt.tight_layout()``), with the shipped results and the
+    maintainers' seed-0 run as the student's."""
+    from translab.paths import RESULTS_DIR
+    results = plots.load_results(RESULTS_DIR / "transfer.json")
+    reference = plots.load_results(RESULTS_DIR / "bert_finetune.json")
+    left, right = plots.plot_bert_beside_part4(reference["runs"][0], 400, results, reference["runs"])
+    plt.tight_layout()
+    _assert_no_data_point_under_a_legend(left.figure)
+    assert _below_the_axis(left) and _below_the_axis(right)
+    for ax in (left, right):
+        assert len(set(_looks(ax).values())) == len(_looks(ax)), _looks(ax)
+    assert len(_looks(left)) == 7  # part 4's three models, the full experiment's BERT, its seeds, yours, chance
 
 
 @pytest.mark.slow  # starts a kernel
@@ -149,3 +237,24 @@ def test_a_figure_drawn_in_a_kernel_keeps_its_words_in_the_notebook():
     said = next(output.text for output in outputs if output.output_type == "stream").strip()
     image = next(output for output in outputs if output.output_type == "display_data")
     assert said.startswith("run: loss 3.00 at step 1") and image.metadata["image/png"]["alt"] == said
+    assert [found["alt"] for found in _Images(image.data["text/html"]).found] == [said]
+    assert len([output for output in outputs if output.output_type == "display_data"]) == 1
+
+
+def test_a_shipped_png_is_shown_with_words_read_from_its_results(monkeypatch):
+    """Part 4 shows results/transfer.png as a file: its ``<img>`` has an alt that names the sizes and seeds of
+    the results it was drawn from (IPython's ``Image`` would show it with none in JupyterLab)."""
+    import IPython.display
+
+    from translab.paths import RESULTS_DIR
+    results = plots.load_results(RESULTS_DIR / "transfer.json")
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda data, **options: shown.append((data, options)))
+    alt = plots.transfer_png_alt(results)
+    plots.show_png(RESULTS_DIR / "transfer.png", alt=alt)
+    (data, options), = shown
+    assert options["raw"] and options["metadata"] == {"image/png": {"alt": alt}}
+    assert [image["alt"] for image in _Images(data["text/html"]).found] == [alt]
+    assert base64.b64decode(data["image/png"]) == (RESULTS_DIR / "transfer.png").read_bytes()
+    assert f"over {len(results['seeds'])} seeds" in alt
+    assert all(str(row["n_train"]) in alt for row in results["learning_curve"])

@@ -3,13 +3,15 @@
 Each function draws on ``ax`` if given (else a new figure) and returns the axes, so notebooks
 can compose them and tests can inspect them without a display.  Each also writes what the figure shows in one line,
 read from the same data: it prints it (a reader who cannot see the plot reads it there), keeps it on the axes
-(``summary``), and in a notebook the figure's image carries it as its text alternative (``alt``), which the feedback
-page's ``<img>`` shows.  Series differ by marker and line style as well as colour, in the Okabe-Ito palette, so
-no one needs to tell colours apart.
+(``summary``), and in a notebook the figure's image carries it as its text alternative (``alt``), in JupyterLab as on
+the feedback page (``figure_output``).  Series differ by marker and line style as well as colour, in the Okabe-Ito
+palette, so no one needs to tell colours apart; a model has the same look in every figure (``MODEL_STYLES``).
 """
 from __future__ import annotations
 
+import base64
 import builtins
+import html
 import io
 import json
 from pathlib import Path
@@ -25,6 +27,16 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00", "#5
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 LINESTYLES = ("-", "--", "-.", ":")
 SUMMARY = "translab_summary"  # the attribute of an Axes that holds what it shows
+# The transfer experiment's models, one look each in every figure that shows them (results/transfer.png, part 6's):
+# each has a marker of its own, the two MiniLMs share a colour, the bag-of-words baselines are dashed
+MODEL_STYLES = {
+    "pretrained": {"color": PALETTE[0], "marker": "o", "linestyle": "-"},
+    "scratch": {"color": PALETTE[1], "marker": "s", "linestyle": "-"},
+    "minilm": {"color": PALETTE[3], "marker": "D", "linestyle": "-"},
+    "minilm_frozen": {"color": PALETTE[3], "marker": "P", "linestyle": ":"},
+    "naive_bayes": {"color": PALETTE[2], "marker": "^", "linestyle": "--"},
+    "logistic_regression": {"color": PALETTE[4], "marker": "v", "linestyle": "-."},
+}
 
 
 def series_style(index: int) -> dict:
@@ -50,22 +62,51 @@ def summary(figure_or_axes) -> str:
     return " ".join(getattr(ax, SUMMARY) for ax in axes if getattr(ax, SUMMARY, None))
 
 
-def png_with_alt(figure):
-    """The PNG of ``figure`` as the inline backend shows it, with its summary as the image's text alternative."""
+def figure_output(figure) -> tuple[dict, dict]:
+    """(data, metadata) of a figure's output in a notebook: its PNG as the inline backend draws it, and when the
+    figure says what it shows, that text as the PNG's ``alt`` and the same PNG as an HTML ``<img alt>``.  JupyterLab
+    (4.6) draws an image/png output as an ``<img>`` without alt, whatever the output's metadata holds, but shows
+    text/html first, as nbconvert does, and keeps an ``<img>``'s ``data:`` source and alt when it sanitizes; so does
+    the feedback page's sanitizer."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", bbox_inches="tight", facecolor=figure.get_facecolor())
-    text = summary(figure)
-    return (buffer.getvalue(), {"alt": text}) if text else buffer.getvalue()
+    return _png_output(buffer.getvalue(), summary(figure))
+
+
+def _png_output(png_bytes: bytes, text: str) -> tuple[dict, dict]:
+    png = base64.b64encode(png_bytes).decode("ascii")
+    if not text:
+        return {"image/png": png}, {}
+    return ({"image/png": png, "text/html": f'<img src="data:image/png;base64,{png}" alt="{html.escape(text)}">'},
+            {"image/png": {"alt": text}})
+
+
+def show_png(path: Path, alt: str) -> None:
+    """Show a PNG file in the notebook with ``alt`` as its text alternative (IPython's ``Image`` has none in
+    JupyterLab), the same output as a figure drawn live."""
+    from IPython.display import display
+    data, metadata = _png_output(Path(path).read_bytes(), alt)
+    display(data, metadata=metadata, raw=True)
+
+
+def transfer_png_alt(results: dict) -> str:
+    """What results/transfer.png shows, in words read from the results it was drawn from."""
+    rows = results["learning_curve"]
+    sizes = ", ".join(str(row["n_train"]) for row in rows)
+    return (f"Two plots. Left: test accuracy (%) of each model of the table above against the number of labels "
+            f"({sizes}), mean and standard deviation over {len(results['seeds'])} seeds, the table's numbers. "
+            f"Right: validation accuracy per epoch of our Transformer, pretrained and from scratch, one line a seed.")
 
 
 def _give_figures_their_text() -> None:
-    """In a notebook kernel (IPython puts ``get_ipython`` in the builtins), the PNGs of figures carry ``alt``, which
-    nbconvert writes into ``<img alt>``."""
+    """In a notebook kernel (IPython puts ``get_ipython`` in the builtins), a figure's output is ``figure_output``'s:
+    its own PNG formatter, the inline backend's, would draw the PNG a second time."""
     shell = getattr(builtins, "get_ipython", lambda: None)()
-    formatters = getattr(getattr(shell, "display_formatter", None), "formatters", {})
-    if "image/png" in formatters:
+    display_formatter = getattr(shell, "display_formatter", None)
+    if display_formatter is not None:
         from matplotlib.figure import Figure
-        formatters["image/png"].for_type(Figure, png_with_alt)
+        display_formatter.formatters["image/png"].pop(Figure, None)
+        display_formatter.mimebundle_formatter.for_type(Figure, figure_output)
 
 
 def _axes(ax, figsize=(4.5, 4)):
@@ -252,6 +293,15 @@ def plot_accuracy_curves(histories: dict, ax=None, title: str = "accuracy per ep
     return _says(ax, f"{title}: " + "; ".join(said) + " (chance: 50.0%).")
 
 
+def legend_below(ax, fontsize: float = 7, **options):
+    """A legend under the axes' tick labels and x label, where it covers no data point: the gap is measured in points,
+    which a later ``tight_layout`` leaves as it is (a fraction of the axes' height would not)."""
+    axis = ax.xaxis.get_tightbbox(ax.figure.canvas.get_renderer())
+    gap = (ax.get_window_extent().y0 - axis.y0) * 72 / ax.figure.dpi
+    return ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), borderaxespad=gap / fontsize + 0.5,
+                     fontsize=fontsize, **options)
+
+
 def load_results(path: Path) -> dict | None:
     """The JSON that ``make experiment`` wrote, or None if it is not there."""
     path = Path(path)
@@ -285,28 +335,27 @@ def plot_bert_beside_part4(history: dict, n_train: int, results: dict | None, re
     epoch (``reference_runs``: the same recipe's other seeds, from ``results/bert_finetune.json``).  Right, against
     the training sentences seen: part 4's per-epoch curves and this run's epochs."""
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        _, axes = plt.subplots(1, 2, figsize=(11, 5.2))
     left, right = axes
-    styles = {"pretrained": (PALETTE[0], "o", "part 4: pretrained Transformer"),
-              "scratch": (PALETTE[1], "s", "part 4: Transformer from scratch"),
-              "naive_bayes": (PALETTE[2], "", "part 4: naive Bayes (bag of words)"),
-              "minilm": (PALETTE[3], "D", "full experiment: this BERT, 3 seeds per size")}
+    labels = {"pretrained": "part 4: pretrained Transformer", "scratch": "part 4: Transformer from scratch",
+              "naive_bayes": "part 4: naive Bayes (bag of words)",
+              "minilm": "full experiment: this BERT, 3 seeds per size"}
     best = history["valid_accuracy"][history["best_epoch"] - 1] if history.get("best_epoch") else None
     if results is not None:
         rows = validation_by_size(results)
         x = [row["n_train"] for row in rows]
-        for key, (color, marker, label) in styles.items():
+        for key, label in labels.items():
             if key not in rows[0]:
                 continue
-            left.errorbar(x, [100 * row[key][0] for row in rows], yerr=[100 * row[key][1] for row in rows], color=color,
-                          marker=marker or None, linestyle="-" if marker else "--", capsize=3, label=label)
+            left.errorbar(x, [100 * row[key][0] for row in rows], yerr=[100 * row[key][1] for row in rows], capsize=3,
+                          label=label, **MODEL_STYLES[key])
         for init in ARMS:
-            color, _, label = styles[init]
             size = results.get("epoch_curve_size")
             seen_per_epoch = next((row["n_train"] for row in rows if row["size"] == size), None)
             for i, curve in enumerate((results.get("epoch_curves") or {}).get(init, [])):
                 right.plot([e * seen_per_epoch for e in curve["epoch"]], [100 * a for a in curve["valid_accuracy"]],
-                           color=color, alpha=0.7, marker=".", label=f"{label}, {size} labels" if i == 0 else None)
+                           alpha=0.7, markersize=4, label=f"{labels[init]}, {size} labels" if i == 0 else None,
+                           **MODEL_STYLES[init])
     if reference_runs:
         for i, run in enumerate(reference_runs):
             kept = run["valid_accuracy"][run["best_epoch"] - 1]
@@ -321,7 +370,7 @@ def plot_bert_beside_part4(history: dict, n_train: int, results: dict | None, re
         ax.set_xlabel(xlabel)
         ax.set_ylabel("validation accuracy (%)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        legend_below(ax, ncol=2)
     left.set_title("after fine-tuning (kept epoch)")
     right.set_title("during fine-tuning")
     mine = (f"{name}: {best:.1%} validation accuracy with {n_train} labels (kept epoch {history['best_epoch']})"
@@ -329,7 +378,7 @@ def plot_bert_beside_part4(history: dict, n_train: int, results: dict | None, re
     if results is not None:
         row = min(validation_by_size(results), key=lambda r: abs(r["n_train"] - n_train))
         mine += f"; part 4 with {row['n_train']} labels: " + ", ".join(
-            f"{styles[key][2].split(': ')[1]} {row[key][0]:.1%}" for key in styles if key in row)
+            f"{labels[key].split(': ')[1]} {row[key][0]:.1%}" for key in labels if key in row)
     _says(left, mine + ".")
     _says(right, f"During fine-tuning, your run's validation accuracy by epoch: "
                  + ", ".join(f"{a:.1%}" for a in history["valid_accuracy"]) + ".")

@@ -2,16 +2,21 @@
 page of a complete and of a failing submission, the similarity page, the interview pages and `make report`'s page
 have no critical, serious or moderate violation of the WCAG 2.0-2.2 A/AA rules and axe's best practices.  At 200 %
 zoom nothing needs a horizontal scroll (screenshots in ``test-artifacts/``); by keyboard the feedback page starts
-with a skip link to the notebook, and focus is visible."""
+with a skip link to the notebook, and focus is visible.  In the students' JupyterLab (`make lab`), a figure of the
+lab's has its text alternative, saved in the notebook as drawn live (issue 90)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
 
-from conftest import ARTIFACTS, BOB_ID, page_of, run_grader
+from conftest import ARTIFACTS, BOB_ID, course_copy, page_of, run_grader
 from grader.testing.accessibility import RULE_TAGS, ZOOM_200, audit, blocking, sideways
+from test_lab_servers import TOKEN, served
 from translab.contract import ASSIGNMENT
 
 pytestmark = pytest.mark.slow
@@ -88,3 +93,70 @@ def test_the_feedback_page_by_keyboard_alone(pages, browser):
         assert page.locator("h1").count() == 1 and "Score: " in page.locator("h1").inner_text()
         headings = page.locator("h3.graded-heading").all_inner_texts()
         assert headings and any("no marks" in text or "part marks" in text for text in headings)
+
+
+# ----------------------------------------------------------------- a figure in the students' JupyterLab
+
+FIGURE_CELL = ("import torch\nfrom translab import plots\n"
+               "plots.plot_mask(torch.triu(torch.full((6, 6), float('-inf')), diagonal=1));")
+LAB_WAIT = 180_000  # ms: a kernel start and torch's import on a busy 2-core machine
+
+
+@pytest.fixture(scope="module")
+def lab_with_figures(tmp_path_factory):
+    """A students' lab whose notebooks hold part 1's mask figure as a kernel drew it: ``figure`` with the lab's
+    output (saved, so JupyterLab opens it untrusted, as a student who reopens it), ``png_only`` with that output's
+    PNG alone, its alt in the metadata (what the lab saved before issue 90, and what JupyterLab shows without alt)."""
+    root = course_copy(tmp_path_factory.mktemp("lab_figures"), "translab/jupyter_student")
+    folder = root / "notebooks" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(FIGURE_CELL)])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    nbformat.write(notebook, folder / "figure.ipynb")
+    figure = next(output for output in notebook.cells[0].outputs if output.output_type == "display_data")
+    said = next(output.text for output in notebook.cells[0].outputs if output.output_type == "stream").strip()
+    figure.data = {mime: value for mime, value in figure.data.items() if mime != "text/html"}
+    nbformat.write(notebook, folder / "png_only.ipynb")
+    with served(root, "lab") as (base, _):
+        yield base, said
+
+
+def _open(page, base: str, notebook: str) -> None:
+    """``notebook`` in a workspace of its own: JupyterLab would reopen the other notebooks of the default one."""
+    page.goto(f"{base}/lab/workspaces/{notebook}/tree/{notebook}.ipynb?reset&token={TOKEN}")
+
+
+def _figures(page) -> list:
+    """The alt (None where there is none) of each image in the notebook's outputs, once one shows."""
+    images = page.locator(".jp-Notebook .jp-OutputArea-output img")
+    images.first.wait_for(timeout=LAB_WAIT)
+    return [image.get_attribute("alt") for image in images.all()]
+
+
+def _image_alt(page) -> list:
+    return [violation for violation in audit(page)["violations"] if violation[0] == "image-alt"]
+
+
+def _menu(page, menu: str, item: str) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{menu}$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{item}$")).click()
+
+
+def test_in_jupyterlab_a_figure_has_its_alt_saved_and_drawn_live(axe, lab_with_figures, browser):
+    base, said = lab_with_figures
+    with page_of(browser, "lab_figure_alt") as page:
+        _open(page, base, "png_only")
+        assert _figures(page) == [None] and _image_alt(page), "the audit must see a figure without alt"
+
+        _open(page, base, "figure")
+        assert _figures(page) == [said] and said.startswith("causal mask")
+        assert _image_alt(page) == []
+
+        _menu(page, "Edit", "Clear Outputs of All Cells")
+        page.locator(".jp-Notebook .jp-OutputArea-output img").wait_for(state="detached", timeout=LAB_WAIT)
+        _menu(page, "Run", "Run All Cells")
+        assert _figures(page) == [said]
+        assert _image_alt(page) == []
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "lab-figure-drawn-live.png"))
