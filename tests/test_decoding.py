@@ -92,3 +92,29 @@ def test_pieces_become_text_without_markers_marks_or_outer_spaces():
     assert pieces_to_text(pieces) == "an unbelievably film !"
     assert pieces_to_text(["<s>", "\u2581the", "<mask>", "\u2581end", "</s>"]) == "the end"
     assert pieces_to_text(["\u2581a", "<unk>", "b"]) == "a<unk>b"  # <unk> stands for text: it stays
+
+
+def test_sampled_generation_is_the_given_greedy_loop_drawing_each_token():
+    """sample_generate_ids holds no loop of its own (issue 90: in part 3's week it would be the greedy answer): the
+    loop it is given, run on scores where the draw is the only token left, gives the tokens a plain sampling loop
+    draws with the same generator."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(7, 7))
+    loops = []
+
+    def greedy(model, prompt_ids, max_new_tokens=30, eos_id=3):
+        loops.append(len(prompt_ids))
+        ids = list(prompt_ids)
+        for _ in range(max_new_tokens):
+            next_id = int(model(torch.tensor([ids]))[0, -1].argmax())
+            if next_id == eos_id:
+                break
+            ids.append(next_id)
+        return ids[len(prompt_ids):]
+    found = sample_generate_ids(model, [1, 2], 12, temperature=1.5, eos_id=-1, generator=torch.Generator().manual_seed(4),
+                                loop=greedy)
+    generator, ids = torch.Generator().manual_seed(4), [1, 2]
+    for _ in range(12):
+        next_id = int(sample_next_token(model(torch.tensor([ids]))[:, -1], 1.5, generator=generator)[0])
+        ids.append(next_id)
+    assert loops == [2] and found == ids[2:] and len(found) == 12 and len(set(found)) > 1

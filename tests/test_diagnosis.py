@@ -181,7 +181,9 @@ def test_one_wrong_stated_number_is_explained_alone():
     right_lm = count_parameters_formula(*split_config(MY_LM))
     message = failure(checks.check_stated_counts, right_lm,
                       count_parameters_formula(split_config(MY_LM)[0], MINE.nclasses) - MINE.nclasses, MINE.code)
-    assert message.startswith(f"n_params_classifier ({MINE.nclasses} classes) is off by -{MINE.nclasses}")
+    assert message.startswith(f"n_params_classifier ({MINE.nclasses} classes) is not the count of your configuration")
+    right = count_parameters_formula(split_config(MY_LM)[0], MINE.nclasses)
+    assert f"{right:,}" not in message and f"{MINE.nclasses:+,}" not in message.splitlines()[0]  # no answer in it
     assert "n_params_lm" not in message.splitlines()[0]
     assert "count.missing.head.bias" in keys_of(message)
 
@@ -676,3 +678,16 @@ class _ModelWithTheMaskOfTheBatch(_Model):
 def test_a_causal_mask_of_the_batchs_size_is_named_not_left_to_pytorchs_error(split):
     message = failure(checks.check_model, _ModelWithTheMaskOfTheBatch, split=split)
     assert keys_of(message) == {"model.mask_from_batch"} and "src.size(1)" in message
+
+
+def test_a_wrong_stated_count_never_shows_the_right_one_nor_the_gap():
+    """Issue 90: the right counts of the student's own configuration are the answer; a failing check that printed
+    them (or how far off the stated ones are) would hand it to whoever states any number."""
+    lm, classifier = _my_counts()
+    k = MINE.nclasses
+    for stated in [(0, 0), (lm + 1, classifier), (lm, classifier - 7), (lm * 2, classifier * 2),
+                   (weights_only(**MY_LM), weights_only(**MY_LM, nclasses=k))]:
+        message = failure(checks.check_stated_counts, *stated, MINE.code)
+        for right in (lm, classifier):
+            assert f"{right:,}" not in message and str(right) not in message, (stated, message)
+        assert "off by" not in message and ("is not the count" in message or "are not the counts" in message)

@@ -7,8 +7,8 @@ code of parts before N, so a student stuck on an earlier part still runs the nex
 and after by a stub: the same name and signature, no body, no docstring, and a call raises ``NotReleased``,
 which says whose answer it is and when it comes.  No bytecode ships (``__pycache__`` is left out).
 
-``IMPLEMENTS`` maps each answer cell to translab's implementation (``module:name``), ``ANSWERS`` what each part
-holds back; ``grader/tests/course/test_student_release.py`` walks each stage's release and checks that none of the held
+``IMPLEMENTS`` maps each answer cell to translab's implementation (``module:name``), ``HOLDS_ANSWER`` the code
+that holds one without being it, ``HELD`` what each part holds back; ``grader/tests/course/test_student_release.py`` walks each stage's release and checks that none of the held
 back bodies or docstrings can be read there.  ``make similarity`` compares every answer with translab's own code
 of the same task, released or not, so an answer copied from it shows.
 """
@@ -54,6 +54,18 @@ IMPLEMENTS: dict[str, tuple[str, ...]] = {
 ANSWERS: dict[int, tuple[str, ...]] = {
     part: tuple(name for task, names in IMPLEMENTS.items() if int(task[:2]) == part for name in names)
     for part in range(1, LAST_PART + 1)}
+# translab's code that is no answer cell's implementation but holds one, by the part whose answer it holds: the
+# pieces of multi-head attention, the KV cache's step (a multi-head attention for one token, shown in part 3), and
+# the checks' own variants of attention, which the grader runs to store each mistake's output
+# (``grader.references``) and no check calls while a student works.  Held back like the answers, left out of
+# ``make similarity`` (no answer cell is their task).
+HOLDS_ANSWER: dict[str, int] = {
+    "attention:split_heads": 1, "attention:merge_heads": 1, "attention:cached_attention_step": 1,
+    "checks.part1:_attend": 1, "checks.part1:_mha": 1,
+}
+HELD: dict[int, tuple[str, ...]] = {
+    part: ANSWERS[part] + tuple(entry for entry, holder in HOLDS_ANSWER.items() if holder == part)
+    for part in range(1, LAST_PART + 1)}
 
 
 class StageError(ValueError):
@@ -67,7 +79,7 @@ def withheld(until: int) -> dict[str, dict[str, int]]:
                          f"ship their reference code), or {LAST_PART + 1} for everything (after the last deadline)")
     held: dict[str, dict[str, int]] = {}
     for part in range(until, LAST_PART + 1):
-        for entry in ANSWERS[part]:
+        for entry in HELD[part]:
             module, name = entry.split(":")
             held.setdefault(module, {})[name] = part
     return held
@@ -84,12 +96,13 @@ def stub_source(source: str, names: dict[str, int], module: str) -> str:
     found = definitions(ast.parse(source))
     missing = sorted(set(names) - set(found))
     if missing:
-        raise StageError(f"translab/{module}.py has no {', '.join(missing)}: update grader.course.withheld.IMPLEMENTS")
+        raise StageError(f"translab/{module_file(module)} has no {', '.join(missing)}: update "
+                         "grader.course.withheld.IMPLEMENTS or HOLDS_ANSWER")
     for name in sorted(names, key=lambda n: found[n].lineno, reverse=True):
         node, part = found[name], names[name]
         first, last = node.body[0].lineno - 1, node.end_lineno
         if node.body[0].lineno == node.lineno:
-            raise StageError(f"translab/{module}.py: {name} is written on one line; give it a body of its own")
+            raise StageError(f"translab/{module_file(module)}: {name} is written on one line; give it a body of its own")
         indent = " " * (node.col_offset + 4)
         call = f"raise NotReleased({f'translab.{module}.{name}'!r}, {part})\n"
         marker = f"{name}.__withheld__ = {part}  # translab.stages.withheld\n"
@@ -99,7 +112,7 @@ def stub_source(source: str, names: dict[str, int], module: str) -> str:
             stub = f"{indent}{call}"
         lines[first:last] = [stub, "\n\n" + marker]
     text = "".join(lines)
-    return _add_import(text, "from .stages import NotReleased\n")
+    return _add_import(text, f"from {'.' * (module.count('.') + 1)}stages import NotReleased\n")
 
 
 def _add_import(text: str, line: str) -> str:
@@ -116,8 +129,13 @@ def _add_import(text: str, line: str) -> str:
     return "".join(lines[:after] + [line] + lines[after:])
 
 
+def module_file(module: str) -> str:
+    """The path of translab's ``module`` (``checks.part1``) inside the package: ``checks/part1.py``."""
+    return module.replace(".", "/") + ".py"
+
+
 def write_library(source: Path, dest: Path, until: int) -> None:
     """Rewrite the copied library in ``dest`` (from ``source``) for the stage."""
     for module, names in withheld(until).items():
-        (dest / f"{module}.py").write_text(stub_source((source / f"{module}.py").read_text(encoding="utf-8"), names,
-                                                       module), encoding="utf-8")
+        (dest / module_file(module)).write_text(stub_source((source / module_file(module)).read_text(
+            encoding="utf-8"), names, module), encoding="utf-8")

@@ -152,11 +152,11 @@ def test_each_stage_holds_back_the_open_parts_answers_and_ships_their_notebooks_
         assert not list(release.rglob("*.pyc")) and not list(release.rglob("__pycache__"))
         texts = {path: path.read_text(encoding="utf-8") for path in (release / "translab").rglob("*.py")}
         dumps = {path: ast.dump(ast.parse(text)) for path, text in texts.items()}  # once per file, not per answer
-        for part, answers in withheld.ANSWERS.items():
+        for part, answers in withheld.HELD.items():  # the answers and the code that holds one
             for entry in answers:
                 module, name = entry.split(":")
-                ours = _definition(REPO_ROOT / "translab" / f"{module}.py", name)
-                theirs = _definition(release / "translab" / f"{module}.py", name)
+                ours = _definition(REPO_ROOT / "translab" / withheld.module_file(module), name)
+                theirs = _definition(release / "translab" / withheld.module_file(module), name)
                 body = [ast.dump(node) for node in ours.body]
                 if part < until:  # released: the same code
                     assert [ast.dump(node) for node in theirs.body] == body, (until, entry)
@@ -173,6 +173,54 @@ def test_each_stage_holds_back_the_open_parts_answers_and_ships_their_notebooks_
                             env={**os.environ, "PYTHONPATH": str(stages[2])}, cwd=stages[2].parent, capture_output=True,
                             text=True, timeout=120)
     assert called.stdout.startswith("NotReleased translab.model.Model is translab's answer to part 2"), called
+
+
+BEHAVES = """
+import ast, inspect, json, sys, torch
+from translab import attention, generation, stages
+from translab.checks import part1
+held = {}
+for module, name in [("attention", "split_heads"), ("attention", "merge_heads"),
+                     ("attention", "cached_attention_step"), ("checks.part1", "_attend"), ("checks.part1", "_mha")]:
+    function = getattr(sys.modules["translab." + module], name)
+    try:
+        function(*[None] * sum(p.default is p.empty for p in inspect.signature(function).parameters.values()))
+        held[name] = "ran"
+    except stages.NotReleased as error:
+        held[name] = "NotReleased"
+    except Exception as error:
+        held[name] = type(error).__name__
+loops = [type(node).__name__ for node in ast.walk(ast.parse(inspect.getsource(generation.sample_generate_ids)))
+         if isinstance(node, (ast.For, ast.While, ast.comprehension))]
+
+def my_greedy(model, prompt_ids, max_new_tokens=30, eos_id=3):
+    ids = list(prompt_ids)
+    for _ in range(max_new_tokens):
+        ids.append(int(model(torch.tensor([ids]))[0, -1].argmax()))
+    return ids[len(prompt_ids):]
+def my_sampler(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(-1)
+drawn = generation.sample_generate_ids(torch.nn.Embedding(5, 5), [1], 4, generator=torch.Generator().manual_seed(0),
+                                       sampler=my_sampler, loop=my_greedy)
+print(json.dumps({"held": held, "loops": loops, "drawn": len(drawn)}))
+"""
+
+
+def test_the_code_that_holds_an_answer_is_held_back_with_it(stages):
+    """Issue 90: week 1's release shipped multi-head attention's pieces, the KV cache's step (a multi-head attention
+    for one token) and the checks' own variants of attention; week 3's sampling loop was the greedy answer with a
+    sampler.  Called in each week's release, they raise NotReleased while part 1 is open and run after; sampling
+    holds no loop and draws with the loop it is given (the student's, in notebook 03)."""
+    for until in (1, 2, 3):
+        run = subprocess.run([sys.executable, "-c", BEHAVES], env={**os.environ, "PYTHONPATH": str(stages[until])},
+                             cwd=stages[until].parent, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]
+        found = json.loads(run.stdout.strip().splitlines()[-1])
+        assert found["loops"] == [] and found["drawn"] == 4, (until, found)
+        if until == 1:
+            assert set(found["held"].values()) == {"NotReleased"}, found
+        else:  # released: called with nothing, they fail as any function does, never as a stub
+            assert "NotReleased" not in found["held"].values(), (until, found)
 
 
 def test_the_answers_that_are_data_are_held_back_too(stages):
