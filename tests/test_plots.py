@@ -244,16 +244,18 @@ def test_a_figure_drawn_in_a_kernel_keeps_its_words_in_the_notebook():
 def test_a_shipped_png_is_shown_with_words_read_from_its_results(monkeypatch):
     """Part 4 shows results/transfer.png as a file: its ``<img>`` has an alt that names the sizes and seeds of
     the results it was drawn from (IPython's ``Image`` would show it with none in JupyterLab)."""
-    import IPython.display
+    import builtins
+    from types import SimpleNamespace
 
     from translab.paths import RESULTS_DIR
     results = plots.load_results(RESULTS_DIR / "transfer.json")
     shown = []
-    monkeypatch.setattr(IPython.display, "display", lambda data, **options: shown.append((data, options)))
+    shell = SimpleNamespace(display_pub=SimpleNamespace(publish=lambda data, metadata: shown.append((data, metadata))))
+    monkeypatch.setattr(builtins, "get_ipython", lambda: shell, raising=False)
     alt = plots.transfer_png_alt(results)
     plots.show_png(RESULTS_DIR / "transfer.png", alt=alt)
-    (data, options), = shown
-    assert options["raw"] and options["metadata"] == {"image/png": {"alt": alt}}
+    (data, metadata), = shown
+    assert metadata == {"image/png": {"alt": alt}}
     assert [image["alt"] for image in _Images(data["text/html"]).found] == [alt]
     assert base64.b64decode(data["image/png"]) == (RESULTS_DIR / "transfer.png").read_bytes()
     assert f"over {len(results['seeds'])} seeds" in alt

@@ -84,9 +84,12 @@ def _png_output(png_bytes: bytes, text: str) -> tuple[dict, dict]:
 def show_png(path: Path, alt: str) -> None:
     """Show a PNG file in the notebook with ``alt`` as its text alternative (IPython's ``Image`` has none in
     JupyterLab), the same output as a figure drawn live."""
-    from IPython.display import display
     data, metadata = _png_output(Path(path).read_bytes(), alt)
-    display(data, metadata=metadata, raw=True)
+    shell = getattr(builtins, "get_ipython", lambda: None)()
+    if shell is None:  # not in a notebook: the words are what there is to show
+        print(alt)
+        return
+    shell.display_pub.publish(data=data, metadata=metadata)
 
 
 def transfer_png_alt(results: dict) -> str:

@@ -555,10 +555,8 @@ def check_stated_counts(n_params_lm, n_params_classifier, variant: str | None = 
     wrong = [(name, value, case) for name, value, case in numbers if value != case["expected"]]
     if wrong:
         heads = {"n_params_lm": "the LM head", "n_params_classifier": f"{mine.nclasses} classes"}
-        # neither the right count nor the gap to it: either would be the answer of the student who reads it
-        what = (" and ".join(f"{name} ({heads[name]})" for name, _, _ in wrong)
-                + f" {'is not the count' if len(wrong) == 1 else 'are not the counts'} of your configuration "
-                  f"({shown}).")
+        what = (" and ".join(f"{name} ({heads[name]})" for name, _, _ in wrong)  # never the right count nor the gap
+                + f" {'is not the count' if len(wrong) == 1 else 'are not the counts'} of your configuration ({shown}).")
         expected = "the count of your configuration's model (your formula's, or the sum of numel of its parameters)"
         found = " and ".join(f"{value:,}" for _, value, _ in wrong)
         others = diagnosis.configurations_counting(numbers[0][1], numbers[1][1], exclude=cls_cfg)
