@@ -397,20 +397,43 @@ def _nbgrader_options(walls: StudentSandbox, extra_args: tuple[str, ...]) -> lis
     return [arg for arg in walls.args if arg.split("=", 1)[0] not in overridden] + list(extra_args)
 
 
+REPORT_COLUMNS = ["student_id", "status", "failed_notebooks", "flagged", "refused", "budget_spent", "leftovers", "uid",
+                  "seconds", "log"]
+
+
 def write_report(root: Path, report: BatchReport) -> Path:
+    """autograded/autograde_report.csv: this batch's rows, merged into the rows of the students it did not grade
+    (a batch of one late student, or of those not graded again, replaces their rows only), by student id."""
     out = root / "autograded" / REPORT_NAME
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="", encoding="utf-8") as handle:
+    rows = {row[0]: row for row in _report_rows(out)}
+    for r in report.results:
+        rows[r.student] = [r.student, "infrastructure" if r.infrastructure else ("failed" if r.failed_notebooks else "ok"),
+                           " ".join(r.failed_notebooks), " ".join(r.flagged), " | ".join(r.refused),
+                           "yes" if r.budget_spent else "", " | ".join(r.leftovers), r.uid or "",
+                           f"{r.seconds:.1f}", r.log]
+    scratch = out.with_name(f".{out.name}.{os.getpid()}")
+    with open(scratch, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student_id", "status", "failed_notebooks", "flagged", "refused", "budget_spent",
-                         "leftovers", "uid", "seconds", "log"])
-        for r in report.results:
-            writer.writerow([r.student, "infrastructure" if r.infrastructure else ("failed" if r.failed_notebooks else "ok"),
-                             " ".join(r.failed_notebooks), " ".join(r.flagged), " | ".join(r.refused),
-                             "yes" if r.budget_spent else "", " | ".join(r.leftovers), r.uid or "",
-                             f"{r.seconds:.1f}", r.log])
+        writer.writerow(REPORT_COLUMNS)
+        writer.writerows(rows[student] for student in sorted(rows))
+    os.replace(scratch, out)  # whole or not at all: a batch stopped mid-write leaves the old report
     phases.write(root, report.setup, report.timed)
     return out
+
+
+def _report_rows(path: Path) -> list[list[str]]:
+    """The rows of an earlier report, [] when there is none; a report of other columns (an older translab's) is
+    kept aside as ``<name>.old`` rather than merged wrongly."""
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            table = list(csv.reader(handle))
+    except FileNotFoundError:
+        return []
+    if not table or table[0] != REPORT_COLUMNS:
+        os.replace(path, path.with_name(path.name + ".old"))
+        return []
+    return [row for row in table[1:] if row and len(row) == len(REPORT_COLUMNS)]
 
 
 

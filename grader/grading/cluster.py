@@ -28,7 +28,6 @@ name, and the grading process it keeps) are the two ends of one exchange, and ch
 from __future__ import annotations
 
 import asyncio
-import csv
 import dataclasses
 import functools
 import hashlib
@@ -51,9 +50,9 @@ from translab.contract import COURSE_ENV
 
 from grader.course import GradingError, course_root, students
 from grader.course.gradebook import add_submission, gradebook_notebooks, has_submission, zero_and_flag
-from grader.grading.batch import BatchReport, REPORT_NAME, StudentResult, ensure_assignment, write_report
+from grader.grading.batch import BatchReport, StudentResult, ensure_assignment, write_report
 from grader.grading.preflight import preflight, require_data
-from grader.grading.result_folders import (AUTOGRADED, GRADEBOOK, CourseMismatch, fingerprint, merge_folder,
+from grader.grading.result_folders import (GRADEBOOK, CourseMismatch, fingerprint, merge_folder,
                                            merged_mark, payload, submission)
 
 ALLOWED_FAILURES = 2  # retries after a worker died with the student: the scheduler's allowed-failures
@@ -336,7 +335,7 @@ def autograde_on_cluster(root: Path, cluster: str, student_ids: list[str] | None
         client.close()
     report = BatchReport(sorted(results, key=lambda r: r.student), time.perf_counter() - started, jobs=workers,
                          cluster=address)
-    _write_report_keeping(root, report, skipped)
+    write_report(root, report)  # the rows of the students not graded again (skipped) stay
     return report
 
 
@@ -348,15 +347,6 @@ def _in_tasks(client, pending: list, jobs: int | None) -> tuple[int, list[list]]
     workers = min(workers, jobs) if jobs else workers
     sizes = chunk_sizes(len(pending), workers)
     return workers, [pending[start:start + size] for start, size in zip(itertools.accumulate(sizes, initial=0), sizes)]
-
-
-def _write_report_keeping(root: Path, report: BatchReport, skipped: list[str]) -> None:
-    """The batch's report, the rows of the students not graded again (``skipped``) kept."""
-    kept = _report_rows(root, skipped)
-    write_report(root, report)
-    if kept:
-        with open(root / AUTOGRADED / REPORT_NAME, "a", newline="", encoding="utf-8") as handle:
-            csv.writer(handle).writerows(kept)
 
 
 def _still_to_grade(root: Path, student_ids: list[str], course_fingerprint: dict, force: bool
@@ -404,14 +394,6 @@ def task_key(chunk: list[tuple[str, tuple]]) -> str:
     for one, so the names are part of it (two students may hand in the same files: a copy, a blank notebook)."""
     named = "".join(f"{name}\0{sent[2]}\0" for name, sent in chunk)
     return "translab-grade-" + hashlib.sha256(named.encode()).hexdigest()[:24]
-
-
-def _report_rows(root: Path, student_ids: list[str]) -> list[list[str]]:
-    try:
-        with open(root / AUTOGRADED / REPORT_NAME, newline="", encoding="utf-8") as handle:
-            return [row for row in list(csv.reader(handle))[1:] if row and row[0] in set(student_ids)]
-    except OSError:
-        return []
 
 
 CHUNK_MAX = 8  # students per task at most: a lost worker costs at most this many students graded again

@@ -14,6 +14,10 @@ them renders it (``nbgrader_config.py`` runs it at the end of autograding and ag
 * outputs keep only ``text/plain``, ``text/latex``, ``image/png``, ``image/jpeg`` and cleaned ``text/html``
   (tables, basic formatting); scripts, SVG, widget views, JSON and every other type are dropped, with a
   ``text/plain`` note when nothing else is left; stream and error outputs are plain text already;
+* an image's metadata keeps ``width`` and ``height`` only as positive numbers (nbconvert's classic template writes
+  them unquoted), ``unconfined`` as a boolean and ``alt`` as text; a cell's ``alt`` only as text;
+* execution counts are the grader's, 1, 2, 3 ... in the order the cells ran (``renumber``): the kernel chooses
+  them, and the pages print them;
 * the notebook's widget state (``metadata.widgets``) is dropped.
 
 Kept markup is an allow-list: formatting, lists, headings, tables, code (pygments' classes only), links to
@@ -52,7 +56,6 @@ KEPT_TAGS = HEADINGS | {
     "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul", "var",
 }
 KEPT_IMAGE_TYPES = ("image/png", "image/jpeg")
-KEPT_IMAGE_METADATA = frozenset({"width", "height", "unconfined", "alt"})
 # Classes only where nbconvert's own rendering puts them: highlighted code, heading anchors, pandas tables;
 # anything else could borrow the page's CSS (bootstrap's hidden, navbar-fixed-top ...) to hide or overlay text.
 KEPT_CLASSES = {
@@ -111,6 +114,41 @@ def kept_attribute(tag: str, name: str, value: str) -> bool:
     if name == "src":
         return _is_safe_image(value)
     return True
+
+
+MAX_IMAGE_SIDE = 10_000  # pixels: a figure's width or height in any notebook of the lab is far below
+MAX_ALT = 2_000  # characters of an image's text alternative: a figure's summary is one sentence or a few
+
+
+def image_metadata(metadata: dict) -> dict:
+    """What an image's metadata may say, each value by its type: ``width`` and ``height`` as positive numbers
+    (nbconvert's templates write them unquoted: ``width=1 onerror=...`` would be an attribute of its own),
+    ``unconfined`` as a boolean, ``alt`` as text (escaped where written)."""
+    kept = {}
+    for side in ("width", "height"):
+        value = metadata.get(side)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_IMAGE_SIDE:
+            kept[side] = int(value) if float(value).is_integer() else round(float(value), 2)
+    if isinstance(metadata.get("unconfined"), bool):
+        kept["unconfined"] = metadata["unconfined"]
+    if isinstance(metadata.get("alt"), str):
+        kept["alt"] = metadata["alt"][:MAX_ALT]
+    return kept
+
+
+def renumber(notebook) -> None:
+    """Execution counts 1, 2, 3 ... in the order the code cells ran, whatever the kernel answered: the count is the
+    kernel's to choose, and the pages print it beside each cell (a channel for what the kernel read)."""
+    count = 0
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        ran = cell.get("execution_count") is not None
+        count += ran
+        cell.execution_count = count if ran else None
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "execute_result":
+                output.execution_count = count if ran else None
 
 
 def nbgrader_ids(notebook) -> frozenset[str]:
@@ -181,6 +219,7 @@ class SanitizeStudentContent(SanitizeHTML):
 
     def preprocess(self, nb, resources):
         nb.metadata.pop("widgets", None)  # widget state: rendered by the widget manager's scripts
+        renumber(nb)
         self.taken_ids = nbgrader_ids(nb)
         self._known = KnownClean(Path(self.known_clean_folder) if self.known_clean_folder else None,
                                  self._cleanliness_key())
@@ -200,6 +239,8 @@ class SanitizeStudentContent(SanitizeHTML):
         comment = cell.metadata.get("nbgrader", {}).get("comment")
         if comment:  # the grader's comment, put there by GetGrades: rendered as markdown by the feedback template
             cell.metadata.nbgrader.comment = self.clean_markdown(comment)
+        if "alt" in cell.metadata and not isinstance(cell.metadata.alt, str):  # a cell's alt: the images' fallback
+            del cell.metadata["alt"]
         if cell.cell_type != "markdown":
             return super().preprocess_cell(cell, resources, cell_index)
         attachments = {name: {mime: bundle[mime] for mime in KEPT_IMAGE_TYPES if mime in bundle}
@@ -223,9 +264,9 @@ class SanitizeStudentContent(SanitizeHTML):
             dropped = sorted(set(output.data) - self.safe_output_keys - self.sanitized_output_types)
             super().sanitize_code_outputs([output])
             output.data.update({mime: self.clean_markdown(text) for mime, text in markdown.items()})
-            output.metadata = {mime: {key: value for key, value in output.metadata[mime].items()
-                                      if key in KEPT_IMAGE_METADATA}
+            output.metadata = {mime: image_metadata(output.metadata[mime])
                                for mime in KEPT_IMAGE_TYPES if isinstance(output.metadata.get(mime), dict)}
+            output.metadata = {mime: kept for mime, kept in output.metadata.items() if kept}
             if dropped and not output.data:
                 output.data["text/plain"] = f"[output removed by the grader's sanitizer: {', '.join(dropped)}]"
         return outputs

@@ -666,10 +666,28 @@ INJECTED_HTML_OUTPUT = (
     f'<img src="x" onerror="{injected_js("out_img_onerror")}">'
     f'<a href="javascript:{injected_js("out_javascript_link")}">my sources</a>'
     f"{chosen_urls('out')}")
+# Issue 81: nbconvert's classic template writes an image's width= and height= unquoted, so metadata the kernel chose
+# becomes attributes of its own (a valid PNG loads: onload; a broken JPEG fails: onerror); and the execution count is
+# the kernel's to choose (a message of its own on iopub), printed beside each cell and output (a number that could
+# carry what the kernel read).
+PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+INJECTED_IMAGE_METADATA = {
+    "image/png": ({"image/png": PNG_1X1, "text/plain": "<Figure>"},
+                  {"image/png": {"width": "1 onload=" + injected_js("out_png_width"), "alt": 7}}),
+    "image/jpeg": ({"image/jpeg": "/9j/", "text/plain": "<Figure>"},
+                   {"image/jpeg": {"height": "1 onerror=" + injected_js("out_jpeg_height")}}),
+}
+CHOSEN_EXECUTION_COUNT = 730_000_001
 INJECTED_OUTPUTS = ("from IPython.display import HTML, SVG, Javascript, display\n"
                     f"display(HTML({INJECTED_HTML_OUTPUT!r}))\n"
                     f"display(SVG({injected_svg('out_svg')!r}))\n"
-                    f"display(Javascript({injected_js('out_javascript')!r}))\n")
+                    f"display(Javascript({injected_js('out_javascript')!r}))\n"
+                    + "".join(f"display({data!r}, metadata={metadata!r}, raw=True)\n"
+                              for data, metadata in INJECTED_IMAGE_METADATA.values())
+                    + "_kernel = get_ipython().kernel\n"
+                    + "_kernel.session.send(_kernel.iopub_socket, 'execute_result', {'execution_count': "
+                    + f"{CHOSEN_EXECUTION_COUNT}, 'data': {{'text/plain': 'a result'}}, 'metadata': {{}}}}, "
+                    + "parent=_kernel.get_parent());\n")
 case("script_injection", "notebook 01 right; its written answer and the mask answer's outputs carry live HTML and JS")(
     _nb1(lambda nb: _replace(_prepend(nb, "mask_answer", INJECTED_OUTPUTS), "written_mask_pe", INJECTED_ANSWER)))
 

@@ -99,6 +99,8 @@ def _case_notebook(folder: Path) -> nbformat.NotebookNode:
         new_output("display_data", data={"application/javascript": corpus.injected_js("out_javascript")}),
         new_output("display_data", data={"application/vnd.jupyter.widget-view+json": {"model_id": "m"}}),
         new_output("display_data", data={"image/png": PNG_1X1, "text/plain": "<Figure>"}),
+        *[new_output("display_data", data=data, metadata=metadata)
+          for data, metadata in corpus.INJECTED_IMAGE_METADATA.values()],
     ]
     notebook.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
     return notebook
@@ -131,6 +133,44 @@ def test_the_payload_is_live_in_nbconvert_html_and_gone_after_the_sanitizer(tmp_
     assert "<th>j &lt;= i</th>" in html and "widget-state" not in html
     answer = render_markdown(_cell(cleaned, "written_mask_pe").source)
     assert "<code>j &lt;= i</code>" in answer and "&amp;" not in answer  # reads "j <= i", not a visible "&lt;"
+
+
+def test_image_metadata_is_kept_as_numbers_and_text_only(tmp_path):
+    """Issue 81: nbconvert writes width= and height= unquoted, so a value the kernel chose became an event handler of
+    its own; each is kept only as a positive number, alt only as text, and the page then holds no handler."""
+    raw = _case_notebook(tmp_path)
+    images = [output for output in _cell(raw, "mask_answer").outputs if output.metadata]
+    live = LivePayload(_html(raw)).found
+    assert "<img onload=...>" in live, "the raw page should run the width's handler: the test proves nothing"
+    cleaned, _ = SanitizeStudentContent().preprocess(copy.deepcopy(raw), {})
+    assert LivePayload(_html(cleaned)).found == []
+    kept = [output.metadata for output in _cell(cleaned, "mask_answer").outputs if output.metadata]
+    assert len(images) == 2 and kept == []  # a width of text, an alt of a number, a height of text: all dropped
+    fair = new_output("display_data", data={"image/png": PNG_1X1}, metadata={"image/png": {
+        "width": 640, "height": 480.5, "unconfined": True, "alt": "a figure", "onload": "x"}})
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("plot()", outputs=[fair])])
+    cleaned, _ = SanitizeStudentContent().preprocess(notebook, {})
+    assert cleaned.cells[0].outputs[0].metadata == {"image/png": {"width": 640, "height": 480.5, "unconfined": True,
+                                                                  "alt": "a figure"}}
+    for bad in ("640", -1, 0, True, float("nan"), 10 ** 9, [1], {"a": 1}):
+        output = new_output("display_data", data={"image/png": PNG_1X1}, metadata={"image/png": {"width": bad}})
+        notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("plot()", outputs=[output])])
+        cleaned, _ = SanitizeStudentContent().preprocess(notebook, {})
+        assert cleaned.cells[0].outputs[0].metadata == {}, bad
+
+
+def test_execution_counts_are_the_graders_not_the_kernels():
+    """Issue 81: the count beside each cell is the kernel's to choose (``get_ipython().execution_count = ...``) and
+    the pages print it; the sanitizer numbers the cells that ran 1, 2, 3 ..., their results with them."""
+    cells = [nbformat.v4.new_code_cell("a", execution_count=corpus.CHOSEN_EXECUTION_COUNT),
+             nbformat.v4.new_markdown_cell("text"),
+             nbformat.v4.new_code_cell("b", execution_count=None),
+             nbformat.v4.new_code_cell("c", execution_count=5, outputs=[
+                 new_output("execute_result", data={"text/plain": "1"}, execution_count=99)])]
+    cleaned, _ = SanitizeStudentContent().preprocess(nbformat.v4.new_notebook(cells=cells), {})
+    counts = [cell.get("execution_count") for cell in cleaned.cells]
+    assert counts == [1, None, None, 2] and cleaned.cells[3].outputs[0].execution_count == 2
+    assert str(corpus.CHOSEN_EXECUTION_COUNT) not in _html(cleaned)
 
 
 def test_fair_answers_keep_their_markdown_untouched():
@@ -297,6 +337,7 @@ def _assert_shows_the_submission(page, state: dict, plots: int) -> None:
     assert "&lt;" not in rendered and "&amp;" not in rendered, "escaped markup shows as text"
     assert plots >= 1 and len(state["plots"]) == plots and min(state["plots"]) > 0, \
         f"the plots are not shown: {state['plots']} ({plots} expected)"
+    assert f"[{str(corpus.CHOSEN_EXECUTION_COUNT)[:7]}" not in text, "a prompt shows the execution count the kernel chose"
 
 
 def _chosen_requests(requests) -> list[str]:
