@@ -81,14 +81,20 @@ def _png_output(png_bytes: bytes, text: str) -> tuple[dict, dict]:
             {"image/png": {"alt": text}})
 
 
+def _notebook_shell():
+    """The running IPython shell (IPython puts ``get_ipython`` in the builtins), None outside one: translab does not
+    import IPython, which its wheel does not require."""
+    return getattr(builtins, "get_ipython", lambda: None)()
+
+
 def show_png(path: Path, alt: str) -> None:
     """Show a PNG file in the notebook with ``alt`` as its text alternative (IPython's ``Image`` has none in
     JupyterLab), the same output as a figure drawn live."""
-    data, metadata = _png_output(Path(path).read_bytes(), alt)
-    shell = getattr(builtins, "get_ipython", lambda: None)()
+    shell = _notebook_shell()
     if shell is None:  # not in a notebook: the words are what there is to show
         print(alt)
         return
+    data, metadata = _png_output(Path(path).read_bytes(), alt)
     shell.display_pub.publish(data=data, metadata=metadata)
 
 
@@ -102,9 +108,9 @@ def transfer_png_alt(results: dict) -> str:
 
 
 def _give_figures_their_text() -> None:
-    """In a notebook kernel (IPython puts ``get_ipython`` in the builtins), a figure's output is ``figure_output``'s:
-    its own PNG formatter, the inline backend's, would draw the PNG a second time."""
-    shell = getattr(builtins, "get_ipython", lambda: None)()
+    """In a notebook kernel, a figure's output is ``figure_output``'s: its own PNG formatter, the inline backend's,
+    would draw the PNG a second time."""
+    shell = _notebook_shell()
     display_formatter = getattr(shell, "display_formatter", None)
     if display_formatter is not None:
         from matplotlib.figure import Figure
