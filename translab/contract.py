@@ -24,6 +24,9 @@ REFERENCES_ENV = "TRANSLAB_REFERENCES"         # the reference tensors' folder
 EXCHANGE_ENV = "TRANSLAB_EXCHANGE"             # nbgrader's exchange shared by a hub's users
 CHECKER_ENV = "TRANSLAB_CHECKER"               # the checker's socket, in a grading kernel's environment
 CHECKER_DIR_ENV = "TRANSLAB_CHECKER_DIR"       # where the batch puts a student's checker sockets
+# A student's two checkers (a notebook's, and the next notebook's, started with its kernel while this one runs), each
+# in a folder of its own below CHECKER_DIR with its kernel's sockets: no kernel reaches the other notebook's.
+CHECKER_SOCKET_NAMES = ("checker", "checker-next")
 SANDBOX_STATUS_ENV = "TRANSLAB_SANDBOX_STATUS"  # the batch's file where the launcher says how it isolated a kernel
 VARIANT_ENV = "TRANSLAB_VARIANT"               # the student's variant code, set by the grader (and a hub)
 CONFIG_ENV = "TRANSLAB_CONFIG_DIR"             # where a student's saved id or code lives (default ~/.config/translab)

@@ -38,6 +38,7 @@ from typing import Any, Callable
 import torch
 
 from translab.contract import CheckFailed
+from translab.hidden_words import HIDDEN_ERROR_NOTE, composed_failure  # noqa: F401 - the checks read the note here
 from translab.paths import CHECKER_ENV as ENV  # the checker's socket, set by the grader in the kernel's environment
 MAX_HEADER = 16 * 1024 ** 2
 MAX_BUFFERS = 1024 ** 3  # the converted MiniLM checkpoint is 90 MB
@@ -357,31 +358,6 @@ def stop_forbidding(token) -> None:
 
 # What a failure the kernel reports may be called, in a hidden check (``Session``): the check's own label, then one of
 # these, the error's type and its line; never text the kernel chose.
-_FAILURE_KINDS = {"not_written": "is not written yet (it raises NotImplementedError)",
-                  "calls_translab": "calls translab's own implementation of the exercise, switched off while it is "
-                                    "graded",
-                  "stderr_warning": "wrote a warning to stderr", "raised": "raised {type}",
-                  "mutates_input": "changed a tensor it was given, in place (compute a new tensor instead)"}
-
-
-def _identifier(value, default: str) -> str:
-    value = str(value or "")
-    return value if value.isidentifier() and len(value) <= 60 else default
-
-
-HIDDEN_ERROR_NOTE = " (a hidden test shows the kind of error and its line, not its message)"
-
-
-def composed_failure(what, header: dict) -> tuple[str, str]:
-    """(message, key) of a failure the kernel reported in a hidden check, composed here: the label the checker
-    gave the call, the kind of failure, the error's type and its line in the student's code."""
-    key = header.get("key") if header.get("key") in _FAILURE_KINDS else "raised"
-    kind = _FAILURE_KINDS[key].format(type=_identifier(header.get("type"), "an error"))
-    line = header.get("line")
-    where = f" at line {line} of your code" if type(line) is int and 0 < line < 10 ** 6 else ""
-    return f"{what or 'your code'} {kind}{where}{HIDDEN_ERROR_NOTE}.", key
-
-
 class Session:
     """One check, run by the checker, talking to the kernel that asked for it.  In a ``hidden`` check, what the
     kernel reports of a failure is composed here (``composed_failure``): a message the answer wrote could quote the
@@ -517,6 +493,13 @@ def student_line(error: BaseException | None) -> int | None:
     return frame.lineno if frame is not None else None
 
 
+# What the grading kernel's guard (grader.isolation.kernel_guard) had to put back before a cell: the
+# names of the channel an answer replaced.  Sent with each check, so the grader flags the notebook; the checks ran
+# through the real channel, and score as graded.
+PUT_BACK: list[str] = []
+PUT_BACK_SHOWN = 20
+
+
 def grading() -> bool:
     """In a grading kernel with a checker to talk to (and not in the checker itself)."""
     return bool(os.environ.get(ENV)) and _SESSION.get() is None
@@ -549,7 +532,8 @@ def serve(check: str, args: tuple, kwargs: dict, split: str, kernel_call: Callab
         except OSError as error:
             raise WireError(f"the grader's checker cannot be reached ({error})") from None
         tree, buffers = encode({"args": list(args), "kwargs": dict(kwargs)}, objects)
-        send(sock, {"op": "begin", "check": check, "split": split, "part": kwargs.get("part"), "value": tree}, buffers)
+        send(sock, {"op": "begin", "check": check, "split": split, "part": kwargs.get("part"), "value": tree,
+                    "put_back": [str(name)[:120] for name in PUT_BACK[-PUT_BACK_SHOWN:]]}, buffers)
         while True:
             header, buffers = recv(sock)
             op = header.get("op")

@@ -30,6 +30,7 @@ import ast
 import contextlib
 import json
 import os
+import re
 import resource
 import shutil
 import socket
@@ -37,15 +38,18 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from translab.contract import CHECKER_SOCKET_NAMES
+
 from grader.course import withheld
 from grader.isolation.kernel_environment import checker_environment
 from grader.isolation.zygote import fork_checker
 
 
-SOCKET_NAME = "checker"
 # Two checkers of one student may listen at once: a notebook's, and the next notebook's, started with its kernel
 # while this one runs (grader.grading.next_kernel); each takes the name the other has not.
-SOCKET_NAMES = (SOCKET_NAME, "checker-next")
+SOCKET_NAMES = CHECKER_SOCKET_NAMES
+SOCKET_NAME = SOCKET_NAMES[0]
 
 
 def _socket_path(folder: Path, name: str) -> Path:
@@ -97,6 +101,7 @@ class Record:
     stage: int | None = None  # the stage of translab the kernel imports (grader.isolation.kernel_stages); None: the full one
     results: list[tuple[Call, bool, list[str], str, str]] = field(default_factory=list)  # call, passed, ok lines, message, key
     refused: list[str] = field(default_factory=list)
+    put_back: list[str] = field(default_factory=list)  # what the kernel's guard put back before the cell (wire.PUT_BACK)
 
     @property
     def passed(self) -> bool:
@@ -124,6 +129,8 @@ class Checker:
     def __init__(self, folder: str | os.PathLike | None = None, name: str = SOCKET_NAME):
         self._own_folder = folder is None
         self.folder = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="translab-checker-"))
+        if not self._own_folder:  # the folder a kernel of an earlier notebook had: nothing of it is left for the next
+            shutil.rmtree(self.folder, ignore_errors=True)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = _socket_path(self.folder, name)
         with contextlib.suppress(FileNotFoundError):
@@ -217,6 +224,7 @@ class Checker:
                 wire.send(connection, {"op": "refused", "reason": reason})
                 return
             self._idle.clear()
+            record.put_back = sorted(set(record.put_back) | _put_back(header.get("put_back")))
         passed, lines, message, key = run_check(call, header, buffers, connection, record.variant, record.stage)
         with self._lock:
             if self._window is record:  # still the same cell: the verdict counts
@@ -226,19 +234,28 @@ class Checker:
         wire.send(connection, {"op": "end", "passed": passed, "output": lines, "message": message, "key": key})
 
 
+_DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,119}")
+
+
+def _put_back(names) -> set[str]:
+    """The dotted names the kernel says its guard put back; anything else it sent is not text we show."""
+    return {name for name in names[:20] if isinstance(name, str) and _DOTTED_NAME.fullmatch(name)} \
+        if isinstance(names, list) else set()
+
+
 def _record_to_json(record: Record) -> dict:
     return {"grade_id": record.grade_id, "variant": record.variant, "stage": record.stage,
             "expected": [[c.check, c.split, c.part] for c in record.expected],
             "results": [[[c.check, c.split, c.part], passed, lines, message, key]
                         for c, passed, lines, message, key in record.results],
-            "refused": record.refused}
+            "refused": record.refused, "put_back": record.put_back}
 
 
 def _record_from_json(data: dict) -> Record:
     return Record(data["grade_id"], [Call(*call) for call in data["expected"]], data.get("variant"),
                   data.get("stage"), [(Call(*call), bool(passed), list(lines), message, key)
                                       for call, passed, lines, message, key in data["results"]],
-                  list(data["refused"]))
+                  list(data["refused"]), list(data.get("put_back") or []))
 
 
 class CheckerGone(RuntimeError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from pathlib import Path
 from translab.contract import SANDBOX_STATUS_ENV
 from translab.paths import LAB_HOME, cache_dir, data_dir
 
-from grader.isolation import cgroups, kernel_stages
+from grader.isolation import cgroups, kernel_guard, kernel_stages  # noqa: F401 - kernel_guard: the kernel's extension, in its view (grader_files)
 from grader.isolation.kernel_environment import kernel_environment, launcher_environment
 from grader.isolation.processes import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, MS_BIND,
                                         MS_NOATIME, MS_NODEV, MS_NODIRATIME, MS_NOEXEC, MS_NOSUID, MS_PRIVATE,
@@ -146,10 +147,15 @@ def _cover_keeping(cover: Path, keep: list[Path], mode: str = "755", writable: b
     unwritable, or hide the inner one, as when the venv, the course and the batch folder are in the repository."""
     keep = [path for path in sorted(set(keep)) if not any(other in path.parents for other in keep)]
     fds = [os.open(path, os.O_PATH) for path in keep]
+    files = {path for path in keep if path.is_file()}  # a file kept alone: its mount point is a file too
     try:
         _mount("tmpfs", str(cover), "tmpfs", MS_NOSUID | MS_NODEV, f"size={PRIVATE_SIZE},mode={mode}")
         for fd, path in zip(fds, keep):
-            path.mkdir(parents=True, exist_ok=True)
+            if path in files:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
+            else:
+                path.mkdir(parents=True, exist_ok=True)
             for parent in path.relative_to(cover).parents:
                 if parent != Path("."):
                     os.chmod(cover / parent, 0o755)
@@ -168,6 +174,18 @@ def _autograded_view(root: Path, cwd: Path) -> None:
     autograded, own = root / "autograded", cwd.resolve()
     if autograded.is_dir():
         _cover_keeping(autograded, [own] if autograded in own.parents else [])
+
+
+# what of the kernel's working folder (nbgrader's copy of the submission) it does not see: the notebooks, the one it
+# runs and the others, graded or not (the next notebook's kernel starts while this one runs), and their checkpoints
+NOT_IN_OWN_FOLDER = ("*.ipynb", ".ipynb_checkpoints")
+
+
+def _own_folder_view(cwd: Path) -> None:
+    """The kernel's working folder with the student's other files only (``NOT_IN_OWN_FOLDER`` covered): the
+    kernel gets its notebook's cells from nbgrader, never from a file, and no notebook's copy in this folder."""
+    keep = [entry for entry in cwd.iterdir() if not any(entry.match(pattern) for pattern in NOT_IN_OWN_FOLDER)]
+    _cover_keeping(cwd, keep)
 
 
 def _own_proc(pid_namespace: bool) -> None:
@@ -204,18 +222,59 @@ def _mapped_folders() -> set[Path]:
     return {folder for folder in found if len(folder.parts) > 1 and folder.parts[1] not in SYSTEM_FOLDERS}
 
 
-def _private_views(home: Path, sockets: Path | None, course: Path, cwd: Path) -> None:
+# The grader's modules a kernel imports: the extension ``grader.isolation.sandbox``, and with it this package and
+# what it imports (grader.course.withheld names what the stages hold back).  A zygote's launcher has imported more
+# (the course's variants, the gradebook): none of those is the kernel's.
+KERNEL_GRADER_MODULES = ("grader", "grader.moved", "grader.course", "grader.course.withheld", "grader.isolation")
+
+
+def grader_files() -> set[Path]:
+    """The grader's own files a kernel imports (``KERNEL_GRADER_MODULES`` and the modules of ``grader.isolation``),
+    each with its bytecode.  Nothing else of the grader (its tests, testing tools and references hold answers, the
+    course's code reads the gradebook) is in the kernel's view."""
+    found = set()
+    for name, module in list(sys.modules.items()):
+        if name not in KERNEL_GRADER_MODULES and not name.startswith("grader.isolation."):
+            continue
+        source = Path(getattr(module, "__file__", None) or "/").resolve()
+        if source.suffix == ".py":
+            found.add(source)
+            cached = Path(importlib.util.cache_from_source(str(source)))
+            if cached.is_file():
+                found.add(cached)
+    return found
+
+
+def lab_files(root: Path) -> set[Path]:
+    """What of the lab a kernel reads: the folders its translab is imported from (each covered by the notebook's
+    stage), the tokenizer and checkpoint (``artifacts/``), the measured figures (``results/``), the data and the
+    downloads' cache."""
+    return {*kernel_stages.library_folders(root), LAB_HOME / "artifacts", LAB_HOME / "results", data_dir(), cache_dir()}
+
+
+def kernel_allow_list(home: Path, sockets: Path | None, root: Path, cwd: Path) -> set[Path]:
+    """Every path a grading kernel sees outside the system's folders (``SYSTEM_FOLDERS``), with all below it: the
+    interpreter and its libraries, the grader's files it imports, the lab's files, its HOME, its sockets and its
+    working folder.  Each path as named and as resolved (a data folder that is a link keeps both)."""
+    needed = {Path(sys.base_prefix), Path(sys.prefix), *_mapped_folders(), *grader_files(), *lab_files(root)}
+    needed = {path.absolute() for path in needed if path.exists()} | {path.resolve() for path in needed if path.exists()}
+    return needed | {p for p in (home, sockets, cwd) if p}
+
+
+def _private_views(home: Path, sockets: Path | None, root: Path, cwd: Path, unreadable: Path) -> None:
     """Every top folder of the machine but the system's (``SYSTEM_FOLDERS``) covered by an empty read-only tmpfs
-    in which only what the kernel needs reappears: the interpreter and its libraries, this package, the course, the
-    lab's data, the kernel's HOME, sockets and working folder.  Other checkouts and courses, last year's
-    submissions, other users' homes, /srv, /opt, /var and /run (a hub's database, Jupyter servers' runtime files)
-    are then unreachable without anyone having to name them.  /tmp, /var/tmp and /dev/shm are private to the kernel
-    and writable (a world-writable /tmp is the one place outside its HOME an unprivileged uid could leave files for
-    the instructor)."""
-    interpreter = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(__file__).resolve().parents[2]}
-    needed = interpreter | {course.resolve(), LAB_HOME, data_dir(), cache_dir(), *_mapped_folders()}
-    needed = {path.resolve() for path in needed if path.exists()} | {p for p in (home, sockets, cwd) if p}
+    in which only what the kernel needs reappears (``kernel_allow_list``): not the course, not the checkout, only
+    the paths of them named there.  Other checkouts and courses, the course's gradebook, reports, grades and
+    classmates' results, last year's submissions, other users' homes, /srv, /opt, /var and /run (a hub's database,
+    Jupyter servers' runtime files) are then unreachable without anyone having to name them.  /tmp, /var/tmp and
+    /dev/shm are private to the kernel and writable (a world-writable /tmp is the one place outside its HOME an
+    unprivileged uid could leave files for the instructor)."""
+    interpreter = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
+    needed = kernel_allow_list(home, sockets, root, cwd)
     shared = [path for path in SHARED_FOLDERS if path.is_dir()]
+    # the files at the top of the machine (a container's description, an installer left there): none is the kernel's,
+    # each covered by a file its uid cannot open
+    _hide([top for top in Path("/").iterdir() if top.is_file() and not top.is_symlink()], unreadable)
     for top in sorted(Path("/").iterdir()):
         if top.name in SYSTEM_FOLDERS or top in shared or top.is_symlink() or not top.is_dir():
             continue
@@ -290,9 +349,10 @@ def _isolate(args: argparse.Namespace, kernel: list[str], settings: dict, env: d
     (``joined``, or why not).  In a PID namespace, what returns is the namespace's PID 2 (``grader.isolation.processes``);
     ``status`` learns its pid and whether it has a namespace."""
     cwd = Path.cwd()  # nbgrader starts the kernel in autograded/<student>/<assignment>
-    empty = args.work / "empty"
-    if not empty.exists():
-        empty.touch(mode=0o444)
+    empty, unreadable = args.work / "empty", args.work / "unreadable"
+    for path, mode in ((empty, 0o444), (unreadable, 0o000)):
+        if not path.exists():
+            path.touch(mode=mode)
     root = os.geteuid() == 0
     uid = int(settings.get("TRANSLAB_SANDBOX_UID", UID_BASE)) if root else os.getuid()
     group = cgroups.join(settings)  # first: its children inherit it, and /sys/fs/cgroup is read-only below
@@ -323,7 +383,8 @@ def _isolate(args: argparse.Namespace, kernel: list[str], settings: dict, env: d
     private = [zygote_folder(args.work.resolve()), kernel_stages.stages_folder(args.work.resolve())]
     _hide(hidden_paths(args.root.resolve()) + [p for p in private if p.exists()], empty)
     _autograded_view(args.root.resolve(), cwd)
-    _private_views(home, sockets, args.root, cwd)
+    _own_folder_view(cwd)
+    _private_views(home, sockets, args.root, cwd, unreadable)
     if sockets is not None:
         _writable(sockets)
     kernel[index] = _own_home(home, uid, kernel[index], connection, fonts)

@@ -33,7 +33,7 @@ process forked by the batch's ``grader.isolation.zygote``, whose launcher stays 
   before any isolation, and makes a file there the kernel's stdout and stderr: the batch decides from those
   records and exit codes, never from text a kernel printed.
 
-Inside the kernel, ``load_ipython_extension`` puts ``translab.checks`` and the comparison functions back
+Inside the kernel, ``grader.isolation.kernel_guard`` puts ``translab.checks`` and the comparison functions back
 before every cell, so that a test cell's feedback comes from the real check; the verdict itself is decided outside
 the kernel (``grader.grading.verdicts``).
 
@@ -52,7 +52,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from translab.contract import CHECKER_DIR_ENV, SANDBOX_STATUS_ENV
+from translab.contract import CHECKER_DIR_ENV, CHECKER_SOCKET_NAMES, SANDBOX_STATUS_ENV
 from translab.paths import GRADER_DIR, LAB_HOME, PACKAGE_DIR, REPO_ROOT, exchange_root
 
 from grader.isolation import kernel_stages
@@ -129,7 +129,7 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None, zygote:
     if os.geteuid() == 0 and not others_can_reach(work.resolve().parent):
         raise OSError(f"{work.parent} is private to root: the sandboxed kernels keep their HOME below it; "
                       "point TMPDIR at a folder others may traverse (/tmp)")
-    if len(str(socket_prefix(work, 999))) > SOCKET_PATH_MAX - 8:
+    if len(str(longest_socket_prefix(work))) > SOCKET_PATH_MAX - 8:
         raise OSError(f"{work} is too long a path for the kernels' Unix sockets ({SOCKET_PATH_MAX} bytes at most): "
                       "point TMPDIR at a short folder (/tmp)")
     kernel_stages.build(PACKAGE_DIR, work, cache=kernel_stages.cache_folder(root))
@@ -145,7 +145,7 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None, zygote:
         "argv": [sys.executable, "-P", "-m", "grader.isolation.launcher", "--root", str(root), "--work", str(work),
                  "--limits", json.dumps(asdict(limits)), *(["--zygote", str(zygote)] if zygote else []), "--",
                  sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                 "--IPKernelApp.extra_extensions=grader.isolation.sandbox"],
+                 "--IPKernelApp.extra_extensions=grader.isolation.kernel_guard"],
         "display_name": "translab grading sandbox",
         "language": "python",
         "metadata": {"debugger": False},
@@ -156,8 +156,17 @@ def grading_kernel(root: Path, work: Path, limits: Limits | None = None, zygote:
     return {"JUPYTER_PATH": jupyter_path}, args + ([f"--GuardedExecute.zygote={checkers}"] if checkers else [])
 
 
+KERNEL_SOCKETS = "kernel"  # the prefix of a kernel's IPC sockets, in its checker's folder
+
+
 def socket_prefix(work: Path, index: int) -> Path:
-    return work / "ipc" / str(index) / "kernel"
+    return work / "ipc" / str(index) / KERNEL_SOCKETS
+
+
+def longest_socket_prefix(work: Path) -> Path:
+    """The longest prefix a kernel's sockets get: in the folder of a checker (``CHECKER_SOCKET_NAMES``) below a
+    student's (``student_env``), the batch's thousandth student's."""
+    return socket_prefix(work, 999).parent / max(CHECKER_SOCKET_NAMES, key=len) / KERNEL_SOCKETS
 
 
 class UidBlock:
@@ -342,42 +351,6 @@ def kill_leftovers(env: dict) -> None:
                 pass
             os._exit(0)
         os.waitpid(pid, 0)
-
-
-# ----------------------------------------------------------------- inside the kernel: the checks stay the checks
-
-GUARDED = {"torch": ("allclose", "equal", "isclose"), "torch.testing": ("assert_close",),
-           "numpy.testing": ("assert_allclose", "assert_array_equal", "assert_equal")}
-
-
-def load_ipython_extension(ip) -> None:
-    """Before every cell, put back what an answer cell may have replaced to pass the tests: every attribute
-    of ``translab.checks`` (and the notebook's ``checks`` name), the comparison functions of torch and
-    numpy.testing, and the builtins.  Snapshot taken when the kernel starts, before any student code.
-
-    The verdicts do not depend on it: they are decided outside the kernel (``grader.grading.verdicts``), and a check the
-    answer replaced simply never reports (0).  It keeps the feedback useful: a test cell after such an answer
-    still runs the real check and shows why the answer fails."""
-    import builtins
-    import importlib
-
-    from translab import checks  # lazy: torch (1.2 s); this runs in the kernel, and the batch imports this module
-    modules = {name: importlib.import_module(name) for name in GUARDED}
-    pristine = [(checks, dict(vars(checks)))]
-    pristine += [(modules[name], {attr: getattr(modules[name], attr) for attr in attrs}) for name, attrs in GUARDED.items()]
-    pristine.append((builtins, dict(vars(builtins))))
-
-    def restore(*_):
-        for module, attributes in pristine:
-            for name, value in attributes.items():
-                if getattr(module, name, None) is not value:
-                    setattr(module, name, value)
-        for name in [name for name in vars(checks) if name not in pristine[0][1]]:
-            delattr(checks, name)
-        if "checks" in ip.user_ns:
-            ip.user_ns["checks"] = checks
-
-    ip.events.register("pre_run_cell", restore)
 
 
 def hidden_paths(root: Path) -> list[Path]:

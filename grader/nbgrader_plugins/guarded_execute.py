@@ -54,6 +54,7 @@ from grader.grading import next_kernel, phases
 from grader.grading.prompt_kernel_client import PromptKernelClient
 from grader.grading.verdicts import SOCKET_NAMES, Checker, ForkedChecker, expected_calls, suspicious
 from grader.isolation import kernel_stages
+from grader.isolation.sandbox import KERNEL_SOCKETS
 
 from ..course import course_root
 from .clear_outputs_after_hidden_tests import is_hidden_test, is_test
@@ -139,7 +140,7 @@ class GuardedExecute(Execute):
         """nbclient's, with a client that is ready as soon as the kernel is (``PromptKernelClient``)."""
         km = super().create_kernel_manager()
         km.client_class = CLIENT_CLASS
-        return km
+        return _beside_checker(km, self._checker)
 
     def _timed(self, phase: str) -> None:
         """Add the seconds since the last phase ended to ``phase``."""
@@ -154,8 +155,11 @@ class GuardedExecute(Execute):
             nb.cells[index].outputs = outputs
 
     def _new_checker(self, name: str = SOCKET_NAMES[0]) -> Checker | ForkedChecker:
-        """The batch puts the socket beside the kernel's own (reachable from the sandbox); else a private folder."""
+        """The batch puts the socket in a folder of its own below the student's (``CHECKER_DIR_ENV``), where its
+        kernel's sockets go too (``_beside_checker``): the one folder of the batch that kernel sees, and not the
+        other notebook's.  Else a private folder."""
         folder = os.environ.get(CHECKER_DIR_ENV) or None
+        folder = str(Path(folder) / name) if folder else None
         if self.zygote and folder:
             try:
                 return ForkedChecker(self.zygote, folder, name=name)
@@ -225,6 +229,7 @@ class GuardedExecute(Execute):
             checker = self._new_checker(name)
             km = self.kernel_manager_class(config=self.config, **({"kernel_name": self.kernel_name} if self.kernel_name else {}))
             km.client_class = CLIENT_CLASS
+            _beside_checker(km, checker)
             env = self._kernel_env({}, checker, kernel_stages.stage_of(notebook))
             await ensure_async(km.start_kernel(extra_arguments=self.extra_arguments, env=env, cwd=self._folder))
             checker.warm_up()
@@ -309,17 +314,35 @@ class GuardedExecute(Execute):
         return cell, resources
 
 
+def _beside_checker(km, checker: Checker | ForkedChecker):
+    """``km``'s kernel binds its IPC sockets in its checker's folder (``CHECKER_DIR_ENV``/name), which the launcher
+    gives the student's uid and the kernel's view keeps alone: a notebook's kernel cannot unlink, bind or connect to
+    what the next notebook's kernel and checker listen on."""
+    if getattr(km, "transport", None) == "ipc" and os.environ.get(CHECKER_DIR_ENV):
+        km.ip = str(Path(checker.folder) / KERNEL_SOCKETS)
+    return km
+
+
 def _tampering(cell: NotebookNode, record) -> str:
     """Why a test cell's record shows the channel was tampered with, or "": the checker refused a call (not the
     check the cell's source makes next), or the cell ran to its end in the kernel, no error raised and nothing cut
-    short, and yet its checks never reported (replaced, or their channel rebound).  A cell that stopped on an
+    short, and yet its checks never reported (replaced, or their channel rebound), or a check raised in the kernel
+    (CheckFailed: it began, and lost the checker) and none reported.  A cell that stopped on an
     error before its check (an answer never defined) is a student's mistake, not this."""
     if record.refused:
         return "the checker refused calls the cell's source does not make: " + "; ".join(record.refused[:2])
-    raised = any(output.get("output_type") == "error" for output in cell.get("outputs", []))
-    if not record.passed and record.failure()[1] == "no_verdict" and not raised:
+    if record.put_back:
+        return ("an answer replaced the checks' channel (" + ", ".join(record.put_back[:5]) + "): the grader put it "
+                "back before this cell, whose checks reported through the real one")
+    errors = [output.get("ename") for output in cell.get("outputs", []) if output.get("output_type") == "error"]
+    if record.passed or record.failure()[1] != "no_verdict":
+        return ""
+    if not errors:
         return ("the cell ran without an error, yet its checks never reported a verdict: the answer replaced the "
                 "checks or the kernel's side of their channel")
+    if "CheckFailed" in errors:  # a check began in the kernel, and no verdict reached the grader
+        return ("a check failed in the kernel, yet no verdict of it reached the grader: the answer cut or replaced the "
+                "kernel's side of the checks' channel")
     return ""
 
 

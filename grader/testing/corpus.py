@@ -237,16 +237,17 @@ case("calls_reference", "the mask answer imports translab's reference implementa
 
 
 # Issue 30, attack 4: the kernel answers the checker with one 64 MiB buffer named by 60 tensor nodes, which the checker
-# once copied for each (3.76 GiB held); now decoding stops at translab.wire.MAX_COPIES and the check fails.
+# once copied for each (3.76 GiB held); now decoding stops at translab.wire.MAX_COPIES and the check fails.  The answer
+# swaps the encoder when it is called, after the kernel's guard put the channel back (which it flags at the next cell).
 ALIASED_BUFFERS = ("import importlib\n_w = importlib.import_module('translab.' + 'wi' + 're')\n_encode = _w.encode\n\n"
                    "def _aliased(value, objects):\n"
                    "    if isinstance(value, torch.Tensor) and value.dim() == 2:  # the masks, not the encodings\n"
                    "        node = {'t': 'tensor', 'dtype': 'torch.float32', 'shape': [16 * 2**20], 'buf': 0}\n"
                    "        return {'t': 'list', 'v': [node] * 60}, [bytes(64 * 2**20)]\n"
-                   "    return _encode(value, objects)\n\n"
-                   "_w.encode = _aliased\n\n")
+                   "    return _encode(value, objects)\n\n")
 case("aliased_buffers", "a right mask whose answers reach the checker as one 64 MiB buffer named by 60 tensors")(
-    _nb1(lambda nb: _replace(nb, "mask_answer", ALIASED_BUFFERS + nb.cells[_cell(nb, "mask_answer")].source)))
+    _nb1(lambda nb: _replace(nb, "mask_answer", ALIASED_BUFFERS + nb.cells[_cell(nb, "mask_answer")].source.replace(
+        "-> torch.Tensor:\n", "-> torch.Tensor:\n    _w.encode = _aliased\n", 1))))
 
 
 # Issue 30, attack 3: facts the checks read from the student's objects come from the kernel, and an object can lie
@@ -327,10 +328,28 @@ case("message_quotes_inputs", "a mask right on the visible size that raises, on 
         f"        raise ValueError(f'{QUOTE_MARKER} {{sz}} x {{sz}}')\n"
         "    return torch.triu(torch.full((sz, sz), float('-inf')), diagonal=1)\n")))
 
+# ...and through names the answer chose that a hidden check's message would print: the class of what it returns, and
+# the class of what it raises, each named after the size it was given.  The checker names neither: it says what kind of
+# object it found in words of its own.
+TYPE_MARKER = "QuotedSize"
+case("type_name_quotes_inputs", "a mask right on the visible size that returns, on any other, an object of a class "
+     "named after its argument")(
+    _mask_answer((
+        "def generate_square_subsequent_mask(sz):\n    if sz != 5:\n"
+        f"        return type(f'{TYPE_MARKER}{{sz}}', (), {{}})()\n"
+        "    return torch.triu(torch.full((sz, sz), float('-inf')), diagonal=1)\n")))
+case("error_type_quotes_inputs", "a mask right on the visible size that raises, on any other, an error of a class "
+     "named after its argument")(
+    _mask_answer((
+        "def generate_square_subsequent_mask(sz):\n    if sz != 5:\n"
+        f"        raise type(f'{TYPE_MARKER}{{sz}}Error', (ValueError,), {{}})('no')\n"
+        "    return torch.triu(torch.full((sz, sz), float('-inf')), diagonal=1)\n")))
+
 
 # Rule 4: the kernel's side of the verdict channel rebound (under a computed name the static scan misses) so that
-# every check says it passed in the kernel and none reaches the checker: 0, flagged; notebook 02 is graded in a
-# kernel of its own and keeps its marks.
+# every check would say it passed in the kernel and none reach the checker: the kernel's guard puts the channel back
+# before the next cell, whose checks report through the real one (full marks for right answers), and the grader
+# flags what was put back; notebook 02 is graded in a kernel of its own and keeps its marks.
 @case("rebinds_channel", "notebook 01 right but its first answer rebinds the kernel's side of the verdict channel; "
       "notebook 02 right")
 def _rebinds_channel(sources: Sources, out: Path) -> None:
@@ -338,6 +357,29 @@ def _rebinds_channel(sources: Sources, out: Path) -> None:
               "setattr(_w, 'se' + 'rve', lambda *a, **k: {'passed': True, 'output': ['ok  all tests passed'], "
               "'message': '', 'key': ''})\n")
     _write(_prepend(sources.notebook(NB1), "mask_answer", rebind), out, f"{NB1}.ipynb")
+    shutil.copy(sources.solutions / f"{NB2}.ipynb", out / f"{NB2}.ipynb")
+
+
+# Rule 4 again, where no guard can put it back: an answer unlinks its own checker's socket (under a computed name):
+# the test cells before it keep their points, the checks after it cannot report (0), and the notebook is flagged.
+case("cuts_own_channel", "notebook 01 right, but its encoding answer unlinks its own checker's socket")(
+    _nb1(lambda nb: _prepend(nb, "pe_answer", "import os\nos.unlink(os.environ['TRANSLAB_' + 'CHECKER'])\n")))
+
+
+# ...and one notebook's run reaching the next: notebook 01's answer removes, by every path it could guess, the checker
+# and kernel sockets that notebook 02's kernel and checker listen on, started while 01 runs.  Each notebook's sockets
+# are in a folder of their own that the other kernel does not see: notebook 02 keeps its 9.
+@case("cuts_next_channel", "notebook 01 right; its mask answer removes the next notebook's checker and kernel "
+      "sockets by every path it guesses; notebook 02 right")
+def _cuts_next_channel(sources: Sources, out: Path) -> None:
+    cut = ("import os, shutil\n_mine = os.environ['TRANSLAB_' + 'CHECKER']\n"
+           "_here = os.path.dirname(_mine)\n_student = os.path.dirname(_here)\n"
+           "for _name in ('checker', 'checker-next'):\n"
+           "    for _path in (os.path.join(_here, _name), os.path.join(_student, _name)):\n"
+           "        if _path in (_mine, _here):\n            continue\n"
+           "        try:\n            shutil.rmtree(_path) if os.path.isdir(_path) else os.unlink(_path)\n"
+           "        except OSError:\n            pass\n")
+    _write(_prepend(sources.notebook(NB1), "mask_answer", cut), out, f"{NB1}.ipynb")
     shutil.copy(sources.solutions / f"{NB2}.ipynb", out / f"{NB2}.ipynb")
 
 

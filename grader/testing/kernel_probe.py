@@ -277,10 +277,10 @@ def probe_cell(stage: int, references_folder, tokens: list[str], files: bool = F
                         files=files, memory=memory, marker=MARKER)
 
 
-def report(outputs: list) -> dict | None:
-    """The probe's report among a cell's outputs, or None."""
+def report(outputs: list, marker: str = MARKER) -> dict | None:
+    """The probe's report among a cell's outputs (the JSON after ``marker``), or None."""
     for output in outputs:
         for line in str(output.get("text", "")).splitlines():
-            if line.startswith(MARKER):
-                return json.loads(line[len(MARKER):])
+            if line.startswith(marker):
+                return json.loads(line[len(marker):])
     return None

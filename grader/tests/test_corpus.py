@@ -289,6 +289,16 @@ def test_a_hidden_tests_message_is_the_checkers_never_the_answers(graded):
     assert corpus.QUOTE_MARKER not in _cell_text(root, "message_quotes_inputs", "mask_answer")
 
 
+@pytest.mark.parametrize("name", ["type_name_quotes_inputs", "error_type_quotes_inputs"])
+def test_a_hidden_check_names_no_class_the_answer_named(graded, name):
+    """Issue 81: a class the answer named after its hidden input (what it returns, what it raises) is described in the
+    checker's words in the hidden test's message, never by its name."""
+    root, *_ = graded
+    message = _cell_text(root, name, "mask_hidden")
+    assert "of its own class" in message or "a class of its own" in message, message
+    assert corpus.TYPE_MARKER not in message, message
+
+
 def test_student_code_read_nothing_of_the_exchange(graded):
     root, *_ = graded
     printed = _printed(root, "read_exchange")

@@ -18,7 +18,7 @@ from typing import Callable, NamedTuple, NoReturn
 
 import torch
 
-from .. import model, references, wire
+from .. import hidden_words, model, references, wire
 from ..contract import CheckFailed  # noqa: F401 - the checks raise it; named here for them
 from ..relations import measured, output_relation
 
@@ -68,6 +68,10 @@ def report_ok(message: str) -> None:
 
 
 def shorten(value, limit: int = 300) -> str:
+    """``value`` as a failure may quote it.  In a hidden check only what the checker formats itself: a tensor's or a
+    number's values, and for text or an object of the kernel's its kind (``kind_of``), never its own words."""
+    if in_hidden_check() and not isinstance(value, (torch.Tensor, int, float, bool, type(None))):
+        return kind_of(value)
     try:
         if isinstance(value, torch.Tensor):
             text = str(value.detach()) if value.numel() <= 36 else f"tensor of shape {tuple(value.shape)}"
@@ -83,7 +87,12 @@ def kind_of(value) -> str:
     if isinstance(value, torch.Tensor):
         return f"a {str(value.dtype).replace('torch.', '')} tensor of shape {tuple(value.shape)} on {value.device}"
     module, name = wire.type_module(value), wire.type_name(value)
-    name = name if module in ("builtins", "") else f"{module.split('.')[0]}.{name}"
+    if in_hidden_check():  # the checker's word for the class, never a name the answer chose
+        name = hidden_words.known_type_name(name, module, "an object of a class of its own")
+        if isinstance(value, (str, list, tuple, dict)) and not wire.remote(value):
+            return f"a {name} of length {len(value)}"
+    else:
+        name = name if module in ("builtins", "") else f"{module.split('.')[0]}.{name}"
     shape = None if wire.remote(value) else getattr(value, "shape", None)
     return f"{name} of shape {tuple(shape)}" if isinstance(shape, tuple) else name
 
@@ -175,7 +184,8 @@ def as_number(value, what: str, whole: bool = False):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         hint = ("an int, e.g. 1_008_100 (no quotes)" if whole else "a float, e.g. 0.75") if isinstance(value, str) \
             else "return (or assign) the number itself"
-        found = f"the string {value!r}" if isinstance(value, str) else f"{kind_of(value)}: {shorten(value, 80)}"
+        found = (kind_of(value) if in_hidden_check() else f"the string {value!r}") if isinstance(value, str) \
+            else f"{kind_of(value)}: {shorten(value, 80)}"
         fail(f"{what} is not a number.", "an int" if whole else "a number", found, hint,
              key="count.not_a_number" if whole else "wrong_type", keep=True)
     if not math.isfinite(value):

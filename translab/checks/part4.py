@@ -106,7 +106,7 @@ def check_transfer(transfer: Callable, split: str = "visible") -> None:
     head = getattr(clf, "head", None)
     if not isinstance(head, nn.Module) or isinstance(head, m.LanguageModelHead):
         fail("the classifier keeps the language-model head.", "a fresh ClassificationHead",
-             wire.type_name(head), "the LM head predicts the next token among ntoken; classification needs a new head",
+             kind_of(head), "the LM head predicts the next token among ntoken; classification needs a new head",
              key="transfer.keeps_lm_head", keep=True)
     with torch.no_grad():
         hidden = lm.base(case["src"], m.generate_square_subsequent_mask(case["src"].size(1)), case["padding"])

@@ -295,13 +295,13 @@ def test_every_module_the_zygote_imports_is_one_that_grading_uses(monkeypatch):
     """``STARTUP`` is CPU the kernels' zygote spends before the first notebook, ``LATER`` while the first notebooks
     run (on 2 cores, beside them): each of their modules must be one that a kernel of a graded run imports, each
     solution notebook run as grading runs it (its demos left out, ``grader.course.demos``, at the grading budget), or
-    one the sandbox's snapshot takes (``grader.isolation.sandbox.GUARDED``; this plain kernel has no sandbox).
+    one the sandbox's snapshot takes (``grader.isolation.kernel_guard.GUARDED``; this plain kernel has no sandbox).
     torch._dynamo, which only the training demos' optimiser steps import, cost a single submission 1.1 CPU-seconds
     there for nothing."""
     import nbformat
     from nbclient import NotebookClient
     from grader.course.demos import left_out
-    from grader.isolation.sandbox import GUARDED
+    from grader.isolation.kernel_guard import GUARDED
     from grader.isolation.zygote import LATER, STARTUP
     from translab import variants
     from translab.contract import ASSIGNMENT, GRADING_ENV

@@ -1,0 +1,48 @@
+"""A hidden check's words: what its message may say of what the kernel sent, composed by the checker.
+
+A hidden test's inputs reach the student's code, so anything the answer chose (an error's text, a class's name, a
+string it returned) could carry them into the feedback.  A message about a hidden check therefore holds only the
+checker's own words: the kind of failure, a type's name where the checker knows the type, a line number it
+formats itself.
+"""
+from __future__ import annotations
+
+import builtins
+import sys
+
+_FAILURE_KINDS = {"not_written": "is not written yet (it raises NotImplementedError)",
+                  "calls_translab": "calls translab's own implementation of the exercise, switched off while it is "
+                                    "graded",
+                  "stderr_warning": "wrote a warning to stderr", "raised": "raised {type}",
+                  "mutates_input": "changed a tensor it was given, in place (compute a new tensor instead)"}
+
+
+def known_type_name(name, module, default: str) -> str:
+    """A type's name as a hidden check may print it: the checker's own word for it, never the kernel's.  A class of
+    Python's builtins, of torch or of numpy keeps its name (the checker can look it up); any other class is the
+    student's to name (``class Size17``) and so could carry a hidden input: ``default`` instead."""
+    name, module = str(name or ""), str(module or "")
+    top = module.split(".")[0]
+    if top == "builtins" and isinstance(getattr(builtins, name, None), type):
+        return name
+    if top in ("torch", "numpy") and name.isidentifier() and isinstance(_attribute(module, name), type):
+        return f"{top}.{name}"
+    return default
+
+
+def _attribute(module: str, name: str):
+    """``module.name`` where the checker has imported ``module`` already (a name the kernel chose imports nothing)."""
+    return getattr(sys.modules.get(module), name, None)
+
+
+HIDDEN_ERROR_NOTE = " (a hidden test shows the kind of error and its line, not its message)"
+
+
+def composed_failure(what, header: dict) -> tuple[str, str]:
+    """(message, key) of a failure the kernel reported in a hidden check, composed here: the label the checker
+    gave the call, the kind of failure, the error's type and its line in the student's code."""
+    key = header.get("key") if header.get("key") in _FAILURE_KINDS else "raised"
+    kind = _FAILURE_KINDS[key].format(type=known_type_name(header.get("type"), "builtins", "an error of its own class"))
+    line = header.get("line")
+    where = f" at line {line} of your code" if type(line) is int and 0 < line < 10 ** 6 else ""
+    return f"{what or 'your code'} {kind}{where}{HIDDEN_ERROR_NOTE}.", key
