@@ -44,7 +44,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import ensure_async, run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Float, Unicode
+from traitlets import Bool, Float, Int, Unicode
 
 from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, VARIANT_ENV, tagged
 
@@ -63,6 +63,23 @@ CLIENT_CLASS = f"{PromptKernelClient.__module__}.{PromptKernelClient.__name__}"
 INCIDENTS = "translab_incidents"  # resources key: what cut this notebook's grading short (read by FlagIncidents)
 
 
+OUTPUT_MESSAGES = {"stream", "display_data", "execute_result", "error", "update_display_data"}
+OUTPUT_NOTE = "the notebook's output passed its budget"
+
+
+def _size(value, depth: int = 0) -> int:
+    """About how many bytes a message's content holds: its strings' lengths (text, base64 images, tracebacks)."""
+    if isinstance(value, str):
+        return len(value)
+    if depth > 20:
+        return 0
+    if isinstance(value, dict):
+        return sum(len(str(key)) + _size(item, depth + 1) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(_size(item, depth + 1) for item in value)
+    return 8
+
+
 def _error(ename: str, message: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=message, traceback=[f"{ename}: {message}"])
 
@@ -74,6 +91,12 @@ class GuardedExecute(Execute):
         "Wall-clock seconds for all the cells of one notebook.  The slowest honest notebook takes 12 s under "
         "grading on a quiet 2-core machine and about 40 s on a busy one; after the budget the remaining cells "
         "are not run and score 0.")).tag(config=True)
+
+    output_budget = Int(16 * 1024 ** 2, help=(
+        "Bytes of output one notebook may send (text, images, errors; counted as each message arrives).  An honest "
+        "notebook sends about 1 MB under grading; past the budget every further output of the notebook is dropped "
+        "as it arrives (nothing of it is held in this process), a note says so in the cell, and the notebook is "
+        "flagged.  The cells still run and score as graded.")).tag(config=True)
 
     skip_demos = Bool(True, help=(
         "Leave out the demos no graded cell needs (grader.course.demos: the training runs, at a token effort under "
@@ -98,6 +121,7 @@ class GuardedExecute(Execute):
         self._deadline = time.monotonic() + self.notebook_budget
         self._stopped: str | None = None  # why the remaining cells are not run
         self._left_out = left_out(nb.cells) if self.skip_demos else set()
+        self._output_bytes, self._output_cut = 0, False  # what the kernel has sent as output so far (output_budget)
         resources = resources if resources is not None else {}
         self._variant = grading_code((resources.get("nbgrader") or {}).get("student"), course_root())
         shown = (nb.metadata.get("translab") or {}).pop(SHOWN_KEY, None)  # RecordVariantShown's, before ClearOutput
@@ -240,6 +264,20 @@ class GuardedExecute(Execute):
                 checker.stop()
             return
         next_kernel.keep(next_kernel.Waiting(notebook, self._folder, km, checker))
+
+    def process_message(self, msg, cell, cell_index):
+        """nbclient's, with the notebook's output counted as it streams (``output_budget``): past it, an output is
+        dropped as it arrives, and the first one dropped leaves a note in its cell and an incident."""
+        if msg.get("msg_type") in OUTPUT_MESSAGES:
+            self._output_bytes += _size(msg.get("content"))
+            if self._output_bytes > self.output_budget:
+                if not self._output_cut:
+                    self._output_cut = True
+                    note = f"{OUTPUT_NOTE} ({self.output_budget:,} bytes): what it wrote after that is not kept"
+                    self.resources[INCIDENTS].append(f"cell {cell_index}: {note}")
+                    cell.outputs.append(_error("OutputBudgetExceeded", note))
+                return None
+        return super().process_message(msg, cell, cell_index)
 
     def _get_timeout(self, cell):
         """The cell's timeout, cut to what is left of the notebook's budget (nbclient interrupts at it)."""

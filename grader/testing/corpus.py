@@ -130,6 +130,11 @@ case("thread_storm", "the mask answer starts sleeping threads until it cannot")(
         "    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"))))
 case("huge_output", "the mask answer prints 50 MB before defining a right answer")(
     _nb1(lambda nb: _prepend(nb, "mask_answer", "for _ in range(50):\n    print('x' * 2**20)\n")))
+# ...and past the notebook's output budget in bytes (grader.nbgrader_plugins.guarded_execute.output_budget), in one
+# message: a 24 MB HTML display after a right encoding, dropped as it arrives.
+case("huge_display", "a right encoding whose answer cell then displays 24 MB of HTML in one output")(
+    _nb1(lambda nb: _append_to(nb, "pe_answer", "from IPython.display import HTML, display\n"
+                                                "display(HTML('<p>' + 'x' * (24 * 2**20) + '</p>'))\n")))
 case("fake_pass", "a wrong mask that prints a fake 'all tests passed'")(
     _nb1(lambda nb: _replace(nb, "mask_answer", WRONG_MASK + "print('All tests passed! 4/4 points')\n")))
 

@@ -618,3 +618,17 @@ def test_classmates_graded_beside_many_busy_processes_keep_their_marks(beside_cp
         assert full >= 8 and (found, flagged_notebooks(root, name)) == (full, flagged), name
         assert not report[name]["leftovers"], report[name]
     print("\n[cpu_hog] seconds: " + ", ".join(f"{name} {report[name]['seconds']}" for name in ["attacker", *CLASSMATES]))
+
+
+@pytest.mark.parametrize("name", ["huge_output", "huge_display"])
+def test_output_past_the_budget_is_dropped_as_it_streams_with_a_note(graded, name):
+    """Issue 81: output is counted in bytes as it arrives; past the notebook's budget nothing more is kept, so the
+    graded notebook stays about the budget's size, and the cell where it ran out says so."""
+    from grader.nbgrader_plugins.guarded_execute import GuardedExecute, OUTPUT_NOTE
+    root, *_ = graded
+    path = root / "autograded" / name / ASSIGNMENT / f"{corpus.NB1}.ipynb"
+    assert path.stat().st_size < GuardedExecute.output_budget.default_value + 2 * 1024 ** 2, path.stat().st_size
+    notebook = nbformat.read(path, as_version=4)
+    notes = [output for cell in notebook.cells for output in cell.get("outputs", [])
+             if output.get("ename") == "OutputBudgetExceeded"]
+    assert len(notes) == 1 and OUTPUT_NOTE in notes[0]["evalue"], notes
