@@ -41,6 +41,7 @@ from grader.grading import batch
 from grader.grading.nbgrader_process import fork_server
 from grader.grading.plain_copies import copy_plain_files
 from grader.grading.preflight import preflight
+from grader.isolation import kernel_stages
 
 RESULT = "result.json"
 GRADEBOOK = "gradebook.db"
@@ -154,6 +155,7 @@ def scratch_course(course: Path, root: Path) -> Path:
     """A course folder to grade tasks in: ``course``'s configuration, its solutions and notebooks linked."""
     root.mkdir()
     shutil.copy2(course / "nbgrader_config.py", root / "nbgrader_config.py")
+    (root / kernel_stages.ORIGIN_FILE).write_text(str(Path(course).resolve()), encoding="utf-8")  # for messages
     for folder in ("solutions", "notebooks"):
         if (course / folder).exists():
             (root / folder).symlink_to((course / folder).resolve(), target_is_directory=True)

@@ -183,9 +183,23 @@ def unstaged_library(root: Path, env: dict) -> str | None:
             f"stage ({', '.join(map(str, covered))}): every answer would score 0. {how_to_stage(root, found)}")
 
 
+ORIGIN_FILE = ".translab_course_origin"  # in a worker's copy of a course: the course folder it was copied from
+
+
+def named_root(root: Path) -> Path:
+    """The course folder as the instructor named it: ``root``, or where a worker's copy of it came from (the copy is
+    a temporary folder no instructor typed; grader.grading.result_folders.scratch_course writes ``ORIGIN_FILE``)."""
+    try:
+        origin = (Path(root) / ORIGIN_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return Path(root)
+    return Path(origin) if origin and Path(origin).is_absolute() else Path(root)
+
+
 def how_to_stage(root: Path, found: str) -> str:
     """What gives the kernels a translab the stage covers: an interpreter with this grader's own checkout installed
     (``make setup`` there), never ``pip install -e`` of the course, which is a folder of notebooks, not a package."""
+    root = named_root(root)
     checkout = PACKAGE_DIR.parent
     if not (checkout / "Makefile").is_file():  # this translab is an installed package, not a checkout's
         return (f"Grade with a Python that imports {PACKAGE_DIR} from any folder (`make autograde PY=/path/to/python` "

@@ -618,6 +618,26 @@ def test_the_refusal_says_what_fixes_it_for_a_course_folder_that_is_no_package(t
     assert f"`make setup` in {REPO_ROOT}" in problem and "then `make autograde` there" in problem, problem
 
 
+def test_a_worker_s_copy_of_the_course_is_refused_naming_the_course_the_instructor_gave(tmp_path, monkeypatch):
+    """Issue 81: on a cluster the batch grades a worker's temporary copy of the course; the refusal names the course
+    it was copied from, in the command that fixes it, never the worker's temporary folder."""
+    from grader.grading.result_folders import scratch_course
+    from grader.isolation.kernel_environment import kernel_environment
+    from grader.isolation.kernel_stages import unstaged_library
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", course)
+    (tmp_path / "translab-worker-x1").mkdir()
+    copy = scratch_course(course, tmp_path / "translab-worker-x1" / "course")
+    other = tmp_path / "other" / "translab"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(other.parent))
+    problem = unstaged_library(copy, kernel_environment(os.environ))
+    assert problem and f"--root {course.resolve()} autograde" in problem, problem
+    assert "translab-worker-x1" not in problem, problem
+
+
 def test_the_launcher_never_imports_a_grader_package_submitted_beside_the_notebook(tmp_path, monkeypatch):
     """The kernelspec's launcher starts as root in the student's folder, before any isolation: a submitted
     grader/isolation/launcher.py (the corpus's ``shadows_the_launcher``) must not be what it runs, even where the
