@@ -129,8 +129,6 @@ class Checker:
     def __init__(self, folder: str | os.PathLike | None = None, name: str = SOCKET_NAME):
         self._own_folder = folder is None
         self.folder = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="translab-checker-"))
-        if not self._own_folder:  # the folder a kernel of an earlier notebook had: nothing of it is left for the next
-            shutil.rmtree(self.folder, ignore_errors=True)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = _socket_path(self.folder, name)
         with contextlib.suppress(FileNotFoundError):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -115,6 +116,7 @@ class GuardedExecute(Execute):
     _variant: str | None = None  # the student's variant code (grader.course.variants), derived in preprocess
     _notebook = ""  # the notebook's name and the folder its kernel runs in, set in preprocess
     _folder = ""
+    _checker = None  # this notebook's checker (grader.grading.verdicts), made in preprocess
     _handed_over = False  # whether its kernel was started while the notebook before it ran (grader.grading.next_kernel)
 
     def preprocess(self, nb, resources=None, km=None):
@@ -184,6 +186,8 @@ class GuardedExecute(Execute):
         other notebook's.  Else a private folder."""
         folder = os.environ.get(CHECKER_DIR_ENV) or None
         folder = str(Path(folder) / name) if folder else None
+        if folder:  # the folder an earlier notebook's kernel had: emptied here, before this one's kernel binds in it
+            shutil.rmtree(folder, ignore_errors=True)  # (a forked checker doing it would race that kernel's start)
         if self.zygote and folder:
             try:
                 return ForkedChecker(self.zygote, folder, name=name)
@@ -352,11 +356,11 @@ class GuardedExecute(Execute):
         return cell, resources
 
 
-def _beside_checker(km, checker: Checker | ForkedChecker):
+def _beside_checker(km, checker: Checker | ForkedChecker | None):
     """``km``'s kernel binds its IPC sockets in its checker's folder (``CHECKER_DIR_ENV``/name), which the launcher
     gives the student's uid and the kernel's view keeps alone: a notebook's kernel cannot unlink, bind or connect to
     what the next notebook's kernel and checker listen on."""
-    if getattr(km, "transport", None) == "ipc" and os.environ.get(CHECKER_DIR_ENV):
+    if checker is not None and getattr(km, "transport", None) == "ipc" and os.environ.get(CHECKER_DIR_ENV):
         km.ip = str(Path(checker.folder) / KERNEL_SOCKETS)
     return km
 

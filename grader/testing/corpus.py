@@ -130,7 +130,7 @@ case("thread_storm", "the mask answer starts sleeping threads until it cannot")(
         "    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"))))
 case("huge_output", "the mask answer prints 50 MB before defining a right answer")(
     _nb1(lambda nb: _prepend(nb, "mask_answer", "for _ in range(50):\n    print('x' * 2**20)\n")))
-# ...and past the notebook's output budget in bytes (grader.nbgrader_plugins.guarded_execute.output_budget), in one
+# ...and past the notebook's output budget in bytes (GuardedExecute.output_budget, a trait), in one
 # message: a 24 MB HTML display after a right encoding, dropped as it arrives.
 case("huge_display", "a right encoding whose answer cell then displays 24 MB of HTML in one output")(
     _nb1(lambda nb: _append_to(nb, "pe_answer", "from IPython.display import HTML, display\n"
