@@ -222,7 +222,7 @@ def _mapped_folders() -> set[Path]:
     return {folder for folder in found if len(folder.parts) > 1 and folder.parts[1] not in SYSTEM_FOLDERS}
 
 
-# The grader's modules a kernel imports: the extension ``grader.isolation.sandbox``, and with it this package and
+# The grader's modules a kernel imports: the extension ``grader.isolation.kernel_guard``, and with it this package and
 # what it imports (grader.course.withheld names what the stages hold back).  A zygote's launcher has imported more
 # (the course's variants, the gradebook): none of those is the kernel's.
 KERNEL_GRADER_MODULES = ("grader", "grader.moved", "grader.course", "grader.course.withheld", "grader.isolation")
