@@ -58,6 +58,8 @@ def untagged(value: str) -> tuple[str, str]:
     return (value[:found.start()], found.group(1)) if found else (value, "")
 
 
+WATCH_TAMPERED_KEY = "watch_tampered"  # a check's failure key when the answer switched off what watches it: flagged
+
 class CheckFailed(AssertionError):
     """A test cell's check failed; the message explains why.
 

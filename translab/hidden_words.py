@@ -10,9 +10,13 @@ from __future__ import annotations
 import builtins
 import sys
 
+from .contract import WATCH_TAMPERED_KEY
+
 _FAILURE_KINDS = {"not_written": "is not written yet (it raises NotImplementedError)",
-                  "calls_translab": "calls translab's own implementation of the exercise, switched off while it is "
-                                    "graded",
+                  "calls_translab": "calls translab's or PyTorch's own implementation of the exercise, switched off "
+                                    "while it is graded",
+                  WATCH_TAMPERED_KEY: "switched off what watches PyTorch's calls while it is graded (the grader "
+                                      "flags this notebook for the instructor)",
                   "stderr_warning": "wrote a warning to stderr", "raised": "raised {type}",
                   "mutates_input": "changed a tensor it was given, in place (compute a new tensor instead)"}
 

@@ -47,7 +47,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Int, Unicode
 
-from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, VARIANT_ENV, tagged
+from translab.contract import CHECKER_DIR_ENV, CHECKER_ENV, VARIANT_ENV, WATCH_TAMPERED_KEY, tagged
 
 from grader.course.demos import NOT_RUN, left_out
 from grader.course.variants import SECRET_ENVS, SHOWN_KEY, grading_code, mismatch
@@ -376,6 +376,9 @@ def _tampering(cell: NotebookNode, record) -> str:
     if record.put_back:
         return ("an answer replaced the checks' channel (" + ", ".join(record.put_back[:5]) + "): the grader put it "
                 "back before this cell, whose checks reported through the real one")
+    if any(not passed and key == WATCH_TAMPERED_KEY for _, passed, _, _, key in record.results):
+        return ("an answer switched off what watches PyTorch's calls while it is graded (translab.checks.torch_watch: "
+                "the function mode popped, the profiler stopped or restarted, RecordFunction off)")
     errors = [output.get("ename") for output in cell.get("outputs", []) if output.get("output_type") == "error"]
     if record.passed or record.failure()[1] != "no_verdict":
         return ""

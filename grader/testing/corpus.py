@@ -365,6 +365,36 @@ def _rebinds_channel(sources: Sources, out: Path) -> None:
     shutil.copy(sources.solutions / f"{NB2}.ipynb", out / f"{NB2}.ipynb")
 
 
+# PyTorch's builtins are C functions: no code to swap, reached by any name.  They are watched where PyTorch
+# dispatches them (translab.checks.torch_watch): multi-head attention by its aten operator under a computed name is
+# refused (that test cell's 2 points), the rest of notebook 01 keeps its 6, unflagged: a student's mistake to name.
+case("builtin_attention", "notebook 01 right but multi-head attention, which calls PyTorch's own native operator "
+     "by a computed name")(
+    _nb1(lambda nb: _replace(nb, "mha_answer", (
+        "def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, "
+        "mask=None):\n"
+        "    native = getattr(torch.ops.aten, '_native_' + 'multi_head_attention')\n"
+        "    return native(x, x, x, x.size(-1), num_heads, in_proj_weight, in_proj_bias, out_proj_weight, "
+        "out_proj_bias, mask, True, False, None if mask is None else 0)\n"))))
+
+
+# ...and an answer that attacks the watch itself: it pops every function mode and stops the profiler, then calls
+# scaled dot-product attention with torch functions off.  The watch finds itself switched off: attention's 2 and
+# multi-head attention's 2 (it calls the student's attention) are lost, the notebook is flagged.
+case("pops_watch", "notebook 01 right but attention, which pops the function modes, stops PyTorch's profiler "
+     "and calls PyTorch's attention")(
+    _nb1(lambda nb: _replace(nb, "attention_answer", (
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        "    while torch._C._len_torch_function_stack():\n"
+        "        torch._C._pop_torch_function_stack()\n"
+        "    try:\n        torch._C._autograd._disable_profiler_legacy()\n"
+        "    except Exception:\n        pass\n"
+        "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))\n"
+        "    weights = torch.softmax(scores if mask is None else scores + mask, dim=-1)\n"
+        "    with torch._C.DisableTorchFunction():\n"
+        "        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask), weights\n"))))
+
+
 # Rule 4 again, where no guard can put it back: an answer unlinks its own checker's socket (under a computed name):
 # the test cells before it keep their points, the checks after it cannot report (0), and the notebook is flagged.
 case("cuts_own_channel", "notebook 01 right, but its encoding answer unlinks its own checker's socket")(

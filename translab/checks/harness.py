@@ -20,6 +20,8 @@ import torch
 
 from .. import hidden_words, model, references, wire
 from ..contract import CheckFailed  # noqa: F401 - the checks raise it; named here for them
+from . import torch_watch
+from .torch_watch import REFUSED
 from ..relations import measured, output_relation
 
 
@@ -276,7 +278,7 @@ def checked(check: Callable) -> Callable:
 # ----------------------------------------------------------------- running student code
 
 def _raising_code(name: str, module: str = "translab"):
-    message = _refusal("calls", name, module)
+    message = torch_watch.refusal("calls", name, module)
     namespace: dict = {}
     exec(f"def _forbidden(*args, **kwargs):\n    raise AssertionError({message!r})\n", namespace)
     return namespace["_forbidden"].__code__
@@ -322,15 +324,6 @@ def _refusing_copies(messages: dict[tuple, str]):
         sys.setprofile(before)
 
 
-REFUSED = "switched off while this test runs"  # in every refusal's message: how call_student tells it from other errors
-
-
-def _refusal(kind: str, name: str, module: str = "translab") -> str:
-    owner = "PyTorch's" if module.split(".")[0] == "torch" else "translab's"
-    return (f"this answer {kind} {owner} own {name}. The exercise is to write it yourself: that version is "
-            f"{REFUSED}.")
-
-
 @contextlib.contextmanager
 def forbid(*targets):
     """Make translab's functions and classes raise while the block runs, whatever name they were
@@ -347,13 +340,16 @@ def forbid(*targets):
             wire.stop_forbidding(token)
         return
     saved, copies = [], {}
+    builtins = [torch_watch.builtin_of(target) for target in targets]
     try:
-        for target in targets:
+        for target, builtin in zip(targets, builtins):
+            if builtin is not None and not isinstance(target, type):
+                continue  # a C function: watched where PyTorch dispatches it (torch_watch), its code not swapped
             if isinstance(target, type):
                 for attr in ("__init__", "forward"):
                     if attr in vars(target):
                         saved.append((target, attr, vars(target)[attr]))
-                        message = _refusal("uses", target.__name__, target.__module__)
+                        message = torch_watch.refusal("uses", target.__name__, target.__module__)
                         copies[_code_key(_innermost(vars(target)[attr]).__code__)] = message
 
                         def raiser(self, *args, _message=message, **kwargs):
@@ -364,9 +360,9 @@ def forbid(*targets):
                 name = getattr(function, "__qualname__", "function")
                 saved.append((function, "__code__", function.__code__))
                 module = getattr(function, "__module__", "") or ""
-                copies[_code_key(function.__code__)] = _refusal("calls", name, module)
+                copies[_code_key(function.__code__)] = torch_watch.refusal("calls", name, module)
                 function.__code__ = _raising_code(name, module)
-        with _refusing_copies(copies):
+        with _refusing_copies(copies), torch_watch.watched([b for b in builtins if b is not None]):
             yield
     finally:
         for owner, attr, value in reversed(saved):
@@ -409,23 +405,13 @@ def refuse_call(what: str, error: AssertionError) -> None:
     fail(f"{what}: {error}{evidence}", key="calls_translab")
 
 
-def _tensors_given(function: Callable, args: tuple, kwargs: dict) -> list[tuple[str, torch.Tensor]]:
-    """The tensors a call hands the answer, by the name of their parameter where the signature gives one."""
-    import inspect
-    try:
-        named = dict(inspect.signature(function).bind_partial(*args, **kwargs).arguments)
-    except (TypeError, ValueError):
-        named = {**{f"argument {i + 1}": value for i, value in enumerate(args)}, **kwargs}
-    return [(name, value) for name, value in named.items() if isinstance(value, torch.Tensor)]
-
-
 def call_student(what: str, function: Callable, *args, **kwargs):
     """Call the student's ``function``, each failure explained; a tensor it was given and changed in place fails
     too (issue 50: a check hands copies, so an answer that wrote into its caller's tensor went unreported; in a
     model the caller is the layer before, whose output, or autograd's record of it, it overwrites)."""
     if wire.remote(function):  # in the grader's checker: the kernel runs it, with this function's rules
         return wire.session().call(function, args, kwargs, what=what)
-    given = _tensors_given(function, args, kwargs)
+    given = torch_watch.tensors_given(function, args, kwargs)
     saved = [tensor.detach().clone() for _, tensor in given]
     result = _call_once(what, function, args, kwargs)
     changed = [name for (name, tensor), copy in zip(given, saved)
@@ -440,7 +426,7 @@ def call_student(what: str, function: Callable, *args, **kwargs):
 
 def _call_once(what: str, function: Callable, args: tuple, kwargs: dict):
     try:
-        with no_warnings(what):
+        with no_warnings(what), torch_watch.watching():
             return function(*args, **kwargs)
     except CheckFailed:
         raise
@@ -484,7 +470,10 @@ def _kernel_call(target, what: str | None, args: tuple, kwargs: dict, forbidden:
     """A call the checker asks this kernel for (``wire.serve``): the student's object, translab's ``forbidden``
     implementations switched off, a failure of it explained as ``call_student`` explains it when ``what`` names it."""
     with forbid(*forbidden):
-        return call_student(what, target, *args, **kwargs) if what is not None else target(*args, **kwargs)
+        if what is not None:
+            return call_student(what, target, *args, **kwargs)
+        with torch_watch.watching():
+            return target(*args, **kwargs)
 
 
 def held_parameters(module, limit: int = 10_000) -> list:

@@ -159,7 +159,8 @@ def check_attention_demo(weights: torch.Tensor) -> None:
 def _forbid_attention():
     from torch.nn import functional
     return forbid(scaled_dot_product_attention, multi_head_attention, split_heads, merge_heads,
-                  functional.multi_head_attention_forward, nn.MultiheadAttention)
+                  functional.multi_head_attention_forward, nn.MultiheadAttention,
+                  functional.scaled_dot_product_attention)
 
 
 def _attend(q, k, v, mask, scale: float | None = None, softmax_dim: int = -1, use_mask: bool = True) -> torch.Tensor:

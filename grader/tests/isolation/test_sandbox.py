@@ -36,9 +36,11 @@ def traversable_scratch() -> Path:
     """A folder every user may traverse and that is not in /tmp, for fake courses: the repository's .pytest_cache
     (git-ignored by its own .gitignore) where others may reach the checkout, else a folder of root's under /var/lib
     (a clone in root's home or in a ``mktemp -d`` folder: only root may traverse it, and only root runs these tests
-    there, as the sandbox's check is root's)."""
-    if sandbox.others_can_reach(REPO_ROOT) or os.geteuid() != 0:
-        scratch = REPO_ROOT / ".pytest_cache"
+    there, as the sandbox's check is root's; and there too where the checkout's path is too long for a socket)."""
+    scratch = REPO_ROOT / ".pytest_cache"
+    short_enough = len(str(sandbox.longest_socket_prefix(scratch / "sbx-12345678" / "work"))) <= \
+        sandbox.SOCKET_PATH_MAX - 8  # a checkout deep in the tree (CI's) leaves no room for the kernels' sockets
+    if (sandbox.others_can_reach(REPO_ROOT) and short_enough) or os.geteuid() != 0:
         scratch.mkdir(exist_ok=True)
         if not (scratch / ".gitignore").exists():
             (scratch / ".gitignore").write_text("*\n")
@@ -55,7 +57,7 @@ def sandbox_course():
     """A fake course that others may traverse, like a real one: not in pytest's tmp_path (private to root,
     which would make every "cannot read" below pass for the wrong reason) nor anywhere in /tmp (the kernel
     gets a /tmp of its own, so the course would vanish for that reason instead)."""
-    tmp_path = Path(tempfile.mkdtemp(prefix="translab-test-sandbox-", dir=traversable_scratch()))
+    tmp_path = Path(tempfile.mkdtemp(prefix="sbx-", dir=traversable_scratch()))
     os.chmod(tmp_path, 0o755)
     try:
         yield build_sandbox_course(tmp_path)
