@@ -494,7 +494,7 @@ def student_line(error: BaseException | None) -> int | None:
 
 
 # What the grading kernel's guard (grader.isolation.kernel_guard) had to put back before a cell: the
-# names of the channel an answer replaced.  Sent with each check, so the grader flags the notebook; the checks ran
+# names of the channel an answer replaced.  Sent with the next check (and then forgotten), so the grader flags the notebook; the checks ran
 # through the real channel, and score as graded.
 PUT_BACK: list[str] = []
 PUT_BACK_SHOWN = 20
@@ -532,8 +532,10 @@ def serve(check: str, args: tuple, kwargs: dict, split: str, kernel_call: Callab
         except OSError as error:
             raise WireError(f"the grader's checker cannot be reached ({error})") from None
         tree, buffers = encode({"args": list(args), "kwargs": dict(kwargs)}, objects)
+        put_back = [str(name)[:120] for name in PUT_BACK[-PUT_BACK_SHOWN:]]
+        PUT_BACK.clear()  # told once: the cells after it are flagged only for what is put back before them
         send(sock, {"op": "begin", "check": check, "split": split, "part": kwargs.get("part"), "value": tree,
-                    "put_back": [str(name)[:120] for name in PUT_BACK[-PUT_BACK_SHOWN:]]}, buffers)
+                    "put_back": put_back}, buffers)
         while True:
             header, buffers = recv(sock)
             op = header.get("op")
