@@ -45,8 +45,10 @@ HIDDEN_ERROR_NOTE = " (a hidden test shows the kind of error and its line, not i
 def composed_failure(what, header: dict) -> tuple[str, str]:
     """(message, key) of a failure the kernel reported in a hidden check, composed here: the label the checker
     gave the call, the kind of failure, the error's type and its line in the student's code."""
-    key = header.get("key") if header.get("key") in _FAILURE_KINDS else "raised"
-    kind = _FAILURE_KINDS[key].format(type=known_type_name(header.get("type"), "builtins", "an error of its own class"))
+    keys = [key for key in str(header.get("key") or "").split()[:8] if key in _FAILURE_KINDS] or ["raised"]
+    kinds = [_FAILURE_KINDS[key].format(type=known_type_name(header.get("type"), "builtins", "an error of its own class"))
+             for key in dict.fromkeys(keys)]
     line = header.get("line")
     where = f" at line {line} of your code" if type(line) is int and 0 < line < 10 ** 6 else ""
-    return f"{what or 'your code'} {kind}{where}{HIDDEN_ERROR_NOTE}.", key
+    also = "".join(f"; it also {kind}" for kind in kinds[1:])  # every finding the kernel kept (a warning beside)
+    return f"{what or 'your code'} {kinds[0]}{where}{also}{HIDDEN_ERROR_NOTE}.", " ".join(dict.fromkeys(keys))

@@ -33,7 +33,7 @@ import socket
 import struct
 import sys
 import types
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -366,6 +366,13 @@ class Session:
     def __init__(self, sock: socket.socket, hidden: bool = False):
         self.sock = sock
         self.hidden = hidden
+        self._findings: list[tuple[str, str]] = []
+
+    def take_findings(self) -> list[tuple[str, str]]:
+        """What the kernel's last calls kept to report beside the verdict (``WithFindings``), in the checker's
+        words where the check is hidden."""
+        found, self._findings = self._findings, []
+        return found
 
     def request(self, op: str, target: "Handle | None" = None, payload=None, **fields):
         buffers = pack(payload) if payload is not None else []
@@ -373,6 +380,9 @@ class Session:
         header, buffers = recv(self.sock)
         kind = header.get("op")
         if kind == "result":
+            for text, key in [f for f in header.get("findings") or [] if type(f) is list and len(f) == 2][:8]:
+                self._findings.append(composed_failure(fields.get("what"), {"key": key}) if self.hidden else
+                                      (str(text)[:2000], str(key)[:200]))
             return decode(header.get("value"), buffers, self)
         if kind == "fail":  # a checked call failed in the kernel: its message, as the check would raise it
             if self.hidden:
@@ -518,6 +528,12 @@ def _resolve(name: str):
     return found
 
 
+class WithFindings(NamedTuple):
+    """A call's value and what the check keeps to report beside its verdict: sent with the value."""
+    value: Any
+    findings: list
+
+
 def serve(check: str, args: tuple, kwargs: dict, split: str, kernel_call: Callable) -> dict:
     """Ask the checker to run ``check`` on the student's objects and answer its requests until it is done;
     returns the checker's verdict ``{"passed", "output", "message", "key"}``.  Raises ``Refused`` when the
@@ -566,7 +582,11 @@ def serve(check: str, args: tuple, kwargs: dict, split: str, kernel_call: Callab
                 send(sock, {"op": "raise", "type": type(error).__name__, "message": str(error)[:2000],
                             "line": student_line(error)})
                 continue
+            extra = {}
+            if type(value) is WithFindings:  # what the check keeps to report beside its verdict (a warning)
+                extra = {"findings": [[str(text)[:2000], str(key)[:200]] for text, key in value.findings[:8]]}
+                value = value.value
             tree, buffers = encode(value, objects)
-            send(sock, {"op": "result", "value": tree}, buffers)
+            send(sock, {"op": "result", "value": tree, **extra}, buffers)
     finally:
         sock.close()

@@ -395,6 +395,33 @@ case("pops_watch", "notebook 01 right but attention, which pops the function mod
         "        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask), weights\n"))))
 
 
+# A warning never ends the diagnosis, through the grader too: a base written seq-first as PyTorch's tutorial writes it
+# (no batch_first, its own transposes, the encoder's default enable_nested_tensor: PyTorch warns) and without the
+# sqrt(nhid) scale.  Its two test cells fail (0 of 2), and their feedback names both the missing scale and the
+# warning, the kernel's finding carried beside the value; the rest of notebook 02 keeps its 7, unflagged.
+SEQ_FIRST_BASE = """class TransformerModel(nn.Module):
+    def __init__(self, ntoken, nhead, nhid, nlayers, dropout=0.5):
+        super().__init__()
+        self.nhid = nhid
+        self.encoder = nn.Embedding(ntoken, nhid)
+        self.pos_encoder = PositionalEncoding(nhid, dropout)
+        self.transformer_encoder = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(nhid, nhead, dim_feedforward=nhid, dropout=dropout), nlayers)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None):
+        if src_key_padding_mask is not None and src_mask is not None:
+            padding = torch.zeros(src_key_padding_mask.shape, dtype=src_mask.dtype, device=src_mask.device)
+            src_key_padding_mask = padding.masked_fill(src_key_padding_mask, float("-inf"))
+        x = self.pos_encoder(self.encoder(src)).transpose(0, 1)
+        return self.transformer_encoder(x, mask=src_mask, src_key_padding_mask=src_key_padding_mask).transpose(0, 1)
+"""
+
+
+@case("seq_first_base", "notebook 02 right but its base, written seq-first (PyTorch warns) and without sqrt(nhid)")
+def _seq_first_base(sources: Sources, out: Path) -> None:
+    _write(_replace(sources.notebook(NB2), "transformer_answer", SEQ_FIRST_BASE), out, f"{NB2}.ipynb")
+
+
 # Rule 4 again, where no guard can put it back: an answer unlinks its own checker's socket (under a computed name):
 # the test cells before it keep their points, the checks after it cannot report (0), and the notebook is flagged.
 case("cuts_own_channel", "notebook 01 right, but its encoding answer unlinks its own checker's socket")(

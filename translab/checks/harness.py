@@ -254,8 +254,18 @@ def checked(check: Callable) -> Callable:
                     if not verdict.get("passed"):
                         raise CheckFailed(str(verdict.get("message", "")), str(verdict.get("key", "")))
                     return None
-            with full_precision():
-                return check(*args, **kwargs)
+            findings_token = _DEFERRED.set([])
+            try:
+                with full_precision():
+                    result = check(*args, **kwargs)
+            except CheckFailed as failed:
+                raise with_findings(failed, _DEFERRED.get()) from None
+            finally:
+                kept = _DEFERRED.get()
+                _DEFERRED.reset(findings_token)
+            if kept:
+                raise with_findings(None, kept)
+            return result
         except CheckFailed:
             raise
         except wire.WireError as error:
@@ -369,21 +379,55 @@ def forbid(*targets):
             setattr(owner, attr, value)
 
 
+# The findings a check keeps to report beside its verdict (a warning the answer printed): a warning never ends the
+# diagnosis, the comparisons after it still run.  None outside a check: then a finding fails at once.
+_DEFERRED: contextvars.ContextVar[list | None] = contextvars.ContextVar("translab_deferred_findings", default=None)
+
+
+def _warning_finding(what: str, warning) -> tuple[str, str]:
+    text = str(warning.message)
+    hint = ("build nn.TransformerEncoderLayer with batch_first=True (our tensors are (batch, seq, features)) and "
+            "nn.TransformerEncoder with enable_nested_tensor=False, so that PyTorch need not warn; with "
+            "batch_first=True your own transposes around the layers go"
+            if "nested" in text or "batch_first" in text else
+            "PyTorch wants the attention mask and the padding mask of the same type: "
+            "keep the given lines that convert the padding mask"
+            if "mismatched" in text else None)
+    lines = [f"{what} printed a warning to stderr; under nbgrader any stderr output scores the cell 0.",
+             f"  found:    {warning.category.__name__}: {text[:300]}"]
+    if hint:
+        lines.append(f"  likely:   {hint}")
+    return "\n".join(lines), "stderr_warning"
+
+
+def defer(findings: list[tuple[str, str]]) -> None:
+    """Keep ``findings`` (message, key) for the end of the check; outside a check the first fails now."""
+    deferred = _DEFERRED.get()
+    if deferred is None:
+        if findings:
+            raise CheckFailed(*findings[0])
+        return
+    deferred.extend(finding for finding in findings if finding not in deferred)
+
+
+def with_findings(failed: CheckFailed | None, findings: list[tuple[str, str]]) -> CheckFailed | None:
+    """``failed`` with every kept finding beside it (each key in its tag), or the findings alone, or None."""
+    if not findings:
+        return failed
+    pieces = ([(failed.message, failed.key)] if failed is not None else []) + list(findings)
+    message = pieces[0][0] + "".join("\n  also:     " + text.replace("\n", "\n    ") for text, _ in pieces[1:])
+    keys = " ".join(dict.fromkeys(key for _, key in pieces if key))
+    return CheckFailed(message, keys)
+
+
 @contextlib.contextmanager
 def no_warnings(what: str):
-    """Turn a warning from the student's code into a clear failure (in nbgrader, stderr scores 0)."""
+    """A warning from the student's code is a finding (in nbgrader, stderr scores 0), kept for the end of the
+    check (``defer``) so that what the check compares next is still reported."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield
-    for warning in caught:
-        hint = ("nn.TransformerEncoderLayer needs batch_first=True (our tensors are (batch, seq, features)), "
-                "and nn.TransformerEncoder enable_nested_tensor=False"
-                if "nested" in str(warning.message) or "batch_first" in str(warning.message) else
-                "PyTorch wants the attention mask and the padding mask of the same type: "
-                "keep the given lines that convert the padding mask"
-                if "mismatched" in str(warning.message) else None)
-        fail(f"{what} printed a warning to stderr; under nbgrader any stderr output scores the cell 0.",
-             found=f"{warning.category.__name__}: {warning.message}", hint=hint, key="stderr_warning", keep=True)
+    defer([_warning_finding(what, warning) for warning in caught])
 
 
 def _where(error: BaseException) -> str:
@@ -410,7 +454,10 @@ def call_student(what: str, function: Callable, *args, **kwargs):
     too (issue 50: a check hands copies, so an answer that wrote into its caller's tensor went unreported; in a
     model the caller is the layer before, whose output, or autograd's record of it, it overwrites)."""
     if wire.remote(function):  # in the grader's checker: the kernel runs it, with this function's rules
-        return wire.session().call(function, args, kwargs, what=what)
+        session = wire.session()
+        value = session.call(function, args, kwargs, what=what)
+        defer(session.take_findings())
+        return value
     given = torch_watch.tensors_given(function, args, kwargs)
     saved = [tensor.detach().clone() for _, tensor in given]
     result = _call_once(what, function, args, kwargs)
@@ -469,11 +516,24 @@ def attempt_again(function: Callable, *args, **kwargs):
 def _kernel_call(target, what: str | None, args: tuple, kwargs: dict, forbidden: list):
     """A call the checker asks this kernel for (``wire.serve``): the student's object, translab's ``forbidden``
     implementations switched off, a failure of it explained as ``call_student`` explains it when ``what`` names it."""
-    with forbid(*forbidden):
-        if what is not None:
-            return call_student(what, target, *args, **kwargs)
-        with torch_watch.watching():
-            return target(*args, **kwargs)
+    token, failure = _DEFERRED.set([]), None
+    try:
+        with forbid(*forbidden):
+            if what is not None:
+                value = call_student(what, target, *args, **kwargs)
+            else:
+                with torch_watch.watching():
+                    value = target(*args, **kwargs)
+    except CheckFailed as failed:
+        failure = failed
+    finally:
+        kept = _DEFERRED.get()
+        _DEFERRED.reset(token)
+    if failure is not None:  # raised here, outside the handler: the error that caused it stays its context
+        combined = with_findings(failure, kept)
+        combined.__context__ = failure.__context__
+        raise combined
+    return wire.WithFindings(value, kept) if kept else value
 
 
 def held_parameters(module, limit: int = 10_000) -> list:
