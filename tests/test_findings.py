@@ -57,3 +57,17 @@ def test_outside_a_check_a_warning_fails_at_once():
         with checks.harness.no_warnings("this call"):
             warnings.warn("a warning", UserWarning)
     assert "printed a warning to stderr" in str(caught.value)
+
+
+def _attention_without_a_none_path(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    scores = scores.masked_fill(mask == float("-inf"), float("-inf"))  # mask=None: masked_fill(False, ...)
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def test_a_call_with_mask_none_that_raises_says_so_without_pytorchs_signature_list():
+    message = failure(checks.check_attention, _attention_without_a_none_path)
+    assert named(message) == {"raised"}, message
+    assert "measured: the call passed `mask=None`" in message and "is not None" in message
+    assert "masked_fill()" in message and " * (" not in message, message

@@ -22,6 +22,7 @@ from .. import hidden_words, model, references, wire
 from ..contract import CheckFailed  # noqa: F401 - the checks raise it; named here for them
 from . import torch_watch
 from .torch_watch import REFUSED
+from .findings import defer, keeping, no_warnings, with_findings  # noqa: F401 - the checks use no_warnings
 from ..relations import measured, output_relation
 
 
@@ -254,15 +255,12 @@ def checked(check: Callable) -> Callable:
                     if not verdict.get("passed"):
                         raise CheckFailed(str(verdict.get("message", "")), str(verdict.get("key", "")))
                     return None
-            findings_token = _DEFERRED.set([])
-            try:
-                with full_precision():
-                    result = check(*args, **kwargs)
-            except CheckFailed as failed:
-                raise with_findings(failed, _DEFERRED.get()) from None
-            finally:
-                kept = _DEFERRED.get()
-                _DEFERRED.reset(findings_token)
+            with keeping() as kept:
+                try:
+                    with full_precision():
+                        result = check(*args, **kwargs)
+                except CheckFailed as failed:
+                    raise with_findings(failed, kept) from None
             if kept:
                 raise with_findings(None, kept)
             return result
@@ -379,57 +377,6 @@ def forbid(*targets):
             setattr(owner, attr, value)
 
 
-# The findings a check keeps to report beside its verdict (a warning the answer printed): a warning never ends the
-# diagnosis, the comparisons after it still run.  None outside a check: then a finding fails at once.
-_DEFERRED: contextvars.ContextVar[list | None] = contextvars.ContextVar("translab_deferred_findings", default=None)
-
-
-def _warning_finding(what: str, warning) -> tuple[str, str]:
-    text = str(warning.message)
-    hint = ("build nn.TransformerEncoderLayer with batch_first=True (our tensors are (batch, seq, features)) and "
-            "nn.TransformerEncoder with enable_nested_tensor=False, so that PyTorch need not warn; with "
-            "batch_first=True your own transposes around the layers go"
-            if "nested" in text or "batch_first" in text else
-            "PyTorch wants the attention mask and the padding mask of the same type: "
-            "keep the given lines that convert the padding mask"
-            if "mismatched" in text else None)
-    lines = [f"{what} printed a warning to stderr; under nbgrader any stderr output scores the cell 0.",
-             f"  found:    {warning.category.__name__}: {text[:300]}"]
-    if hint:
-        lines.append(f"  likely:   {hint}")
-    return "\n".join(lines), "stderr_warning"
-
-
-def defer(findings: list[tuple[str, str]]) -> None:
-    """Keep ``findings`` (message, key) for the end of the check; outside a check the first fails now."""
-    deferred = _DEFERRED.get()
-    if deferred is None:
-        if findings:
-            raise CheckFailed(*findings[0])
-        return
-    deferred.extend(finding for finding in findings if finding not in deferred)
-
-
-def with_findings(failed: CheckFailed | None, findings: list[tuple[str, str]]) -> CheckFailed | None:
-    """``failed`` with every kept finding beside it (each key in its tag), or the findings alone, or None."""
-    if not findings:
-        return failed
-    pieces = ([(failed.message, failed.key)] if failed is not None else []) + list(findings)
-    message = pieces[0][0] + "".join("\n  also:     " + text.replace("\n", "\n    ") for text, _ in pieces[1:])
-    keys = " ".join(dict.fromkeys(key for _, key in pieces if key))
-    return CheckFailed(message, keys)
-
-
-@contextlib.contextmanager
-def no_warnings(what: str):
-    """A warning from the student's code is a finding (in nbgrader, stderr scores 0), kept for the end of the
-    check (``defer``) so that what the check compares next is still reported."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    defer([_warning_finding(what, warning) for warning in caught])
-
-
 def _where(error: BaseException) -> str:
     """`` at line N of your code: <source line>`` for the innermost frame of the student's own code (not translab,
     torch or the standard library), without its file path."""
@@ -486,7 +433,23 @@ def _call_once(what: str, function: Callable, args: tuple, kwargs: dict):
             refuse_call(what, error)
         fail(f"{what} failed an assertion{_where(error)}{error_said(error, 300)}", key="raised")
     except Exception as error:
-        fail(f"{what} raised {type(error).__name__}{_where(error)}{error_said(error, 400)}", key="raised")
+        nones = _passed_none(function, args, kwargs) if isinstance(error, (TypeError, AttributeError)) else []
+        given = " and ".join(f"`{name}=None`" for name in nones)
+        fail(f"{what} raised {type(error).__name__}{_where(error)}{error_said(error, 400)}" +
+             (f"\n  measured: the call passed {given}, and raised a {type(error).__name__}" if nones else ""),
+             hint=f"{given} is allowed: where your code uses {' or '.join(f'`{n}`' for n in nones)}, check "
+                  f"`is not None` first{' (no mask: skip the masking step)' if any('mask' in n for n in nones) else ''}"
+                  if nones else None, key="raised")
+
+
+def _passed_none(function: Callable, args: tuple, kwargs: dict) -> list[str]:
+    """The parameters this call gave None explicitly (``mask=None``), by name."""
+    import inspect
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return [name for name, value in kwargs.items() if value is None]
+    return [name for name, value in bound.items() if value is None][:3]
 
 
 def error_said(error: BaseException, limit: int) -> str:
@@ -494,7 +457,10 @@ def error_said(error: BaseException, limit: int) -> str:
     values), as the grader's checker composes it (``wire.composed_failure``)."""
     if in_hidden_check():
         return wire.HIDDEN_ERROR_NOTE
-    return f": {str(error)[:limit]}"
+    text = str(error)
+    if "\n * (" in text:  # PyTorch's list of every signature it accepts: its first line says what was wrong
+        text = text.split("\n")[0].rstrip(":") + " (PyTorch's list of the signatures it accepts left out)"
+    return f": {text[:limit]}"
 
 
 def attempt_again(function: Callable, *args, **kwargs):
@@ -516,19 +482,17 @@ def attempt_again(function: Callable, *args, **kwargs):
 def _kernel_call(target, what: str | None, args: tuple, kwargs: dict, forbidden: list):
     """A call the checker asks this kernel for (``wire.serve``): the student's object, translab's ``forbidden``
     implementations switched off, a failure of it explained as ``call_student`` explains it when ``what`` names it."""
-    token, failure = _DEFERRED.set([]), None
-    try:
-        with forbid(*forbidden):
-            if what is not None:
-                value = call_student(what, target, *args, **kwargs)
-            else:
-                with torch_watch.watching():
-                    value = target(*args, **kwargs)
-    except CheckFailed as failed:
-        failure = failed
-    finally:
-        kept = _DEFERRED.get()
-        _DEFERRED.reset(token)
+    failure = None
+    with keeping() as kept:
+        try:
+            with forbid(*forbidden):
+                if what is not None:
+                    value = call_student(what, target, *args, **kwargs)
+                else:
+                    with torch_watch.watching():
+                        value = target(*args, **kwargs)
+        except CheckFailed as failed:
+            failure = failed
     if failure is not None:  # raised here, outside the handler: the error that caused it stays its context
         combined = with_findings(failure, kept)
         combined.__context__ = failure.__context__
