@@ -503,9 +503,9 @@ def student_line(error: BaseException | None) -> int | None:
     return frame.lineno if frame is not None else None
 
 
-# What the grading kernel's guard (grader.isolation.kernel_guard) had to put back before a cell: the
-# names of the channel an answer replaced.  Sent with the next check (and then forgotten), so the grader flags the notebook; the checks ran
-# through the real channel, and score as graded.
+# What the grading kernel's guard (grader.isolation.kernel_guard) had to put back before a cell: the names of the
+# channel an answer replaced.  Sent with the next check (and then forgotten), so the grader flags the notebook; the
+# checks ran through the real channel, and score as graded.
 PUT_BACK: list[str] = []
 PUT_BACK_SHOWN = 20
 

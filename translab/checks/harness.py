@@ -348,9 +348,9 @@ def forbid(*targets):
             wire.stop_forbidding(token)
         return
     saved, copies = [], {}
-    builtins = [torch_watch.builtin_of(target) for target in targets]
+    watched = [torch_watch.builtin_of(target) for target in targets]
     try:
-        for target, builtin in zip(targets, builtins):
+        for target, builtin in zip(targets, watched):
             if builtin is not None and not isinstance(target, type):
                 continue  # a C function: watched where PyTorch dispatches it (torch_watch), its code not swapped
             if isinstance(target, type):
@@ -370,7 +370,7 @@ def forbid(*targets):
                 module = getattr(function, "__module__", "") or ""
                 copies[_code_key(function.__code__)] = torch_watch.refusal("calls", name, module)
                 function.__code__ = _raising_code(name, module)
-        with _refusing_copies(copies), torch_watch.watched([b for b in builtins if b is not None]):
+        with _refusing_copies(copies), torch_watch.watched([b for b in watched if b is not None]):
             yield
     finally:
         for owner, attr, value in reversed(saved):
@@ -504,15 +504,12 @@ def held_parameters(module, limit: int = 10_000) -> list:
     """Every parameter ``module`` holds, read from what ``nn.Module`` stores (each submodule's ``_parameters`` and
     ``_modules``), not from what it reports: an answer that redefines ``parameters`` or ``named_parameters`` hides
     nothing from a count.  A tensor held in two places counts once."""
-    found, seen, stack, visited = [], set(), [module], 0
-    while stack and visited < limit:
-        current, visited = stack.pop(), visited + 1
-        for tensor in dict(current._parameters).values():
-            key = (wire.kernel_pointer(tensor), tuple(tensor.shape)) if isinstance(tensor, torch.Tensor) else None
-            if key is not None and key not in seen:
-                seen.add(key)
-                found.append(tensor)
-        stack.extend(child for child in dict(current._modules).values() if child is not None)
+    found, seen = [], set()
+    for _, tensor in torch_watch.held_tensors(module, limit):
+        key = (wire.kernel_pointer(tensor), tuple(tensor.shape))
+        if key not in seen:
+            seen.add(key)
+            found.append(tensor)
     return found
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import inspect
 import time
 from dataclasses import dataclass
@@ -59,14 +60,16 @@ _SDPA_OPERATORS = frozenset({
     "aten::_scaled_dot_product_attention_math_for_mps"})
 
 
-def builtin_of(target) -> Builtin | None:
-    """The ``Builtin`` a forbidden target stands for, or None for one of translab's own (``forbid`` swaps those)."""
+@functools.cache
+def _known_builtins() -> dict:
+    """PyTorch's implementations an exercise may forbid, each with what stands for it at dispatch (made once: the
+    table is the same for every check)."""
     from torch import nn
     from torch.nn import functional
     attention = Builtin("multi_head_attention_forward", (functional.multi_head_attention_forward,
-                                                  torch._native_multi_head_attention),
+                                                         torch._native_multi_head_attention),
                         frozenset({"aten::_native_multi_head_attention"}))
-    known = {
+    return {
         functional.scaled_dot_product_attention: Builtin("scaled_dot_product_attention",
                                                          (functional.scaled_dot_product_attention,), _SDPA_OPERATORS),
         functional.multi_head_attention_forward: attention,
@@ -75,8 +78,12 @@ def builtin_of(target) -> Builtin | None:
                                             frozenset({"aten::_transformer_encoder_layer_fwd"})),
         nn.TransformerDecoderLayer: Builtin("TransformerDecoderLayer"),
     }
+
+
+def builtin_of(target) -> Builtin | None:
+    """The ``Builtin`` a forbidden target stands for, or None for one of translab's own (``forbid`` swaps those)."""
     try:
-        return known.get(target)
+        return _known_builtins().get(target)
     except TypeError:  # an unhashable target
         return None
 
@@ -125,9 +132,9 @@ class _Recorder:
     def __init__(self):
         self.started = not torch.autograd._profiler_enabled()  # a student's own profile of a visible check: mode only
         if self.started:
-            self.window = (time.time_ns() // 1000 - 1, None)
+            low = time.time_ns() // 1000 - 1
             torch._C._autograd._enable_profiler_legacy(_CONFIG)
-            self.window = (self.window[0], time.time_ns() // 1000 + 1)
+            self.window = (low, time.time_ns() // 1000 + 1)
 
     def finish(self) -> tuple[set[str], str]:
         """(the operators recorded, why the record cannot be trusted or "")."""
@@ -169,12 +176,12 @@ def _unwind(mode: _Refuser, depth: int) -> str:
 def watching():
     """Around one call of the student's code: refuse and record the builtins ``watched`` names; afterwards fail
     for one that ran (``REFUSED`` in the message) or for a watch switched off (``TAMPERED_KEY``)."""
-    builtins = _WATCHED.get()
-    if not builtins:
+    watched_now = _WATCHED.get()
+    if not watched_now:
         yield
         return
-    refused = {function: b.name for b in builtins for function in b.functions}
-    operators = {operator: b.name for b in builtins for operator in b.operators}
+    refused = {function: b.name for b in watched_now for function in b.functions}
+    operators = {operator: b.name for b in watched_now for operator in b.operators}
     mode, depth = _Refuser(refused), torch._C._len_torch_function_stack()
     recorder = _Recorder()
     torch._C._push_on_torch_function_stack(mode)
@@ -239,16 +246,20 @@ def _gather_tensors(name: str, value, found: list, depth: int) -> None:
             _gather_tensors(f"{name}[{key!r}]", item, found, depth + 1)
 
 
-def _module_parameters(module) -> list[tuple[str, torch.Tensor]]:
-    """The parameters ``module`` holds, by name, read from ``_parameters`` as ``held_parameters`` reads them;
-    none past ``PARAMETERS_COMPARED`` values (a pretrained encoder's copy would cost more than the check)."""
-    found, stack, total = [], [("", module)], 0
-    while stack and len(found) < 10_000:
-        prefix, current = stack.pop()
-        for leaf, tensor in dict(getattr(current, "_parameters", {})).items():
+def held_tensors(module, limit: int = 10_000):
+    """(dotted name, tensor) for every parameter ``module`` holds, read from what ``nn.Module`` stores (each
+    submodule's ``_parameters`` and ``_modules``), not from what it reports; at most ``limit`` modules visited."""
+    stack, visited = [("", module)], 0
+    while stack and visited < limit:
+        (prefix, current), visited = stack.pop(), visited + 1
+        for leaf, tensor in dict(current._parameters).items():
             if isinstance(tensor, torch.Tensor):
-                found.append((f"parameter {prefix}{leaf}", tensor))
-                total += tensor.numel()
-        stack.extend((f"{prefix}{name}.", child) for name, child in dict(getattr(current, "_modules", {})).items()
-                     if child is not None)
-    return found if total <= PARAMETERS_COMPARED else []
+                yield f"{prefix}{leaf}", tensor
+        stack.extend((f"{prefix}{name}.", child) for name, child in dict(current._modules).items() if child is not None)
+
+
+def _module_parameters(module) -> list[tuple[str, torch.Tensor]]:
+    """The parameters ``module`` holds, by name (``held_tensors``); none past ``PARAMETERS_COMPARED`` values (a
+    pretrained encoder's copy would cost more than the check)."""
+    found = [(f"parameter {name}", tensor) for name, tensor in held_tensors(module)]
+    return found if sum(tensor.numel() for _, tensor in found) <= PARAMETERS_COMPARED else []

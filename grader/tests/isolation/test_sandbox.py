@@ -29,7 +29,8 @@ STUDENT_UID = sandbox.UID_BASE + sandbox.UID_BLOCK * sandbox.UID_BLOCKS + 7  # o
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="hiding paths and dropping privileges need root")
 
 
-SCRATCH_OUTSIDE_THE_CHECKOUT = Path("/var/lib/translab-tests")  # root's, where the checkout is private to root
+SCRATCH_OUTSIDE_THE_CHECKOUT = Path("/var/lib/translab-tests")
+COURSE_PREFIX = "sbx-"  # short: the kernels' socket paths below it must fit in a Unix socket's 108 bytes  # root's, where the checkout is private to root
 
 
 def traversable_scratch() -> Path:
@@ -38,7 +39,7 @@ def traversable_scratch() -> Path:
     (a clone in root's home or in a ``mktemp -d`` folder: only root may traverse it, and only root runs these tests
     there, as the sandbox's check is root's; and there too where the checkout's path is too long for a socket)."""
     scratch = REPO_ROOT / ".pytest_cache"
-    short_enough = len(str(sandbox.longest_socket_prefix(scratch / "sbx-12345678" / "work"))) <= \
+    short_enough = len(str(sandbox.longest_socket_prefix(scratch / (COURSE_PREFIX + "x" * 8) / "work"))) <= \
         sandbox.SOCKET_PATH_MAX - 8  # a checkout deep in the tree (CI's) leaves no room for the kernels' sockets
     if (sandbox.others_can_reach(REPO_ROOT) and short_enough) or os.geteuid() != 0:
         scratch.mkdir(exist_ok=True)
@@ -57,7 +58,7 @@ def sandbox_course():
     """A fake course that others may traverse, like a real one: not in pytest's tmp_path (private to root,
     which would make every "cannot read" below pass for the wrong reason) nor anywhere in /tmp (the kernel
     gets a /tmp of its own, so the course would vanish for that reason instead)."""
-    tmp_path = Path(tempfile.mkdtemp(prefix="sbx-", dir=traversable_scratch()))
+    tmp_path = Path(tempfile.mkdtemp(prefix=COURSE_PREFIX, dir=traversable_scratch()))
     os.chmod(tmp_path, 0o755)
     try:
         yield build_sandbox_course(tmp_path)
