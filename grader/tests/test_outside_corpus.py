@@ -12,17 +12,42 @@ from collections import Counter
 import pytest
 
 from grader.testing import outside
-from grader.testing.outside.__main__ import RESULTS, measure, summarise
+from grader.testing.outside.__main__ import RESULTS, measure, named_exactly, summarise
 
 ANSWERS = outside.answers()
 RECORDED = {(row["graded"], row["name"]): row for row in json.loads(RESULTS.read_text(encoding="utf-8"))["answers"]}
 
 
+# The graded answers whose corpus issue 82 has brought to its size: at least 8 answers, a third of them with two or
+# more mistakes at once.  The others keep issue 50's 6 until their turn comes (the closing note says which).
+GROWN = {"base", "accuracy", "transfer", "greedy", "mlm_masking"}
+
+
 def test_each_graded_answer_has_six_answers_two_of_them_right():
     counts = Counter(answer.graded for answer in ANSWERS)
-    right = Counter(answer.graded for answer in ANSWERS if answer.mistake is None)
+    right = Counter(answer.graded for answer in ANSWERS if not answer.mistakes)
     assert set(counts) == set(outside.GRADED)
     assert all(counts[graded] >= 6 and right[graded] >= 2 for graded in outside.GRADED), (counts, right)
+
+
+def test_the_grown_graded_answers_have_eight_answers_a_third_with_several_mistakes():
+    several = Counter(answer.graded for answer in ANSWERS if len(answer.mistakes) > 1)
+    counts = Counter(answer.graded for answer in ANSWERS)
+    assert GROWN <= set(outside.GRADED)
+    assert all(counts[graded] >= 8 and 3 * several[graded] >= counts[graded] for graded in GROWN), (counts, several)
+
+
+def test_named_means_exactly_the_listed_keys():
+    """An answer with two mistakes whose checks name one of them, or name a third, is not named."""
+    from grader.testing.outside.answer import Answer
+    two = Answer("accuracy", "two", "", "", ("accuracy.count", "accuracy.no_eval")).mistakes
+    assert two == {"accuracy.count", "accuracy.no_eval"}
+    assert Answer("accuracy", "one", "", "", "accuracy.count").mistakes == {"accuracy.count"}
+    assert Answer("accuracy", "right", "", "", None).mistakes == frozenset()
+    assert named_exactly(two, [two, frozenset({"accuracy.count"})])  # the visible check sees one, the hidden both
+    assert not named_exactly(two, [frozenset({"accuracy.count"})] * 2)  # one never named
+    assert not named_exactly(two, [two | {"accuracy.rounded"}])  # a claim not listed
+    assert not named_exactly(two, [])  # nothing failed
 
 
 def test_the_recorded_table_is_the_table_of_the_recorded_answers():
@@ -34,10 +59,10 @@ def test_the_recorded_table_is_the_table_of_the_recorded_answers():
 @pytest.mark.parametrize("answer", ANSWERS, ids=[f"{a.graded}-{a.name}" for a in ANSWERS])
 def test_each_outside_answer_gets_a_fair_verdict_and_the_recorded_diagnosis(answer):
     row = measure(answer)
-    if answer.mistake is None:
+    if not answer.mistakes:
         assert row["verdict_right"], f"a right answer is failed: {row['visible']} {row['hidden']}"
     else:
-        assert row["verdict_right"], f"a wrong answer ({answer.mistake}) passes: {row['visible']} {row['hidden']}"
+        assert row["verdict_right"], f"a wrong answer ({sorted(answer.mistakes)}) passes: {row['visible']} {row['hidden']}"
         hidden = outside.run(answer, "hidden", outside.support_for(answer)).message
         assert "tensor(" not in hidden, f"the hidden check shows its tensors:\n{hidden}"
     recorded = RECORDED[(answer.graded, answer.name)]
@@ -69,7 +94,7 @@ def test_part_1s_outside_answers_through_autograde_validate_and_the_feedback(tmp
     graded by the course: every test cell's score is the verdict the check-level table gives, each named mistake's
     hidden check reaches the feedback page with its diagnosis and no test cell shows a raw error, and Validate
     reports what the visible checks say; the class is ``make demo-class``'s, whose grades and report it reads too.
-    ``make corpus`` does the same for parts 1, 3, 5 and 6."""
+    ``make corpus`` does the same for parts 1 to 6."""
     from nbgrader.validator import Validator
 
     from grader.testing import demo_class
@@ -92,7 +117,7 @@ def test_part_1s_outside_answers_through_autograde_validate_and_the_feedback(tmp
                   Validator().validate(str(course / "submitted" / sid / ASSIGNMENT / f"{notebook}.ipynb"))["failed"]
                   if "CheckFailed" in failure.get("raw_error", "")]  # not the written answer, left blank here
         wrong = {graded for graded, answer in chosen[sid].items()
-                 if answer.mistake is not None and not answer.visible_passes}
+                 if answer.mistakes and not answer.visible_passes}
         assert len(failed) == len(wrong), (sid, wrong, [f.get("raw_error", "")[:200] for f in failed])
     # what `make demo-class` tells a newcomer to open: a row per student, the ranked misconceptions, a page each
     with open(made["grades"], newline="", encoding="utf-8") as handle:

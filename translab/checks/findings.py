@@ -54,10 +54,12 @@ def defer(findings: list[tuple[str, str]]) -> None:
 
 
 def with_findings(failed: CheckFailed | None, findings: list[tuple[str, str]]) -> CheckFailed | None:
-    """``failed`` with every kept finding beside it (each key in its tag), or the findings alone, or None."""
+    """``failed`` with every kept finding beside it (each key in its tag), or the findings alone, or None; a warning
+    comes after what was measured of the code's behaviour."""
     if not findings:
         return failed
     pieces = ([(failed.message, failed.key)] if failed is not None else []) + list(findings)
+    pieces.sort(key=lambda piece: piece[1] == "stderr_warning")  # a warning beside what the code does, after it
     message = pieces[0][0] + "".join("\n  also:     " + text.replace("\n", "\n    ") for text, _ in pieces[1:])
     keys = " ".join(dict.fromkeys(key for _, key in pieces if key))
     return CheckFailed(message, keys)

@@ -410,11 +410,11 @@ def call_student(what: str, function: Callable, *args, **kwargs):
     result = _call_once(what, function, args, kwargs)
     changed = [name for (name, tensor), copy in zip(given, saved)
                if not references.within(tensor.detach(), copy, references.EXACT, equal_nan=True)]
-    if changed:
-        fail(f"{what} changed the tensor it was given as {' and '.join(f'`{name}`' for name in changed)} in place: "
-             "the caller's tensor is not the answer's to write.",
-             hint="compute a new tensor instead: `x = x + y`, not `x += y`; `masked_fill`, not `masked_fill_`; "
-                  "or work on a `.clone()`", key="mutates_input")
+    if changed:  # a finding beside what the check compares next (issue 82), not instead of it
+        defer([(f"{what} changed the tensor it was given as {' and '.join(f'`{name}`' for name in changed)} in "
+                "place: the caller's tensor is not the answer's to write.\n  likely:   compute a new tensor instead: "
+                "`x = x + y`, not `x += y`; `masked_fill`, not `masked_fill_`; or work on a `.clone()`",
+                "mutates_input")])
     return result
 
 

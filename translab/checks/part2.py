@@ -15,8 +15,10 @@ from torch import nn
 
 from .. import params, references, variants
 from ..stages import held_in_kernel
-from .harness import (CheckFailed, OutputMistake, as_number, attempt_again, call_student, checked, fail,
-                      fail_if_transposed, fail_measured, forbid, give_parameters_like, held_parameters,
+from . import part2_probes, properties
+from .scripted import RECORDED_CALLS, RecordedBase, RecordedHead  # noqa: F401 - the references use them
+from .harness import (CheckFailed, OutputMistake, as_number, attempt_again, call_student, checked, defer, fail,
+                      fail_if_transposed, fail_measured, forbid, held_parameters,
                       in_hidden_check, kind_of, lab_model_module, matches_reference, report_ok, require_tensor,
                       shorten, twin_mistakes, variant_matches)
 
@@ -106,6 +108,27 @@ TRANSFORMER_MISTAKES = {  # key model.<name>
 }
 
 
+def _base_outputs(model, label: str, case: dict) -> tuple[tuple, CheckFailed | None]:
+    """(output with both masks, output of forward(src)), and the failure of the first call that raised, if any."""
+    outputs = []
+    try:
+        outputs.append(call_student(f"{label}.forward(src, src_mask, src_key_padding_mask)", model, case["src"],
+                                    case["causal"], case["padding"]))
+        outputs.append(call_student(f"{label}.forward(src)", model, case["src"]))
+    except CheckFailed as failed:
+        return tuple(outputs), failed
+    return tuple(outputs), None
+
+
+def _base_properties(model, recorder, case: dict, failure: CheckFailed | None) -> bool:
+    """Report every property of the base that its encoder's input shows broken, the call's own failure after them;
+    whether any was."""
+    found = properties.report(part2_probes.base_probes(model, recorder, case))
+    if found and failure is not None and not ({"model.masks_not_optional", "model.layout"} & set(found)):
+        defer([(failure.message, failure.key)])
+    return bool(found)
+
+
 @checked
 def check_transformer_model(TransformerModel: type, split: str = "visible") -> None:
     visible = split == "visible"
@@ -119,10 +142,14 @@ def check_transformer_model(TransformerModel: type, split: str = "visible") -> N
             model = call_student(label, TransformerModel, cfg["ntoken"], cfg["nhead"], cfg["nhid"], cfg["nlayers"], dropout=0.1)
             _load_state(model, case["state_dict"], label, cfg)
             model.eval()
+            recorder = part2_probes.record_encoder(model) if case is cases[0] else None
             with torch.no_grad():
-                out = call_student(f"{label}.forward(src, src_mask, src_key_padding_mask)", model, case["src"],
-                                   case["causal"], case["padding"])
-                out_plain = call_student(f"{label}.forward(src)", model, case["src"])
+                outputs, failure = _base_outputs(model, label, case)
+        if recorder is not None and _base_properties(model, recorder, case, failure):
+            return  # the properties found are the failure (``checked`` raises them)
+        if failure is not None:
+            raise failure
+        out, out_plain = outputs
         expected = case["expected"]
         require_tensor(out, f"{label}.forward(src, src_mask, src_key_padding_mask)")
         if out.shape != expected.shape:
@@ -247,70 +274,6 @@ def reference_base_and_head(case: dict) -> tuple[nn.Module, nn.Module]:
     base.load_state_dict(case["base_state"])
     head.load_state_dict(case["head_state"])
     return base, head
-
-
-# the base's outputs the references store (and the LM head's on each), in this order: (src_mask, padding mask)
-# given to the reference base
-RECORDED_CALLS = (("causal", "padding"), ("none", "padding"), ("causal", "none"), ("none", "none"))
-
-
-class RecordedBase(nn.Module):
-    """Stands for the reference base in check_model where part 2's answers are held back: it answers the calls
-    Model should make with the reference base's stored outputs (``RECORDED_CALLS``), and raises, saying what it
-    was given, on any other (a mask of the batch's size gets PyTorch's own error).  Its parameters are the
-    reference base's, by name and shape, so a Model that registers it counts what it would count."""
-
-    def __init__(self, case: dict):
-        super().__init__()
-        give_parameters_like(self, case["base_state"])
-        self.src, self.padding = case["src"], case["padding"]
-        self.outputs = dict(zip(RECORDED_CALLS, case["base_outputs"]))
-
-    def forward(self, src, src_mask=None, src_key_padding_mask=None):
-        batch, seq = self.src.shape
-        if not (isinstance(src, torch.Tensor) and src.shape == self.src.shape and torch.equal(src, self.src)):
-            raise RuntimeError("the base was given other token ids than Model received")
-        if src_mask is None:
-            mask = "none"
-        elif tuple(src_mask.shape) != (seq, seq):
-            raise RuntimeError(f"The shape of the 2D attn_mask is torch.Size({list(src_mask.shape)}), but should be "
-                               f"({seq}, {seq}).")
-        elif torch.equal(torch.isinf(src_mask) if src_mask.is_floating_point() else src_mask.bool(),
-                         torch.ones(seq, seq, dtype=torch.bool).triu(1)):
-            mask = "causal"
-        else:
-            raise RuntimeError("src_mask is neither None nor the causal mask of generate_square_subsequent_mask")
-        if src_key_padding_mask is None:
-            padding = "none"
-        elif torch.equal(torch.isinf(src_key_padding_mask) if src_key_padding_mask.is_floating_point()
-                         else src_key_padding_mask.bool(), self.padding):
-            padding = "padding"
-        else:
-            raise RuntimeError("src_key_padding_mask is not the padding mask Model received")
-        if (mask, padding) not in self.outputs:
-            raise RuntimeError(f"the base was called with src_mask={mask}, src_key_padding_mask={padding}, which "
-                               "check_model never asks of Model")
-        return self.outputs[(mask, padding)].clone()
-
-
-class RecordedHead(nn.Module):
-    """Stands for a reference head in check_model where part 2's answers are held back: the reference head's
-    parameters (``state``), and for the base output it is given (by its place in ``RECORDED_CALLS``) and whether
-    the padding mask came with it, the reference head's stored output."""
-
-    def __init__(self, answers: dict, case: dict, state: dict):
-        super().__init__()
-        give_parameters_like(self, state)
-        self.answers, self.base_outputs = answers, list(case["base_outputs"])
-
-    def forward(self, hidden, src_key_padding_mask=None):
-        which = next((i for i, h in enumerate(self.base_outputs)
-                      if isinstance(hidden, torch.Tensor) and hidden.shape == h.shape and torch.equal(hidden, h)), None)
-        key = (which, src_key_padding_mask is not None)
-        if which is None or key not in self.answers:
-            raise RuntimeError("the head was given other vectors than the base's output" if which is None else
-                               "the head was given the padding mask with vectors computed without it")
-        return self.answers[key].clone()
 
 
 @checked

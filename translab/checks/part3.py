@@ -12,6 +12,10 @@ from torch import nn
 
 from .. import datasets, generation, references, tokens, training
 from ..data import PAD_ID
+from . import properties
+from . import scripted as scripted_module
+from .properties import Probe
+from .scripted import scripted_chain
 from .harness import (CheckFailed, OutputMistake, as_number, attempt_again, call_student, checked, equal_elementwise,
                       fail, forbid, in_hidden_check, kind_of, lab_model_module, matches_reference, report_ok,
                       require_tensor, shorten, twin_mistakes, variant_matches)
@@ -149,6 +153,89 @@ def _token_list(found, what: str) -> list[int]:
 AGAIN = 5  # calls that look for a second answer before generation is judged deterministic
 
 
+def _greedy_probes(greedy_generate_ids: Callable) -> list[Probe]:
+    """The properties of greedy decoding, each on a scripted language model (``scripted.ScriptedLM``) whose next
+    token is known: argmax, not a draw; eval mode; only the new tokens; the stop at eos; max_new_tokens; the last
+    position read."""
+    prompt, steps, never = [5], 4, 63  # 63: an eos the chain from 5 never reaches in 4 steps
+
+    def run(what: str, model, prompt_ids: list[int], max_new: int, eos_id: int) -> list[int]:
+        with forbid(generation.greedy_generate_ids, generation.greedy_generate):
+            found = call_student(f"greedy_generate_ids on {what}", greedy_generate_ids, model, list(prompt_ids),
+                                 max_new, eos_id)
+        found = _token_list(found, "greedy_generate_ids")
+        return found[len(prompt_ids):] if found[: len(prompt_ids)] == list(prompt_ids) else found
+
+    def scripted(mode: str = "eval", close_second: bool = False):
+        return scripted_module.ScriptedLM(close_second).train(mode == "train")
+
+    def draws():
+        what = "a model whose two likeliest tokens are close"
+        runs = [run(what, scripted(close_second=True), prompt, steps, never) for _ in range(AGAIN)]
+        if any(found != runs[0] for found in runs):
+            return ("greedy_generate_ids draws the next token instead of taking the most likely one: on a model in "
+                    "eval mode whose second likeliest token is close behind the first, its calls gave different "
+                    "tokens.\n  likely:   take logits[0, -1].argmax(): greedy decoding never samples")
+        return None
+
+    def evaluated():
+        found = run("a model handed over in training mode", scripted("train"), prompt, steps, never)
+        if found[:1] == scripted_chain(prompt, 1, step=2):  # the first token: where every position reads the same
+            return ("greedy_generate_ids decodes in training mode: a scripted model that predicts another token in "
+                    "training mode, handed over in that mode, gave its training-mode token.\n  likely:   call "
+                    "model.eval() first: dropout is on in training mode")
+        return None
+
+    def only_new():
+        with forbid(generation.greedy_generate_ids, generation.greedy_generate):
+            found = _token_list(call_student("greedy_generate_ids on a scripted model", greedy_generate_ids,
+                                             scripted(), list(prompt), steps, never), "greedy_generate_ids")
+        new = found[len(prompt):]
+        if found[: len(prompt)] == prompt and new == scripted_chain(prompt, steps)[: len(new)]:
+            return ("greedy_generate_ids returns the prompt too: on a scripted model it returned the prompt, then "
+                    "the new tokens.\n  likely:   return only the NEW tokens")
+        return None
+
+    def stops():
+        eos = prompt[-1] + 3
+        found, expected = run("a model that predicts the end token", scripted(), prompt, steps, eos), \
+            scripted_chain(prompt, steps, eos_id=eos)
+        if found == expected + [eos]:
+            return ("greedy_generate_ids includes the end token: when the model predicts eos_id it appended it "
+                    "before stopping.\n  likely:   stop when eos is predicted, without appending it",
+                    "greedy.includes_eos")
+        if found[: len(expected)] == expected and len(found) > len(expected):
+            return ("greedy_generate_ids does not stop at the end token: it went on after the model predicted "
+                    "eos_id.\n  likely:   stop as soon as the predicted token is eos_id (and do not append it)",
+                    "greedy.no_stop")
+        return None
+
+    def counts():
+        found, expected = run("a model that never predicts the end token", scripted(), prompt, steps, never), \
+            scripted_chain(prompt, steps)
+        if found == expected[:-1]:
+            return ("greedy_generate_ids stops one token early: with max_new_tokens new tokens asked and no end "
+                    "token predicted, it returned one fewer.\n  likely:   the loop runs max_new_tokens times unless "
+                    "eos comes first")
+        return None
+
+    def position():
+        longer = [5, 20]
+        found = run("a two-token prompt", scripted(), longer, steps, never)
+        if found != scripted_chain(longer, steps) and found == [longer[0] + 1] * steps:
+            return ("greedy_generate_ids reads the prediction at position 0: after a two-token prompt it repeated "
+                    "what the first token predicts.\n  likely:   the next token is predicted at the LAST position of "
+                    "the sequence so far: logits[0, -1]")
+        return None
+
+    return [Probe("greedy.samples", "a model whose two likeliest tokens are close", draws),
+            Probe("greedy.no_eval", "a model handed over in training mode", evaluated),
+            Probe("greedy.returns_prompt", "a scripted model", only_new),
+            Probe("greedy.includes_eos", "a model that predicts the end token", stops),
+            Probe("greedy.too_few", "a model that never predicts the end token", counts),
+            Probe("greedy.wrong_position", "a two-token prompt", position)]
+
+
 @checked
 def check_greedy(greedy_generate_ids: Callable, split: str = "visible") -> None:
     m = lab_model_module()
@@ -157,6 +244,8 @@ def check_greedy(greedy_generate_ids: Callable, split: str = "visible") -> None:
     cfg = case["config"]
     model = m.build_language_model(m.ModelConfig.pick(cfg, dropout=0.5))
     model.load_state_dict(case["state_dict"])
+    if properties.report(_greedy_probes(greedy_generate_ids)):
+        return  # the properties found are the failure (``checked`` raises them)
     for item in case["cases"]:
         prompt = list(item["prompt"])
         call = (f"greedy_generate_ids(model, {prompt}, max_new_tokens={item['max_new_tokens']}, eos_id={item['eos_id']})"

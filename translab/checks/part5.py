@@ -9,7 +9,9 @@ from torch import nn
 from .. import mlm, references
 from ..data import BOS_ID, EOS_ID, MASK_ID, PAD_ID
 from ..mlm import FIRST_REGULAR_ID
-from .harness import (OutputMistake, call_student, checked, fail, forbid, in_hidden_check, kind_of, lab_model_module,
+from . import properties
+from .properties import Probe
+from .harness import (OutputMistake, call_student, checked, defer, fail, forbid, in_hidden_check, kind_of, lab_model_module,
                       matches_reference, report_ok, require_tensor, shorten, twin_mistakes, variant_matches)
 
 
@@ -43,10 +45,9 @@ def _run_masking(mask_tokens, ids, vocab_size, seed, probability):
         fail("mask_tokens must return a pair (inputs, labels).", "(inputs, labels)", kind_of(result),
              key="wrong_type", keep=True)
     inputs, labels = result
-    if not torch.equal(ids, original):
-        fail("mask_tokens modified ids in place.", "ids unchanged", "ids changed",
-             "start from inputs = ids.clone(); the original ids are needed for the labels", key="masking.in_place",
-             keep=True)
+    if not torch.equal(ids, original):  # said by call_student (mutates_input); the other properties still measured
+        inputs, labels = (t.clone() if isinstance(t, torch.Tensor) else t for t in (inputs, labels))
+        ids.copy_(original)
     for name, tensor in (("inputs", inputs), ("labels", labels)):
         require_tensor(tensor, f"mask_tokens's {name}")
         if tensor.shape != ids.shape:
@@ -86,58 +87,80 @@ def check_masking(mask_tokens: Callable, part: str = "structure", split: str = "
     if negative.numel():
         values = sorted(set(negative.tolist()))
         why = ("-100 is the ignore index of Hugging Face and of CrossEntropyLoss's default; " if -100 in values else "")
-        fail("labels hold negative values.", f"PAD_ID ({PAD_ID}) wherever nothing is predicted", f"{values[:5]}",
-             why + "this lab's loss ignores PAD_ID (nn.CrossEntropyLoss(ignore_index=PAD_ID)): fill the labels with "
-             "PAD_ID, as torch.full_like(ids, PAD_ID), and put the original ids at the chosen positions",
-             key="masking.ignore_index", keep=True)
+        defer([(f"labels hold negative values.\n  expected: PAD_ID ({PAD_ID}) wherever nothing is predicted\n"
+                f"  found:    {values[:5]}\n  likely:   {why}this lab's loss ignores PAD_ID "
+                "(nn.CrossEntropyLoss(ignore_index=PAD_ID)): fill the labels with PAD_ID, as torch.full_like(ids, "
+                "PAD_ID), and put the original ids at the chosen positions", "masking.ignore_index")])
     special = torch.isin(ids, torch.tensor(SPECIAL))
-    chosen = labels != PAD_ID
+    chosen = (labels != PAD_ID) & (labels >= 0)  # a negative label is an ignore index: nothing chosen there
     if part == "structure":
-        _masking_structure(mask_tokens, case, ids, inputs, labels, special, chosen)
+        if not properties.report(_masking_structure(mask_tokens, case, ids, inputs, labels, special, chosen)):
+            report_ok("masking structure: labels only at chosen real tokens (original ids), specials untouched, "
+                      "reproducible with the generator")
     else:
         _masking_rates(mask_tokens, case, ids, inputs, special, chosen)
 
 
-def _masking_structure(mask_tokens: Callable, case: dict, ids, inputs, labels, special, chosen) -> None:
-    """Labels only at chosen real tokens (the original ids), specials untouched, reproducible with the generator."""
+def _masking_structure(mask_tokens: Callable, case: dict, ids, inputs, labels, special, chosen) -> list[Probe]:
+    """Labels only at chosen real tokens (the original ids), specials untouched, reproducible with the generator:
+    each a property of its own, every one reported."""
     vocab_size, probability = case["vocab_size"], case["mlm_probability"]
-    if bool((chosen & special).any()):
-        fail("special tokens were chosen for prediction.", "labels = PAD_ID at PAD, UNK, BOS, EOS and MASK",
-             f"{int((chosen & special).sum())} special positions with a label",
-             "only real tokens are chosen: set their probability to 0 before sampling", key="masking.special_chosen")
-    if bool((inputs[special] != ids[special]).any()):
-        fail("special tokens were changed in the inputs.", "PAD, BOS, EOS unchanged",
-             f"{int((inputs[special] != ids[special]).sum())} changed", "padding and sentence markers are never masked",
-             key="masking.special_changed")
-    if bool(chosen.all()) or bool((labels == ids).all()):
-        fail("every position has a label.", "labels only at the chosen ~15 % (PAD_ID elsewhere, ignored by the loss)",
-             "labels everywhere", "the model is only scored on the tokens it could not see",
-             key="masking.labels_everywhere", keep=True)
-    if not torch.equal(labels[chosen], ids[chosen]):
-        fail("labels at the chosen positions are not the original tokens.", "labels[chosen] == ids[chosen]",
-             shorten(labels[chosen][:10]), "the label is what the model must recover: the token before masking",
-             key="masking.wrong_labels")
-    if bool((inputs[~chosen] != ids[~chosen]).any()):
-        changed = int((inputs[~chosen] != ids[~chosen]).sum())
-        fail("tokens that were not chosen were changed.", "inputs == ids wherever labels == PAD_ID",
-             f"{changed} unlabeled positions changed",
-             "the 80/10/10 split applies only to the chosen tokens; draw it, then AND it with the chosen mask",
-             key="masking.unchosen_changed")
-    if not bool((inputs >= 0).all() and (inputs < vocab_size).all()):
-        fail("inputs hold ids outside the vocabulary.", f"0 <= id < {vocab_size}",
-             f"min {int(inputs.min())}, max {int(inputs.max())}", "draw random ids with torch.randint(low, "
-             "vocab_size, ...): the upper bound is excluded", key="masking.out_of_vocabulary")
-    inputs_again, labels_again = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][0], probability)
-    if not (torch.equal(inputs_again, inputs) and torch.equal(labels_again, labels)):
-        fail("the same generator seed gives different masks.", "reproducible masking",
-             hint="pass generator=generator to every torch.rand / torch.bernoulli / torch.randint call",
-             key="masking.no_generator")
-    other_inputs, other_labels = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][1], probability)
-    if torch.equal(other_labels, labels):
-        fail("another seed gives the same choice of tokens.", "a fresh random choice per call",
-             hint="draw the choice with the generator, do not hard-code positions", key="masking.fixed_choice")
-    report_ok(f"masking structure: labels only at chosen real tokens (original ids), specials untouched, "
-              "reproducible with the generator")
+
+    def specials_chosen():
+        if bool((chosen & special).any()):
+            fail("special tokens were chosen for prediction.", "labels = PAD_ID at PAD, UNK, BOS, EOS and MASK",
+                 f"{int((chosen & special).sum())} special positions with a label",
+                 "only real tokens are chosen: set their probability to 0 before sampling", key="masking.special_chosen")
+
+    def specials_changed():  # where specials were chosen, their change is that choice's (said by specials_chosen)
+        if not bool((chosen & special).any()) and bool((inputs[special] != ids[special]).any()):
+            fail("special tokens were changed in the inputs.", "PAD, BOS, EOS unchanged",
+                 f"{int((inputs[special] != ids[special]).sum())} changed", "padding and sentence markers are never "
+                 "masked", key="masking.special_changed")
+
+    def labels_only_chosen():
+        if bool(chosen.all()) or bool((labels == ids).all()):
+            fail("every position has a label.", "labels only at the chosen ~15 % (PAD_ID elsewhere, ignored by the "
+                 "loss)", "labels everywhere", "the model is only scored on the tokens it could not see",
+                 key="masking.labels_everywhere", keep=True)
+
+    def original_labels():
+        if not torch.equal(labels[chosen], ids[chosen]):
+            fail("labels at the chosen positions are not the original tokens.", "labels[chosen] == ids[chosen]",
+                 shorten(labels[chosen][:10]), "the label is what the model must recover: the token before masking",
+                 key="masking.wrong_labels")
+
+    def unchosen_kept():  # real tokens only: a chosen PAD has the label PAD, and looks unchosen
+        unchosen = ~chosen & ~special
+        if bool((inputs[unchosen] != ids[unchosen]).any()):
+            changed = int((inputs[unchosen] != ids[unchosen]).sum())
+            fail("tokens that were not chosen were changed.", "inputs == ids wherever labels == PAD_ID",
+                 f"{changed} unlabeled positions changed",
+                 "the 80/10/10 split applies only to the chosen tokens; draw it, then AND it with the chosen mask",
+                 key="masking.unchosen_changed")
+
+    def in_vocabulary():
+        if not bool((inputs >= 0).all() and (inputs < vocab_size).all()):
+            fail("inputs hold ids outside the vocabulary.", f"0 <= id < {vocab_size}",
+                 f"min {int(inputs.min())}, max {int(inputs.max())}", "draw random ids with torch.randint(low, "
+                 "vocab_size, ...): the upper bound is excluded", key="masking.out_of_vocabulary")
+
+    def reproducible():
+        inputs_again, labels_again = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][0], probability)
+        if not (torch.equal(inputs_again, inputs) and torch.equal(labels_again, labels)):
+            fail("the same generator seed gives different masks.", "reproducible masking",
+                 hint="pass generator=generator to every torch.rand / torch.bernoulli / torch.randint call",
+                 key="masking.no_generator")
+        other_inputs, other_labels = _run_masking(mask_tokens, ids, vocab_size, case["seeds"][1], probability)
+        if torch.equal(other_labels, labels):
+            fail("another seed gives the same choice of tokens.", "a fresh random choice per call",
+                 hint="draw the choice with the generator, do not hard-code positions", key="masking.fixed_choice")
+
+    probes = [Probe("masking.special_chosen", "", specials_chosen), Probe("masking.special_changed", "", specials_changed),
+              Probe("masking.labels_everywhere", "", labels_only_chosen), Probe("masking.wrong_labels", "", original_labels),
+              Probe("masking.unchosen_changed", "", unchosen_kept), Probe("masking.out_of_vocabulary", "", in_vocabulary),
+              Probe("masking.no_generator", "", reproducible)]
+    return probes
 
 
 def _masking_rates(mask_tokens: Callable, case: dict, ids, inputs, special, chosen) -> None:

@@ -1,10 +1,12 @@
-"""Answers written the ways people outside this project write them (issue 50): parts 1, 3, 5 and 6.
+"""Answers written the ways people outside this project write them (issues 50, 82): parts 1 to 6.
 
 Each graded answer of those parts has a module of answers (``part1.py`` ... ``part6.py``), written for this
 project after reading how course homework, learners' repositories, tutorials and from-scratch BERT and GPT code
 write the same thing: their styles and their mistakes, right answers included, in our own code.  Each answer says
-what a fair grader concludes: right (``mistake=None``) or the one misconception it holds (a diagnosis key; a key
-that ``translab.diagnosis`` does not know yet is a name the checks still owe).
+what a fair grader concludes: right (``mistake=None``) or every misconception it holds (a diagnosis key, or a
+tuple of them for an answer with several mistakes at once; a key that ``translab.diagnosis`` does not know yet is
+a name the checks still owe).  Named means exactly: the failing checks' keys together are the listed ones, and no
+failing check claims a key that is not listed.
 
 ``run(answer, split)`` runs it at the check level, as the notebook's test cell would: the part's imports, the answer
 cell, then the check.  ``python -m grader.testing.outside`` prints the table per graded answer (answers, right and
@@ -28,12 +30,27 @@ import torch
 from torch import nn
 from translab import checks
 """,
+    2: """
+import math
+import torch
+from torch import nn
+from translab import checks
+from translab.model import PositionalEncoding, generate_square_subsequent_mask
+""",
     3: """
 import math
 import torch
 from torch import nn
 from translab import checks
 from translab.data import BOS_ID, EOS_ID, PAD_ID
+""",
+    4: """
+import copy
+import math
+import torch
+from torch import nn
+from translab import checks
+from translab.model import ClassificationHead, Model, ModelConfig, TransformerModel
 """,
     5: """
 import torch
@@ -54,6 +71,7 @@ from translab.bert import BertConfig
 
 # The graded answers: the part, and the test cells' calls (a check may have several, as part 5's masking has).
 GRADED = {
+    "base": (2, ["checks.check_transformer_model(TransformerModel, split=SPLIT)"]),
     "mask": (1, ["checks.check_mask(generate_square_subsequent_mask, split=SPLIT)"]),
     "encoding": (1, ["checks.check_positional_encoding(PositionalEncoding, split=SPLIT)"]),
     "attention": (1, ["checks.check_attention(scaled_dot_product_attention, split=SPLIT)"]),
@@ -64,6 +82,8 @@ GRADED = {
     "greedy": (3, ["checks.check_greedy(greedy_generate_ids, split=SPLIT)"]),
     "decoding": (3, ["checks.check_decoding(next_token_probs, split=SPLIT)"]),
     "sampling": (3, ["checks.check_sampling(sample_next_token, split=SPLIT)"]),
+    "accuracy": (4, ["checks.check_accuracy(evaluate_accuracy, split=SPLIT)"]),
+    "transfer": (4, ["checks.check_transfer(transfer, split=SPLIT)"]),
     "mlm_masking": (5, ['checks.check_masking(mask_tokens, part="structure", split=SPLIT)',
                         'checks.check_masking(mask_tokens, part="rates", split=SPLIT)']),
     "mlm_loss": (5, ["checks.check_mlm_loss(mlm_loss, split=SPLIT)"]),
@@ -72,6 +92,9 @@ GRADED = {
     "classifier": (6, ["checks.check_bert_classifier(BertClassifier, split=SPLIT)"]),
 }
 SPLITS = ("visible", "hidden")
+# Graded answers whose hidden calls share one test cell: there the first failure ends the cell (the visible calls
+# are cells of their own).
+ONE_HIDDEN_CELL = {"mlm_masking"}
 
 
 @dataclass(frozen=True)
@@ -98,18 +121,27 @@ def run(answer: Answer, split: str, support: str = "") -> Outcome:
             if support:
                 exec(compile(textwrap.dedent(support), "<earlier cell>", "exec"), namespace)  # noqa: S102
             exec(compile(textwrap.dedent(answer.source), "<answer>", "exec"), namespace)  # noqa: S102
-            for call in calls:
-                eval(call, namespace)  # noqa: S307 - our table
-    except checks.CheckFailed as failed:
-        return Outcome(False, diagnosis_keys(str(failed)), str(failed))
     except Exception as error:  # noqa: BLE001 - an answer cell that raises on its own is recorded, not fatal
         return Outcome(False, frozenset({"cell_raised"}), f"{type(error).__name__}: {error}")
+    failures = []  # each call is a test cell of its own: every one runs, as nbgrader runs them
+    for call in calls:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                eval(call, namespace)  # noqa: S307 - our table
+        except checks.CheckFailed as failed:
+            failures.append(str(failed))
+        except Exception as error:  # noqa: BLE001 - recorded, not fatal
+            failures.append(f"{type(error).__name__}: {error} [diagnosis: cell_raised]")
+        if failures and split == "hidden" and answer.graded in ONE_HIDDEN_CELL:
+            break
+    if failures:
+        return Outcome(False, frozenset().union(*(diagnosis_keys(text) for text in failures)), "\n".join(failures))
     return Outcome(True, frozenset(), "")
 
 
 def answers() -> list[Answer]:
-    from . import part1, part3, part5, part6
-    found = [*part1.ANSWERS, *part3.ANSWERS, *part5.ANSWERS, *part6.ANSWERS]
+    from . import part1, part2, part3, part4, part5, part6
+    found = [*part1.ANSWERS, *part2.ANSWERS, *part3.ANSWERS, *part4.ANSWERS, *part5.ANSWERS, *part6.ANSWERS]
     names = [(a.graded, a.name) for a in found]
     assert len(names) == len(set(names)), "answer names repeat"
     return found

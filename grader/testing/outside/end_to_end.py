@@ -36,20 +36,23 @@ from . import GRADED, Answer, diagnosis_keys, answers
 from .__main__ import RESULTS as CHECK_LEVEL
 
 RESULTS = REPO_ROOT / "results" / "outside_corpus_end_to_end.json"
-NOTEBOOKS = {1: "01_mask_and_positional_encoding", 3: "03_pretraining_and_generation",
-             5: "05_masked_language_modeling", 6: "06_transfer_at_scale"}
+NOTEBOOKS = {1: "01_mask_and_positional_encoding", 2: "02_model_and_parameters", 3: "03_pretraining_and_generation",
+             4: "04_transfer_experiment", 5: "05_masked_language_modeling", 6: "06_transfer_at_scale"}
 # graded answer -> (its answer cell, its visible test cells, its hidden test cells), by grade_id
 CELLS = {
     "mask": ("mask_answer", ["mask_visible"], ["mask_hidden"]),
     "encoding": ("pe_answer", ["pe_visible"], ["pe_hidden"]),
     "attention": ("attention_answer", ["attention_visible"], ["attention_hidden"]),
     "multi_head": ("mha_answer", ["mha_visible"], ["mha_hidden"]),
+    "base": ("transformer_answer", ["transformer_visible"], ["transformer_hidden"]),
     "pieces": ("pieces_answer", ["pieces_visible"], ["pieces_hidden"]),
     "lm_targets": ("targets_answer", ["targets_visible"], ["targets_hidden"]),
     "lm_loss": ("loss_answer", ["loss_visible"], ["loss_hidden"]),
     "greedy": ("greedy_answer", ["greedy_visible"], ["greedy_hidden"]),
     "decoding": ("decoding_answer", ["decoding_visible"], ["decoding_hidden"]),
     "sampling": ("sampling_answer", ["sampling_visible"], ["sampling_hidden"]),
+    "accuracy": ("accuracy_answer", ["accuracy_visible"], ["accuracy_hidden"]),
+    "transfer": ("transfer_answer", ["transfer_visible"], ["transfer_hidden"]),
     "mlm_masking": ("masking_answer", ["masking_structure", "masking_rates"], ["masking_hidden"]),
     "mlm_loss": ("mlm_loss_answer", ["mlm_loss_visible"], ["mlm_loss_hidden"]),
     "bert_base": ("bert_base_answer", ["bert_base_visible"], ["bert_base_hidden"]),
@@ -145,7 +148,7 @@ def judge(course: Path, part: int, chosen: dict[str, dict[str, Answer]], recorde
                 diagnosis_keys(error.evalue) == set(check_level["hidden"]["keys"])
                 and error.evalue.splitlines()[0].strip() in page for error in hidden)
             rows.append({
-                "graded": graded, "name": answer.name, "student": sid, "mistake": answer.mistake,
+                "graded": graded, "name": answer.name, "student": sid, "mistakes": sorted(answer.mistakes),
                 "scores": {cell: scores[(notebook_name, cell)][0] for cell in full},
                 "same_verdicts": all(graded_as[split] == check_level[split]["passed"] for split in graded_as),
                 "named_at_check_level": check_level["named"],

@@ -1,5 +1,8 @@
 """Part 3 as outside code writes it: pieces back into text, the shifted targets, the language-model loss, greedy decoding, and sampling's
-next-token distribution and draws (issue 51)."""
+next-token distribution and draws (issue 51).
+
+Why one file: part 3's graded answers share one notebook and one prelude, and each list is a table of answers read
+top to bottom; split per answer, the sampler's answers would import the right distribution from another file."""
 from .answer import Answer
 
 TARGETS = [
@@ -175,6 +178,73 @@ def greedy_generate_ids(model, prompt_ids, max_new_tokens=30, eos_id=EOS_ID):
             new.append(next_id)
     return new
 """, "greedy.too_few"),
+    Answer("greedy", "multinomial_draw", "a generate loop from a sampling tutorial, left drawing", """
+def greedy_generate_ids(model, prompt_ids, max_new_tokens=30, eos_id=EOS_ID):
+    model.eval()
+    ids = list(prompt_ids)
+    out = []
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            probs = torch.softmax(model(torch.tensor([ids]))[0, -1], dim=-1)
+            nxt = int(torch.multinomial(probs, 1))
+            if nxt == eos_id:
+                break
+            ids.append(nxt)
+            out.append(nxt)
+    return out
+""", "greedy.samples"),
+    Answer("greedy", "drawn_in_training_mode", "a sampling loop with neither eval() nor argmax", """
+def greedy_generate_ids(model, prompt_ids, max_new_tokens=30, eos_id=EOS_ID):
+    ids = list(prompt_ids)
+    new = []
+    for _ in range(max_new_tokens):
+        logits = model(torch.tensor([ids]))[0, -1]
+        token = torch.distributions.Categorical(logits=logits).sample().item()
+        if token == eos_id:
+            break
+        ids.append(token)
+        new.append(token)
+    return new
+""", ("greedy.samples", "greedy.no_eval")),
+    Answer("greedy", "whole_sequence_with_eos", "Hugging Face's generate habits: the prompt kept and the end token "
+           "appended", """
+def greedy_generate_ids(model, prompt_ids, max_new_tokens=30, eos_id=EOS_ID):
+    model.eval()
+    sequence = list(prompt_ids)
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            next_id = model(torch.tensor([sequence]))[0, -1].argmax().item()
+            sequence.append(next_id)
+            if next_id == eos_id:
+                break
+    return sequence
+""", ("greedy.returns_prompt", "greedy.includes_eos")),
+    Answer("greedy", "first_position_in_training", "position 0 read at every step, dropout left on", """
+def greedy_generate_ids(model, prompt_ids, max_new_tokens=30, eos_id=EOS_ID):
+    ids = list(prompt_ids)
+    generated = []
+    for _ in range(max_new_tokens):
+        with torch.no_grad():
+            nxt = int(model(torch.tensor([ids]))[0, 0].argmax())
+        if nxt == eos_id:
+            break
+        ids.append(nxt)
+        generated.append(nxt)
+    return generated
+""", ("greedy.wrong_position", "greedy.no_eval")),
+    Answer("greedy", "sequence_one_short", "a while loop over the sequence's length, the prompt returned with it and "
+           "one token short", """
+def greedy_generate_ids(model, prompt_ids, max_new_tokens=30, eos_id=EOS_ID):
+    model.eval()
+    tokens = list(prompt_ids)
+    with torch.no_grad():
+        while len(tokens) < len(prompt_ids) + max_new_tokens - 1:
+            token = int(model(torch.tensor([tokens]))[0, -1].argmax())
+            if token == eos_id:
+                break
+            tokens.append(token)
+    return tokens
+""", ("greedy.returns_prompt", "greedy.too_few")),
 ]
 
 # The right next_token_probs the sampler's answers call (the student's cell before it: graded on its own).

@@ -120,6 +120,66 @@ def mask_tokens(ids, vocab_size, generator, mlm_probability=0.15):
     ids[swap] = torch.randint(FIRST_REGULAR_ID, vocab_size, ids.shape, generator=generator)[swap]
     return ids, labels
 """, "mutates_input"),
+    Answer("mlm_masking", "in_place_boolean_labels", "a first attempt that edits the ids it was given and returns the "
+           "choice itself as the labels", """
+def mask_tokens(ids, vocab_size, generator, mlm_probability=0.15):
+    special = torch.isin(ids, torch.tensor(SPECIAL_IDS))
+    chosen = (torch.rand(ids.shape, generator=generator) < mlm_probability) & ~special
+    draw = torch.rand(ids.shape, generator=generator)
+    ids[chosen & (draw < 0.8)] = MASK_ID
+    swap = chosen & (draw >= 0.8) & (draw < 0.9)
+    ids[swap] = torch.randint(FIRST_REGULAR_ID, vocab_size, (int(swap.sum()),), generator=generator)
+    return ids, chosen
+""", ("mutates_input", "wrong_dtype")),
+    Answer("mlm_masking", "collator_global_rng", "Hugging Face's collator copied with its -100 and torch.bernoulli "
+           "left on the global generator", """
+def mask_tokens(ids, vocab_size, generator, mlm_probability=0.15):
+    labels = ids.clone()
+    inputs = ids.clone()
+    probability_matrix = torch.full(labels.shape, mlm_probability)
+    probability_matrix.masked_fill_(torch.isin(ids, torch.tensor(SPECIAL_IDS)), value=0.0)
+    masked_indices = torch.bernoulli(probability_matrix).bool()
+    labels[~masked_indices] = -100
+    replaced = torch.bernoulli(torch.full(labels.shape, 0.8)).bool() & masked_indices
+    inputs[replaced] = MASK_ID
+    random = torch.bernoulli(torch.full(labels.shape, 0.5)).bool() & masked_indices & ~replaced
+    words = torch.randint(FIRST_REGULAR_ID, vocab_size, labels.shape)
+    inputs[random] = words[random]
+    return inputs, labels
+""", ("masking.ignore_index", "masking.no_generator")),
+    Answer("mlm_masking", "collator_mask_only", "a collator cut down to [MASK] only, its -100 kept", """
+def mask_tokens(ids, vocab_size, generator, mlm_probability=0.15):
+    labels = ids.clone()
+    inputs = ids.clone()
+    special = torch.isin(ids, torch.tensor(SPECIAL_IDS))
+    picked = (torch.rand(ids.shape, generator=generator) < mlm_probability) & ~special
+    labels[~picked] = -100
+    inputs[picked] = MASK_ID
+    return inputs, labels
+""", ("masking.ignore_index", "masking.all_masked")),
+    Answer("mlm_masking", "in_place_global_rng", "the masking written into the caller's ids, with torch.rand unseeded",
+           """
+def mask_tokens(ids, vocab_size, generator, mlm_probability=0.15):
+    labels = torch.full_like(ids, PAD_ID)
+    chosen = (torch.rand(ids.shape) < mlm_probability) & (ids >= FIRST_REGULAR_ID)
+    labels[chosen] = ids[chosen]
+    u = torch.rand(ids.shape)
+    ids[chosen & (u < 0.8)] = MASK_ID
+    swap = chosen & (u >= 0.8) & (u < 0.9)
+    ids[swap] = torch.randint(FIRST_REGULAR_ID, vocab_size, (int(swap.sum()),))
+    return ids, labels
+""", ("mutates_input", "masking.no_generator")),
+    Answer("mlm_masking", "specials_and_unchosen", "the 80/10/10 draws applied to every position, the choice made "
+           "over all tokens", """
+def mask_tokens(ids, vocab_size, generator, mlm_probability=0.15):
+    inputs = ids.clone()
+    labels = torch.full_like(ids, PAD_ID)
+    chosen = torch.rand(ids.shape, generator=generator) < mlm_probability
+    labels[chosen] = ids[chosen]
+    u = torch.rand(ids.shape, generator=generator)
+    inputs[u < 0.8 * mlm_probability] = MASK_ID
+    return inputs, labels
+""", ("masking.special_chosen", "masking.unchosen_changed", "masking.split")),
 ]
 
 MLM_LOSS = [
