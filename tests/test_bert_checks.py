@@ -274,28 +274,41 @@ def miscount(delta=None, **changes):
     return count
 
 
-@pytest.mark.parametrize("answer,phrase", [
-    (lambda config, pooler=False: count_bert_parameters(config, True), "the pooler is counted when pooler=False"),
-    (miscount(lambda c, p: -c.num_hidden_layers * 4 * c.hidden_size), "the two LayerNorms of each layer are missing"),
-    (miscount(lambda c, p: -c.max_position_embeddings * c.hidden_size), "BERT learns its positions"),
-    (miscount(lambda c, p: c.max_position_embeddings), "a constant buffer of the checkpoint"),
-    (miscount(intermediate_size=384), "BERT's is intermediate_size wide"),
-    (miscount(lambda c, p: -2 * c.hidden_size), "the embedding LayerNorm"),
+@pytest.mark.parametrize("answer,key,phrase", [
+    (lambda config, pooler=False: count_bert_parameters(config, True), "bert_count.pooler",
+     "the pooler is counted when pooler=False"),
+    (miscount(lambda c, p: -c.num_hidden_layers * 4 * c.hidden_size), "bert_count.layer",
+     "leaves out exactly the two LayerNorms (4d)"),
+    (miscount(lambda c, p: -c.max_position_embeddings * c.hidden_size), "bert_count.positions",
+     "BERT learns its positions"),
+    (miscount(lambda c, p: c.max_position_embeddings), "bert_count.positions", "a constant buffer of the checkpoint"),
+    (miscount(intermediate_size=384), "bert_count.feed_forward_width", "the feed-forward is counted with another width"),
+    (miscount(lambda c, p: -2 * c.hidden_size), "bert_count.embedding_norm", "the embedding LayerNorm"),
 ])
-def test_count_mistakes_are_named(answer, phrase):
-    assert phrase in failure(checks.check_bert_parameter_count, answer)
+def test_count_mistakes_are_measured_and_named_alone(answer, key, phrase):
+    """Each mistake is measured by changing one size of the check's own configuration (issue 82): the finding
+    says what changed by how much, and names the one term the measurement points to, nothing else."""
+    message = failure(checks.check_bert_parameter_count, answer)
+    assert phrase in message
+    assert message.rstrip().endswith(f"[diagnosis: {key}]"), message
+
+
+def test_a_count_with_two_mistakes_hears_of_both():
+    message = failure(checks.check_bert_parameter_count,
+                      miscount(lambda c, p: -c.max_position_embeddings * c.hidden_size - 2 * c.hidden_size))
+    assert "BERT learns its positions" in message and "the embedding LayerNorm" in message
 
 
 def test_hard_coded_counts_fail_both_checks_without_revealing_the_hidden_numbers():
     def hard_coded(config, pooler=False):
         return 22_713_216 if pooler else 22_565_376
 
-    assert "right for all-MiniLM-L6-v2 but not for another shape" in failure(checks.check_bert_parameter_count,
-                                                                             hard_coded)
+    assert "the count is the same whatever the configuration" in failure(checks.check_bert_parameter_count,
+                                                                         hard_coded)
     message = failure(checks.check_bert_parameter_count, hard_coded, split="hidden")
     hidden = references.load("bert_parameters")["hidden"]
     assert not any(f"{case['expected']:,}" in message or str(case["expected"]) in message for case in hidden)
-    assert "hidden configuration" in message
+    assert "[diagnosis: bert_count.constant]" in message
 
 
 # ---------------------------------------------------------------- the classifier

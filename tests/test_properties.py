@@ -64,3 +64,17 @@ def test_the_scripted_lm_predicts_the_next_id_in_eval_mode_and_another_in_traini
     close = torch.softmax(ScriptedLM(close_second=True).eval()(ids)[0, -1], -1)
     assert 0.45 < float(close[12]) < 0.5 and int(close.argmax()) == 10
     assert scripted_chain([5], 4) == [6, 7, 8, 9] and scripted_chain([5], 4, eos_id=8) == [6, 7]
+
+
+@pytest.mark.parametrize("check", ["check_accuracy", "check_greedy", "check_bert_parameter_count"])
+def test_an_answer_not_written_yet_is_told_so_once_whatever_the_probes(check):
+    from translab import checks
+
+    def blank(*args, **kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed) as caught:
+        getattr(checks, check)(blank)
+    message = str(caught.value)
+    assert message.count("is not written yet") == 1 and "also:" not in message, message
+    assert message.rstrip().endswith("[diagnosis: not_written]")

@@ -32,6 +32,10 @@ def _warning_finding(what: str, warning) -> tuple[str, str]:
     return "\n".join(lines), "stderr_warning"
 
 
+# Failures of the answer as a whole, whatever the input (not written yet, translab's own code called): said once.
+WHOLE_ANSWER_KEYS = frozenset({"not_written", "calls_translab"})
+
+
 @contextlib.contextmanager
 def keeping():
     """Keep the findings made while the block runs (a check, or one call of it in the kernel): the list."""
@@ -50,7 +54,9 @@ def defer(findings: list[tuple[str, str]]) -> None:
         if findings:
             raise CheckFailed(*findings[0])
         return
-    deferred.extend(finding for finding in findings if finding not in deferred)
+    for finding in findings:
+        if finding not in deferred and not (finding[1] in WHOLE_ANSWER_KEYS and any(k == finding[1] for _, k in deferred)):
+            deferred.append(finding)
 
 
 def with_findings(failed: CheckFailed | None, findings: list[tuple[str, str]]) -> CheckFailed | None:
@@ -58,7 +64,10 @@ def with_findings(failed: CheckFailed | None, findings: list[tuple[str, str]]) -
     comes after what was measured of the code's behaviour."""
     if not findings:
         return failed
-    pieces = ([(failed.message, failed.key)] if failed is not None else []) + list(findings)
+    pieces = ([(failed.message, failed.key)] if failed is not None else []) + [
+        (text, key) for text, key in findings  # a probe's finding that is the failure itself is said once
+        if failed is None or not (key == failed.key and (key in WHOLE_ANSWER_KEYS or text == failed.message
+                                                         or text.endswith(": " + failed.message)))]
     pieces.sort(key=lambda piece: piece[1] == "stderr_warning")  # a warning beside what the code does, after it
     message = pieces[0][0] + "".join("\n  also:     " + text.replace("\n", "\n    ") for text, _ in pieces[1:])
     keys = " ".join(dict.fromkeys(key for _, key in pieces if key))

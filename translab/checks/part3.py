@@ -154,9 +154,8 @@ AGAIN = 5  # calls that look for a second answer before generation is judged det
 
 
 def _greedy_probes(greedy_generate_ids: Callable) -> list[Probe]:
-    """The properties of greedy decoding, each on a scripted language model (``scripted.ScriptedLM``) whose next
-    token is known: argmax, not a draw; eval mode; only the new tokens; the stop at eos; max_new_tokens; the last
-    position read."""
+    """Greedy decoding's properties, each on a scripted LM (``scripted.ScriptedLM``) whose next token is known: argmax,
+    not a draw; eval mode; only the new tokens; the stop at eos; max_new_tokens; the last position read."""
     prompt, steps, never = [5], 4, 63  # 63: an eos the chain from 5 never reaches in 4 steps
 
     def run(what: str, model, prompt_ids: list[int], max_new: int, eos_id: int) -> list[int]:
@@ -166,7 +165,7 @@ def _greedy_probes(greedy_generate_ids: Callable) -> list[Probe]:
         found = _token_list(found, "greedy_generate_ids")
         return found[len(prompt_ids):] if found[: len(prompt_ids)] == list(prompt_ids) else found
 
-    def scripted(mode: str = "eval", close_second: bool = False):
+    def scripted(mode: str = "eval", close_second: bool = False):  # a fresh scripted LM in ``mode``
         return scripted_module.ScriptedLM(close_second).train(mode == "train")
 
     def draws():

@@ -14,7 +14,7 @@ from typing import Callable
 
 from translab.contract import CheckFailed
 
-from .findings import defer
+from .findings import WHOLE_ANSWER_KEYS, defer
 from .harness import in_hidden_check
 
 
@@ -38,6 +38,9 @@ def measure_all(probes: list[Probe]) -> list[tuple[str, str]]:
             if not probe.input_kind:  # a property the check words itself (``fail``): its message as it is
                 found.setdefault(failed.key or probe.key, (failed.message, failed.key or probe.key))
                 continue
+            if failed.key in WHOLE_ANSWER_KEYS:  # the same whatever the input: said once, as it is
+                found.setdefault(failed.key, (failed.message, failed.key))
+                continue
             raised.setdefault(failed.message, []).append(probe.input_kind)
             raised_keys[failed.message] = failed.key
             continue
@@ -46,8 +49,8 @@ def measure_all(probes: list[Probe]) -> list[tuple[str, str]]:
             found[key] = (message, key)
     for message, kinds in raised.items():
         key = raised_keys[message]
-        if key not in found:
-            found[key] = (f"with {' and with '.join(kinds)}: {message}", key)
+        if key not in found:  # on every input alike: the failure as it is (an answer not written, translab called)
+            found[key] = (message if len(kinds) == len(probes) else f"with {' and with '.join(kinds)}: {message}", key)
     return list(found.values())
 
 

@@ -89,6 +89,7 @@ GRADED = {
     "mlm_loss": (5, ["checks.check_mlm_loss(mlm_loss, split=SPLIT)"]),
     "bert_base": (6, ["checks.check_bert_base(BertBase, split=SPLIT)"]),
     "weight_mapping": (6, ["checks.check_weight_mapping(convert_checkpoint, BertBase=BertBase, split=SPLIT)"]),
+    "bert_count": (6, ["checks.check_bert_parameter_count(count_bert_parameters, split=SPLIT)"]),
     "classifier": (6, ["checks.check_bert_classifier(BertClassifier, split=SPLIT)"]),
 }
 SPLITS = ("visible", "hidden")

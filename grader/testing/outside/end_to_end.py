@@ -57,6 +57,7 @@ CELLS = {
     "mlm_loss": ("mlm_loss_answer", ["mlm_loss_visible"], ["mlm_loss_hidden"]),
     "bert_base": ("bert_base_answer", ["bert_base_visible"], ["bert_base_hidden"]),
     "weight_mapping": ("mapping_answer", ["mapping_visible"], ["mapping_hidden"]),
+    "bert_count": ("bert_count_answer", ["bert_count_visible"], ["bert_count_hidden"]),
     "classifier": ("classifier_answer", ["classifier_visible"], ["classifier_hidden"]),
 }
 # A check that builds the student's answer to another cell: the answer goes to a student whose other cell is right.

@@ -201,4 +201,88 @@ CLASSIFIER = [
         return self.head((hidden * keep).sum(dim=1) / keep.sum(dim=1))"""), "classifier.no_padding_mask"),
 ]
 
-ANSWERS = [*BERT_BASE, *WEIGHT_MAPPING, *CLASSIFIER]
+BERT_COUNT = [
+    Answer("bert_count", "block_by_block", "a course solution's style: one variable per block", """
+def count_bert_parameters(config, pooler=False):
+    d, f = config.hidden_size, config.intermediate_size
+    word = config.vocab_size * d
+    position = config.max_position_embeddings * d
+    token_type = config.type_vocab_size * d
+    embedding_norm = 2 * d
+    qkv = 3 * (d * d + d)
+    out = d * d + d
+    ffn = d * f + f + f * d + d
+    norms = 4 * d
+    total = word + position + token_type + embedding_norm + config.num_hidden_layers * (qkv + out + ffn + norms)
+    if pooler:
+        total += d * d + d
+    return total
+""", None),
+    Answer("bert_count", "linear_helper", "a helper for a Linear's count, as in model-size calculators", """
+def count_bert_parameters(config, pooler=False):
+    def linear(n_in, n_out):
+        return n_in * n_out + n_out
+    def norm(n):
+        return 2 * n
+    d = config.hidden_size
+    emb = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * d + norm(d)
+    layer = 4 * linear(d, d) + linear(d, config.intermediate_size) + linear(config.intermediate_size, d) + 2 * norm(d)
+    return emb + config.num_hidden_layers * layer + (linear(d, d) if pooler else 0)
+""", None),
+    Answer("bert_count", "weights_only", "a count of the weight matrices and tables, every bias left out", """
+def count_bert_parameters(config, pooler=False):
+    d, f = config.hidden_size, config.intermediate_size
+    embeddings = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * d + 2 * d
+    layer = 4 * d * d + 2 * d * f + 4 * d
+    return embeddings + config.num_hidden_layers * layer + (d * d if pooler else 0)
+""", ("bert_count.layer", "bert_count.feed_forward_width", "bert_count.pooler")),
+    Answer("bert_count", "sinusoidal_habit", "part 1's habit: no position table, as with sinusoids", """
+def count_bert_parameters(config, pooler=False):
+    d, f = config.hidden_size, config.intermediate_size
+    embeddings = (config.vocab_size + config.type_vocab_size) * d + 2 * d
+    layer = 4 * (d * d + d) + d * f + f + f * d + d + 4 * d
+    return embeddings + config.num_hidden_layers * layer + ((d * d + d) if pooler else 0)
+""", "bert_count.positions"),
+    Answer("bert_count", "part2_width", "part 2's formula reused: the feed-forward as wide as the model", """
+def count_bert_parameters(config, pooler=False):
+    d = config.hidden_size
+    embeddings = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * d + 2 * d
+    attention = 4 * (d * d + d)
+    feed_forward = 2 * (d * d) + d + d
+    return embeddings + config.num_hidden_layers * (attention + feed_forward + 4 * d) + ((d * d + d) if pooler else 0)
+""", "bert_count.feed_forward_width"),
+    Answer("bert_count", "per_head_projections", "attention counted head by head, each head with full-size "
+           "projections, and the pooler always in", """
+def count_bert_parameters(config, pooler=False):
+    d, f, h = config.hidden_size, config.intermediate_size, config.num_attention_heads
+    embeddings = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * d + 2 * d
+    attention = h * 3 * (d * d + d) + (d * d + d)
+    layer = attention + (d * f + f) + (f * d + d) + 4 * d
+    return embeddings + config.num_hidden_layers * layer + d * d + d
+""", ("bert_count.heads", "bert_count.layer", "bert_count.pooler")),
+    Answer("bert_count", "one_norm_no_embedding_norm", "one LayerNorm per layer, none after the embeddings", """
+def count_bert_parameters(config, pooler=False):
+    d, f = config.hidden_size, config.intermediate_size
+    tables = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * d
+    per_layer = 3 * (d * d + d) + (d * d + d) + (d * f + f) + (f * d + d) + 2 * d
+    return tables + config.num_hidden_layers * per_layer + ((d * d + d) if pooler else 0)
+""", ("bert_count.layer", "bert_count.embedding_norm")),
+    Answer("bert_count", "minilm_numbers", "the checkpoint's own sizes written in: right for all-MiniLM-L6-v2 only", """
+def count_bert_parameters(config, pooler=False):
+    d, f = 384, 1536
+    embeddings = (30522 + 512 + 2) * d + 2 * d
+    layer = 4 * (d * d + d) + d * f + f + f * d + d + 4 * d
+    return embeddings + 6 * layer + ((d * d + d) if pooler else 0)
+""", "bert_count.constant"),
+    Answer("bert_count", "position_ids_counted", "every tensor of the checkpoint counted, its position_ids buffer "
+           "among them", """
+def count_bert_parameters(config, pooler=False):
+    d, f = config.hidden_size, config.intermediate_size
+    embeddings = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * d + 2 * d
+    embeddings += config.max_position_embeddings  # embeddings.position_ids
+    layer = 4 * (d * d + d) + d * f + f + f * d + d + 4 * d
+    return embeddings + config.num_hidden_layers * layer + ((d * d + d) if pooler else 0)
+""", "bert_count.positions"),
+]
+
+ANSWERS = [*BERT_BASE, *WEIGHT_MAPPING, *BERT_COUNT, *CLASSIFIER]
