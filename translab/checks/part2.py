@@ -218,9 +218,21 @@ def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = 
             _load_state(lm, case["lm_state"], "LanguageModelHead", cfg)
             cls = call_student(cls_label, ClassificationHead, cfg["nhid"], cfg["nclasses"])
             _load_state(cls, case["cls_state"], "ClassificationHead", cfg)
-            with torch.no_grad():
-                lm_out = call_student("LanguageModelHead.forward(hidden)", lm, hidden)
-                cls_out = call_student("ClassificationHead.forward(hidden, src_key_padding_mask)", cls, hidden, padding)
+            lm.eval()  # mode first: a dropout the student put in a head is off, as in evaluation
+            cls.eval()
+        if properties.report(_head_probes(lm, cls, case, tol)):
+            return  # the properties found are the failure (``checked`` raises them)
+    report_ok(f"LM head and classification head on {len(cases)} {'' if visible else 'hidden '}configuration(s); the "
+              "classifier reads each sentence's last real token, never padding")
+
+
+def _head_probes(lm, cls, case: dict, tol) -> list:
+    """The LM head's logits, the classifier's readout, its default without a mask: each measured, every one said."""
+    hidden, padding = case["hidden"], case["padding"]
+
+    def lm_logits():
+        with _forbid_models(), torch.no_grad():
+            lm_out = call_student("LanguageModelHead.forward(hidden)", lm, hidden)
         require_tensor(lm_out, "LanguageModelHead.forward(hidden)")
         if lm_out.shape != case["lm_expected"].shape:
             fail_if_transposed("LanguageModelHead returns the wrong shape", lm_out, case["lm_expected"], tol,
@@ -235,31 +247,40 @@ def check_heads(LanguageModelHead: type, ClassificationHead: type, split: str = 
             fail_measured("LanguageModelHead output differs from the reference", lm_out, case["lm_expected"], tol,
                           "one nn.Linear(nhid, ntoken) named decoder", position_axis=1, names=("batch", "seq", "ntoken"),
                           why=LOGITS_WHY)
+
+    readout_right = []  # whether the readout with the mask was right: the default without it is judged only then
+
+    def readout():
+        with _forbid_models(), torch.no_grad():
+            cls_out = call_student("ClassificationHead.forward(hidden, src_key_padding_mask)", cls, hidden, padding)
         expected = case["cls_expected"]
         require_tensor(cls_out, "ClassificationHead.forward(hidden, src_key_padding_mask)")
         if cls_out.shape != expected.shape:
             fail("ClassificationHead returns the wrong shape.", f"{tuple(expected.shape)} = (batch, nclasses)",
                  tuple(cls_out.shape), "one prediction per sentence: pick one position per sequence before the "
                  "linear layer", key="wrong_shape")
-        if not matches_reference(cls_out, expected, tol):
-            readings = CLASSIFICATION_HEAD_MISTAKES
-            matches = variant_matches(cls_out, case, readings, expected, tol)
-            if matches:
-                first = readings[matches[0]]
-                what = first.what if len(matches) == 1 else twin_mistakes([readings[k].what.rstrip(".") for k in matches]) + "."
-                fail(what, "the state at each sentence's last real token", first.looks_like, first.hint,
-                     key="|".join(readings[k].key for k in matches), keep=True)
+        readout_right.append(matches_reference(cls_out, expected, tol))
+        if not readout_right[-1]:
+            said = part2_probes.readout_finding(cls_out, case, tol)
+            if said:
+                fail(*said[:1], hint=said[1], key=said[2], keep=True)
             fail_measured("ClassificationHead output differs from the reference", cls_out, expected, tol,
                           "decoder(hidden[b, last real position of b]) for each sentence b", names=("batch", "nclasses"),
                           why=LOGITS_WHY)
-        with _forbid_models(), torch.no_grad():
-            no_mask = call_student("ClassificationHead.forward(hidden) without a padding mask", cls, hidden)
-        if not matches_reference(no_mask, case["cls_no_padding_mask"], tol):
+
+    def default_without_mask():
+        try:
+            with _forbid_models(), torch.no_grad():
+                no_mask = call_student("ClassificationHead.forward(hidden) without a padding mask", cls, hidden)
+        except CheckFailed as failed:  # src_key_padding_mask=None is the property under test
+            raise CheckFailed(failed.message, "heads.no_padding_mask_default") from None
+        if all(readout_right) and not matches_reference(no_mask, case["cls_no_padding_mask"], tol):  # else: said
             fail("ClassificationHead without a padding mask should read the last position.",
                  hint="src_key_padding_mask=None means no padding: every sequence ends at position -1",
                  key="heads.no_padding_mask_default")
-    report_ok(f"LM head and classification head on {len(cases)} {'' if visible else 'hidden '}configuration(s); the "
-              "classifier reads each sentence's last real token, never padding")
+
+    return [properties.Probe("heads.lm", "", lm_logits), properties.Probe("heads.readout", "", readout),
+            properties.Probe("heads.no_padding_mask_default", "", default_without_mask)]
 
 
 def reference_base_and_head(case: dict) -> tuple[nn.Module, nn.Module]:

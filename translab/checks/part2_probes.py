@@ -8,7 +8,7 @@ import math
 import torch
 
 from .. import wire
-from .harness import attempt_again
+from .harness import attempt_again, in_hidden_check, matches_reference
 from .properties import Probe, sizes_said
 from .scripted import layers_batch_first, record_encoder_here
 
@@ -125,3 +125,65 @@ def base_probes(model, recorder, case: dict) -> list[Probe]:
             Probe("model.no_causal_mask", "the masks given to the encoder", causal),
             Probe("model.no_padding_mask", "the masks given to the encoder", padded),
             Probe("model.masks_not_optional", "a call of forward(src) alone", optional)]
+
+
+def _cls_reading(out: torch.Tensor, case: dict, tol, centred: bool) -> tuple[str, str | None, str] | None:
+    """Which position (or mean) each row of ``out`` is the reference decoder's output at: (what, hint, key);
+    ``centred``: compare up to a constant per row (logits recovered from probabilities)."""
+    hidden, padding, state = case["hidden"], case["padding"], case["cls_state"]
+
+    def head(vectors):
+        logits = vectors @ state["decoder.weight"].T + state["decoder.bias"]
+        return logits - logits.mean(-1, keepdim=True) if centred else logits
+    at = head(hidden)  # (batch, seq, nclasses): the classification each position would give
+    lengths = (~padding).sum(dim=1)
+    last = (lengths - 1).tolist()
+    read = []
+    for b in range(hidden.size(0)):
+        hits = [t for t in range(hidden.size(1)) if torch.allclose(out[b], at[b, t], **CLOSE)]
+        read.append(hits[0] if len(hits) == 1 else None)
+    keep = (~padding).unsqueeze(-1).to(hidden.dtype)
+    seq = hidden.size(1)
+    readings = [
+        (read == last, "reads each sentence's last real token", None, "heads.readout_right"),
+        (read == [0] * len(read), "reads position 0 of every sentence", "with a causal mask, position 0 has only "
+         "seen the first token; the last real token has seen them all", "heads.first_position"),
+        (read == [seq - 1] * len(read), "reads the last position, hidden[:, -1], which is padding for shorter "
+         "sentences", "with right padding, sentence b ends at position (~padding[b]).sum() - 1; use the padding mask "
+         "to find it", "heads.last_position"),
+        (read == [min(n, seq - 1) for n in lengths.tolist()], "reads the position after each sentence's last real "
+         "token, the first padding", "the last real token is at (~padding[b]).sum() - 1: positions count from 0",
+         "heads.off_by_one"),
+        (matches_reference(out, head(hidden.mean(dim=1)), tol), "averages over all positions, padding included",
+         "read the state of each sentence's last non-padding token", "heads.mean"),
+        (matches_reference(out, head((hidden * keep).sum(dim=1) / keep.sum(dim=1)), tol), "averages the real "
+         "tokens", "this causal model's summary of a sentence is its last real token's state, which has seen every "
+         "token; a mean mixes in states that saw only the beginning", "heads.mean_real")]
+    for holds, what, hint, key in readings:
+        if holds:
+            return what, hint, key
+    if any(t is not None for t in read):
+        where = "" if in_hidden_check() else f" (positions {read} where the last real tokens are at {last})"
+        return f"reads another position than each sentence's last real token{where}", None, ""
+    return None
+
+
+def readout_finding(cls_out: torch.Tensor, case: dict, tol) -> tuple[str, str | None, str] | None:
+    """What the classifier's output was read from, measured by applying the reference decoder to every position
+    (and to the means), through a softmax if the rows are probabilities: (message, hint, keys), or None."""
+    rows = cls_out.sum(-1)
+    for name, logits in (("softmax", lambda x: x.clamp_min(1e-30).log()), ("log_softmax", lambda x: x)):
+        probabilities = cls_out if name == "softmax" else cls_out.exp()
+        if torch.allclose(probabilities.sum(-1), torch.ones_like(rows), atol=1e-4) and bool((probabilities >= 0).all()):
+            under = logits(cls_out)
+            found = _cls_reading(under - under.mean(-1, keepdim=True), case, tol, centred=True)
+            reading = "" if found is None or found[2] == "heads.readout_right" else f"; underneath, it {found[0]}"
+            keys = "heads.cls_softmax" + (f" {found[2]}" if reading and found[2] else "")
+            hints = "return the raw scores (logits): CrossEntropyLoss applies log-softmax itself" + (
+                f"; {found[1]}" if reading and found[1] else "")
+            return f"ClassificationHead returns a {name} of its logits (measured: its rows are probabilities){reading}.", \
+                hints, keys
+    found = _cls_reading(cls_out, case, tol, centred=False)
+    if found is None or found[2] == "heads.readout_right":
+        return None
+    return f"ClassificationHead {found[0]} (measured by applying the decoder to every position).", found[1], found[2]

@@ -72,6 +72,7 @@ from translab.bert import BertConfig
 # The graded answers: the part, and the test cells' calls (a check may have several, as part 5's masking has).
 GRADED = {
     "base": (2, ["checks.check_transformer_model(TransformerModel, split=SPLIT)"]),
+    "heads": (2, ["checks.check_heads(LanguageModelHead, ClassificationHead, split=SPLIT)"]),
     "mask": (1, ["checks.check_mask(generate_square_subsequent_mask, split=SPLIT)"]),
     "encoding": (1, ["checks.check_positional_encoding(PositionalEncoding, split=SPLIT)"]),
     "attention": (1, ["checks.check_attention(scaled_dot_product_attention, split=SPLIT)"]),

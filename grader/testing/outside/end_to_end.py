@@ -45,6 +45,7 @@ CELLS = {
     "attention": ("attention_answer", ["attention_visible"], ["attention_hidden"]),
     "multi_head": ("mha_answer", ["mha_visible"], ["mha_hidden"]),
     "base": ("transformer_answer", ["transformer_visible"], ["transformer_hidden"]),
+    "heads": ("heads_answer", ["heads_visible"], ["heads_hidden"]),
     "pieces": ("pieces_answer", ["pieces_visible"], ["pieces_hidden"]),
     "lm_targets": ("targets_answer", ["targets_visible"], ["targets_hidden"]),
     "lm_loss": ("loss_answer", ["loss_visible"], ["loss_hidden"]),

@@ -85,4 +85,75 @@ BASE = [
            ("model.layout", "model.no_scale")),
 ]
 
-ANSWERS = [*BASE]
+
+
+def heads(lm_forward: str, cls_forward: str, lm_init: str = "self.decoder = nn.Linear(nhid, ntoken)",
+          cls_init: str = "self.decoder = nn.Linear(nhid, nclasses)") -> str:
+    return f"""
+class LanguageModelHead(nn.Module):
+    def __init__(self, nhid, ntoken):
+        super().__init__()
+        {lm_init}
+
+    def forward(self, hidden, src_key_padding_mask=None):
+{lm_forward}
+
+
+class ClassificationHead(nn.Module):
+    def __init__(self, nhid, nclasses):
+        super().__init__()
+        {cls_init}
+
+    def forward(self, hidden, src_key_padding_mask=None):
+{cls_forward}
+"""
+
+
+LM_RIGHT = "        return self.decoder(hidden)"
+GATHER = """        if src_key_padding_mask is None:
+            return self.decoder(hidden[:, -1])
+        lengths = (~src_key_padding_mask).sum(dim=1)
+        return self.decoder(hidden[torch.arange(hidden.size(0)), lengths - 1])"""
+
+HEADS = [
+    Answer("heads", "gather_last_real", "course homework: the lengths from the padding mask, one index per sentence",
+           heads(LM_RIGHT, GATHER), None),
+    Answer("heads", "dropout_then_gather", "Hugging Face's classification heads: a dropout before the decoder, "
+           "torch.gather for the last real token", heads(LM_RIGHT, """
+        x = self.dropout(hidden)
+        if src_key_padding_mask is None:
+            return self.decoder(x[:, -1])
+        last = (~src_key_padding_mask).long().sum(1) - 1
+        index = last.view(-1, 1, 1).expand(-1, 1, x.size(-1))
+        return self.decoder(x.gather(1, index).squeeze(1))""",
+        cls_init="self.dropout = nn.Dropout(0.1)\n        self.decoder = nn.Linear(nhid, nclasses)"), None),
+    Answer("heads", "loop_over_sentences", "a learner's loop over the batch", heads(LM_RIGHT, """
+        rows = []
+        for b in range(hidden.size(0)):
+            n = hidden.size(1) if src_key_padding_mask is None else int((~src_key_padding_mask[b]).sum())
+            rows.append(hidden[b, n - 1])
+        return self.decoder(torch.stack(rows))"""), None),
+    Answer("heads", "cls_position", "BERT's habit: the sentence read at position 0", heads(LM_RIGHT, """
+        return self.decoder(hidden[:, 0])"""), "heads.first_position"),
+    Answer("heads", "last_position_always", "GPT-2's classification head without its padding lookup", heads(LM_RIGHT, """
+        return self.decoder(hidden[:, -1, :])"""), "heads.last_position"),
+    Answer("heads", "lengths_not_minus_one", "the lengths used as the index: one past the last real token",
+           heads(LM_RIGHT, """
+        if src_key_padding_mask is None:
+            return self.decoder(hidden[:, -1])
+        lengths = (~src_key_padding_mask).sum(dim=1).clamp(max=hidden.size(1) - 1)
+        return self.decoder(hidden[torch.arange(hidden.size(0)), lengths])"""), "heads.off_by_one"),
+    Answer("heads", "softmax_and_mean", "probabilities out of both heads, the classifier averaging every position",
+           heads("        return torch.softmax(self.decoder(hidden), dim=-1)", """
+        return torch.softmax(self.decoder(hidden.mean(dim=1)), dim=-1)"""),
+           ("heads.lm_softmax", "heads.cls_softmax", "heads.mean")),
+    Answer("heads", "log_softmax_first_token", "NLLLoss habits (log-softmax in the LM head) and [CLS] pooling",
+           heads("        return nn.functional.log_softmax(self.decoder(hidden), dim=-1)", """
+        return self.decoder(hidden[:, 0])"""), ("heads.lm_softmax", "heads.first_position")),
+    Answer("heads", "mean_of_real_no_default", "sentence-transformers' mean pooling, which needs the mask",
+           heads(LM_RIGHT, """
+        keep = (~src_key_padding_mask).unsqueeze(-1).float()
+        return self.decoder((hidden * keep).sum(1) / keep.sum(1))"""), ("heads.mean_real", "heads.no_padding_mask_default")),
+]
+
+ANSWERS = [*BASE, *HEADS]
